@@ -1,0 +1,1 @@
+"""whitesky.cloud emulator for whitesky.capvco's demo and tests."""

@@ -1,0 +1,60 @@
+"""The default world: what the emulator holds when started without --config."""
+
+from __future__ import annotations
+
+import json
+
+DEMO_TOKEN = "capvco-demo-token"
+DEMO_CUSTOMER = "capvco-demo"
+
+DEFAULT_WORLD = {
+    "customers": [{"customer_id": DEMO_CUSTOMER, "name": "CAPVCO demo customer"}],
+    "locations": [
+        {
+            "name": "be-gen-1",
+            "currency": "EUR",
+            "prices": {"vcu": 12.0, "mu": 3.5, "su": 0.1, "vgu": 730.0},
+            "gpus": [
+                {"id": "nvidia-a100-40c", "vendor": "NVIDIA", "model": "A100",
+                 "description": "NVIDIA A100 40GB, full card (A100-40C)", "available_instances": 6},
+                {"id": "nvidia-a100-20c", "vendor": "NVIDIA", "model": "A100",
+                 "description": "NVIDIA A100, half card (A100-20C)", "available_instances": 8},
+                {"id": "nvidia-l4-24q", "vendor": "NVIDIA", "model": "L4",
+                 "description": "NVIDIA L4 24GB (L4-24Q)", "available_instances": 4},
+            ],
+            "external_networks": [
+                {"external_network_id": 101, "name": "sriov-ext", "network": "198.51.100.0",
+                 "gateway": "198.51.100.1", "subnet_mask": "255.255.255.0"},
+            ],
+            "cloudspaces": [{"cloudspace_id": "cs-demo", "customer_id": DEMO_CUSTOMER, "name": "capvco-demo"}],
+        },
+        {
+            "name": "nl-ams-1",
+            "currency": "EUR",
+            "prices": {"vcu": 13.0, "mu": 3.8, "su": 0.12, "vgu": 1460.0},
+            "gpus": [
+                {"id": "nvidia-h100-80c", "vendor": "NVIDIA", "model": "H100",
+                 "description": "NVIDIA H100 80GB, full card (H100-80C)", "available_instances": 2},
+            ],
+            "external_networks": [
+                {"external_network_id": 201, "name": "ams-ext", "network": "203.0.113.0",
+                 "gateway": "203.0.113.1", "subnet_mask": "255.255.255.0"},
+            ],
+            "cloudspaces": [{"cloudspace_id": "cs-ams", "customer_id": DEMO_CUSTOMER, "name": "capvco-ams"}],
+        },
+    ],
+}
+
+
+def load_world(path):
+    """A seed file is JSON (or YAML when PyYAML is present) shaped like DEFAULT_WORLD."""
+    if not path:
+        return DEFAULT_WORLD
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        import yaml  # only needed for YAML seeds
+
+        return yaml.safe_load(text)

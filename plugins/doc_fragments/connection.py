@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    """The connection options shared by every module of the collection."""
+
+    DOCUMENTATION = r"""
+options:
+  api_url:
+    description:
+      - Base URL of the whitesky.cloud portal API, for example C(https://portal.example.com/api/1).
+      - C(/api/1) is appended when missing.
+      - If not set, the value of the E(WHITESKY_API_URL) environment variable is used.
+    type: str
+    required: true
+  api_token:
+    description:
+      - The bearer token (a JWT) used in the C(Authorization) header.
+      - An expired JWT fails before any call is made. A token that is not a JWT is passed on as it is.
+      - It is never logged nor returned.
+      - If not set, the value of the E(WHITESKY_API_TOKEN) environment variable is used.
+    type: str
+    required: true
+  customer_id:
+    description:
+      - The customer (account) that owns the resources.
+      - If not set, the value of the E(WHITESKY_CUSTOMER_ID) environment variable is used.
+    type: str
+    required: true
+  validate_certs:
+    description:
+      - Whether to verify the portal's TLS certificate.
+    type: bool
+    default: true
+  timeout:
+    description:
+      - Timeout in seconds of each HTTP request.
+      - Idempotent requests are retried with jittered exponential backoff on HTTP 429 (honouring
+        C(Retry-After)), 502, 503, 504 and connection errors.
+    type: float
+    default: 30.0
+requirements:
+  - httpx >= 0.24
+"""
+
+    ACTIONGROUPS = r"""
+options: {}
+attributes:
+  action_group:
+    description: Use C(group/whitesky.capvco.all) in C(module_defaults) to set the connection options once.
+    support: full
+    membership:
+      - whitesky.capvco.all
+"""

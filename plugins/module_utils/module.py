@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one AnsibleModule base of the collection.
+
+Everything Ansible-specific lives here: the shared connection options, check
+mode and diff plumbing, and the mapping of core errors to ``fail_json``.
+Modules are an ``argument_spec`` and one call into the core through ``run``.
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import (
+    HTTPX_IMPORT_ERROR,
+    ApiError,
+    WhiteskyClient,
+    WhiteskyError,
+)
+
+CONNECTION_SPEC = dict(
+    api_url=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_API_URL"])),
+    api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WHITESKY_API_TOKEN"])),
+    customer_id=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_CUSTOMER_ID"])),
+    validate_certs=dict(type="bool", default=True),
+    timeout=dict(type="float", default=30.0),
+)
+
+
+class Request:
+    """What a core function gets: the client, the module's own parameters, and the mode."""
+
+    def __init__(self, client, params, check_mode, diff):
+        self.client = client
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff
+
+
+class WhiteskyModule:
+    """Build the AnsibleModule with the shared options and run one core function."""
+
+    def __init__(self, argument_spec, supports_check_mode=True, **kwargs):
+        spec = dict(CONNECTION_SPEC)
+        spec.update(argument_spec)
+        self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
+
+    def client(self):
+        p = self.module.params
+        return WhiteskyClient(p["api_url"], p["api_token"], p["customer_id"],
+                              validate_certs=p["validate_certs"], timeout=p["timeout"])
+
+    def run(self, func):
+        """Call ``func(Request) -> dict`` and exit with its result.
+
+        The result may carry ``changed`` and ``diff`` (``{"before", "after"}``);
+        diff is returned only when Ansible runs with ``--diff``.
+        """
+        if HTTPX_IMPORT_ERROR:
+            self.module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
+        params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC}
+        try:
+            with self.client() as client:
+                result = func(Request(client, params, self.module.check_mode, self.module._diff))
+        except ApiError as exc:
+            self.module.fail_json(**exc.to_dict())
+        except WhiteskyError as exc:
+            self.module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
+        result.setdefault("changed", False)
+        if not self.module._diff:
+            result.pop("diff", None)
+        self.module.exit_json(**result)

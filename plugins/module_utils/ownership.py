@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ownership is in the name: encode and decode a vGPU reservation's ``vgpu_name``.
+
+``capvco.<cluster>.<machine>.<slot:2 digits>.<created: 7 base-36 digits>``
+
+- cluster and machine are names of letters, digits and ``-`` (no ``.`` or ``_``),
+  so the ``.`` separators decode without ambiguity;
+- a part too long for the platform's 64-character limit is shortened to a
+  prefix, ``_`` and 8 hex digits of its SHA-256: still unique, still matched;
+- ``created`` (epoch seconds) gives the reservation's age, which the platform
+  does not report, so the orphan sweep can honour a grace period.
+
+A name that does not decode is not ours and is never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import namedtuple
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+
+PREFIX = "capvco"
+MAX_NAME = 64
+MAX_SLOT = 99
+CLUSTER_MAX = 20
+_TIME_DIGITS = 7
+_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
+_PART = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(_[0-9a-f]{8})?$")
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+Owner = namedtuple("Owner", "cluster machine slot created")
+
+
+def _b36(n, width=_TIME_DIGITS):
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _B36[r] + out
+    return out.rjust(width, "0")[-width:]
+
+
+def _shorten(value, limit):
+    if len(value) <= limit:
+        return value
+    return value[: limit - 9].rstrip("-") + "_" + hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def _check(kind, value):
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InputError("invalid %s name %r: use letters, digits and '-' (not at either end)" % (kind, value))
+
+
+def cluster_part(cluster):
+    _check("cluster", cluster)
+    return _shorten(cluster, CLUSTER_MAX)
+
+
+def machine_part(cluster, machine):
+    """The machine as it stands in names of this cluster (shortened the same way every time)."""
+    return machine_key(cluster_part(cluster), machine)
+
+
+def machine_key(encoded_cluster, machine):
+    """Like :func:`machine_part`, from a cluster as it stands in a decoded name."""
+    _check("machine", machine)
+    return _shorten(machine, MAX_NAME - (len(PREFIX) + 4 + 2 + _TIME_DIGITS + len(encoded_cluster)))
+
+
+def encode(cluster, machine, slot, created=None):
+    """The ``vgpu_name`` of slot ``slot`` of ``machine`` in ``cluster``."""
+    if not isinstance(slot, int) or not 0 <= slot <= MAX_SLOT:
+        raise InputError("invalid slot %r: an integer from 0 to %d" % (slot, MAX_SLOT))
+    created = int(time.time() if created is None else created)
+    return ".".join((PREFIX, cluster_part(cluster), machine_part(cluster, machine), "%02d" % slot, _b36(created)))
+
+
+def decode(name):
+    """The :class:`Owner` of a name, or None when the name is not ours."""
+    if not isinstance(name, str) or len(name) > MAX_NAME:
+        return None
+    parts = name.split(".")
+    if len(parts) != 5 or parts[0] != PREFIX:
+        return None
+    _prefix, cluster, machine, slot, created = parts
+    if not (_PART.match(cluster) and _PART.match(machine)):
+        return None
+    if not (len(slot) == 2 and slot.isdigit() and len(created) == _TIME_DIGITS):
+        return None
+    if any(c not in _B36 for c in created):
+        return None
+    return Owner(cluster, machine, int(slot), int(created, 36))
+
+
+def owned_by(owner, cluster, machine=None):
+    """True when a decoded owner is ``cluster`` (and ``machine``, when given)."""
+    if owner is None or owner.cluster != cluster_part(cluster):
+        return False
+    return machine is None or owner.machine == machine_part(cluster, machine)

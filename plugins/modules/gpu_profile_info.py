@@ -1,0 +1,109 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_profile_info
+short_description: List the GPU profiles that a whitesky.cloud location offers
+version_added: 0.1.0
+description:
+  - Lists the per-card GPU profiles of a location (C(GET /customers/{customer_id}/locations/{location}/gpus)),
+    with how many instances of each are still available.
+  - A GPU I(type) is the profile's vendor and model, for example C(NVIDIA A100). One type may be offered by
+    several per-card profiles.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  location:
+    description:
+      - The location (G8) name, for example C(be-gen-1).
+    type: str
+    required: true
+  type:
+    description:
+      - Only return profiles of this GPU type (vendor and model, compared without regard to case or spacing).
+    type: str
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: List the GPU profiles of a location
+  whitesky.capvco.gpu_profile_info:
+    location: be-gen-1
+  register: gpus
+
+- name: Only the NVIDIA A100 profiles, with the connection set once for the play
+  module_defaults:
+    group/whitesky.capvco.all:
+      api_url: "{{ whitesky_api_url }}"
+      api_token: "{{ whitesky_api_token }}"
+      customer_id: "{{ whitesky_customer_id }}"
+  whitesky.capvco.gpu_profile_info:
+    location: be-gen-1
+    type: NVIDIA A100
+"""
+
+RETURN = r"""
+profiles:
+  description: The location's GPU profiles.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: The profile id (C(gpu_id) in the API).
+      type: str
+      sample: nvidia-a100-40c
+    vendor:
+      description: GPU vendor.
+      type: str
+      sample: NVIDIA
+    model:
+      description: GPU model.
+      type: str
+      sample: A100
+    type:
+      description: Vendor and model, the value a machine pool asks for.
+      type: str
+      sample: NVIDIA A100
+    description:
+      description: The platform's description of the profile.
+      type: str
+      sample: NVIDIA A100 40GB, full card (A100-40C)
+    available_instances:
+      description: How many more vGPUs of this profile can be reserved.
+      type: int
+      sample: 6
+types:
+  description: The distinct GPU types among the returned profiles.
+  returned: always
+  type: list
+  elements: str
+  sample: ["NVIDIA A100", "NVIDIA L4"]
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(dict(
+        location=dict(type="str", required=True),
+        type=dict(type="str"),
+    )).run(gpu.profile_info)
+
+
+if __name__ == "__main__":
+    main()

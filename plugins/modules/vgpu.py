@@ -1,0 +1,192 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vgpu
+short_description: Ensure a machine holds exactly N vGPUs of a GPU type on whitesky.cloud
+version_added: 0.1.0
+description:
+  - Makes one machine (or every machine of a pool) hold exactly O(count) vGPUs of a GPU O(type), by type and
+    never by profile id. The type is resolved against the location's per-card profiles; a profile with enough
+    available instances is picked.
+  - Each reservation is named after its owner (cluster, machine, slot, see the collection's docs on naming), so
+    the name is the record. Reservations are looked up by name before anything is reserved, which makes the
+    module idempotent and makes a lost response safe; it never reserves a slot twice.
+  - Missing slots are reserved and attached in a single call. Owned reservations that are detached (or in the
+    recycle bin) are attached (restored) again; slots above O(count) are released.
+  - With O(state=absent) every reservation of the machine is detached and deleted (permanently by default:
+    a vGPU is billed until it is deleted permanently).
+  - Unknown types, a count above the location's capacity, a negative count and unknown machines fail before
+    anything changes.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  location:
+    description: The location (G8) of the cloudspace.
+    type: str
+    required: true
+  cloudspace_id:
+    description: The cloudspace that holds the machine(s).
+    type: str
+    required: true
+  cluster:
+    description:
+      - The cluster that owns the reservations; it is encoded in each reservation's name.
+      - Letters, digits and C(-).
+    type: str
+    required: true
+  machine:
+    description:
+      - The machine, by VM name or VM id.
+      - One of O(machine) and O(machines) is required.
+    type: str
+  machines:
+    description:
+      - Several machines (names or ids) of one pool, served with a single listing of the location's reservations
+        and converged in parallel.
+    type: list
+    elements: str
+  type:
+    description:
+      - The GPU type, vendor and model as the location's profiles give them, for example C(NVIDIA A100).
+      - Compared without regard to case or spacing. Required with O(state=present).
+    type: str
+  count:
+    description: How many vGPUs each machine holds.
+    type: int
+    default: 1
+  state:
+    description: Whether the machine holds O(count) vGPUs (V(present)) or none (V(absent)).
+    type: str
+    choices: [present, absent]
+    default: present
+  permanently:
+    description:
+      - Delete released reservations permanently. A vGPU in the recycle bin is assumed to still bill, so only turn
+        this off when the platform is known not to bill it.
+    type: bool
+    default: true
+  parallel:
+    description: How many machines are converged at once (one machine's operations always run in turn).
+    type: int
+    default: 8
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Reports what would be reserved, attached and released, and changes nothing.
+    support: full
+  diff_mode:
+    description: Shows each machine's slots before and after.
+    support: full
+notes:
+  - A reserve whose response is lost (a timeout or a dropped connection) is resolved by looking its name up before
+    any retry. A VM locked by another operation (HTTP 409) is waited for.
+seealso:
+  - module: whitesky.capvco.vgpu_info
+  - module: whitesky.capvco.vgpu_reclaim
+"""
+
+EXAMPLES = r"""
+- name: Give a machine two NVIDIA A100 vGPUs
+  whitesky.capvco.vgpu:
+    location: be-gen-1
+    cloudspace_id: cs-demo
+    cluster: demo
+    machine: demo-gpu-0
+    type: NVIDIA A100
+    count: 2
+
+- name: A whole pool with one listing
+  whitesky.capvco.vgpu:
+    location: be-gen-1
+    cloudspace_id: cs-demo
+    cluster: demo
+    machines: [demo-gpu-0, demo-gpu-1, demo-gpu-2]
+    type: NVIDIA A100
+    count: 1
+
+- name: Release every vGPU of a machine before deleting it
+  whitesky.capvco.vgpu:
+    location: be-gen-1
+    cloudspace_id: cs-demo
+    cluster: demo
+    machine: demo-gpu-0
+    state: absent
+"""
+
+RETURN = r"""
+reservations:
+  description: The machines' reservations after the run (in check mode, the ones kept).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    vgpu_id:
+      description: The reservation's id.
+      type: str
+    vgpu_name:
+      description: The reservation's name, which encodes its owner.
+      type: str
+      sample: capvco.demo.demo-gpu-0.00.0t3k2a1
+    gpu_id:
+      description: The GPU profile it was reserved from.
+      type: str
+      sample: nvidia-a100-40c
+    status:
+      description: The platform's status of the reservation.
+      type: str
+      sample: ATTACHED
+    vm_id:
+      description: The VM it is attached to.
+      type: int
+    cluster:
+      description: The owning cluster, as encoded.
+      type: str
+    machine:
+      description: The owning machine, as encoded.
+      type: str
+    slot:
+      description: The slot index on the machine.
+      type: int
+planned:
+  description: In check mode, per machine, how many slots would be reserved, released and fixed.
+  returned: in check mode
+  type: dict
+changed:
+  description: Whether anything was (or, in check mode, would be) reserved, attached or released.
+  returned: always
+  type: bool
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            cloudspace_id=dict(type="str", required=True),
+            cluster=dict(type="str", required=True),
+            machine=dict(type="str"),
+            machines=dict(type="list", elements="str"),
+            type=dict(type="str"),
+            count=dict(type="int", default=1),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            permanently=dict(type="bool", default=True),
+            parallel=dict(type="int", default=8),
+        ),
+        required_one_of=[("machine", "machines")],
+        mutually_exclusive=[("machine", "machines")],
+        required_if=[("state", "present", ("type",))],
+    ).run(gpu.ensure)
+
+
+if __name__ == "__main__":
+    main()

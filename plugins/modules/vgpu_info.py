@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vgpu_info
+short_description: List vGPU reservations of a whitesky.cloud location, decoded into their owners
+version_added: 0.1.0
+description:
+  - Lists the location's vGPU reservations (attached, detached and in the recycle bin: all of them bill) with a
+    single paginated listing, and decodes each name into its owner (cluster, machine, slot, creation time).
+  - A reservation whose name does not decode is reported with C(owned=false); it is not this collection's.
+  - An I(orphan) is owned, but no VM of its machine exists in the location any more.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  location:
+    description: The location (G8).
+    type: str
+    required: true
+  cluster:
+    description: Only the reservations this cluster owns.
+    type: str
+  machine:
+    description: Only the reservations this machine (VM name) owns; needs O(cluster).
+    type: str
+  orphans_only:
+    description: Only owned reservations whose machine no longer exists.
+    type: bool
+    default: false
+  with_cost:
+    description:
+      - Add the accrued vGPU-seconds and cost of each reservation, from the platform's consumption report and the
+        location's C(vgu) price.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+seealso:
+  - module: whitesky.capvco.vgpu
+  - module: whitesky.capvco.vgpu_reclaim
+"""
+
+EXAMPLES = r"""
+- name: Every reservation of a cluster
+  whitesky.capvco.vgpu_info:
+    location: be-gen-1
+    cluster: demo
+  register: demo_vgpus
+
+- name: What escaped, and what it cost so far
+  whitesky.capvco.vgpu_info:
+    location: be-gen-1
+    orphans_only: true
+    with_cost: true
+  register: orphans
+"""
+
+RETURN = r"""
+reservations:
+  description: The reservations.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    vgpu_id:
+      description: The reservation's id.
+      type: str
+    vgpu_name:
+      description: Its name.
+      type: str
+    gpu_id:
+      description: The GPU profile.
+      type: str
+    status:
+      description: C(ATTACHED), C(RESERVED) (detached) or C(DELETED) (recycle bin).
+      type: str
+    vm_id:
+      description: The VM it is attached to, if any.
+      type: int
+    vm_name:
+      description: The name of that VM.
+      type: str
+    owned:
+      description: Whether the name decodes as this collection's.
+      type: bool
+    cluster:
+      description: Owning cluster (owned reservations only).
+      type: str
+    machine:
+      description: Owning machine (owned reservations only).
+      type: str
+    slot:
+      description: Slot index (owned reservations only).
+      type: int
+    created:
+      description: When it was reserved, in epoch seconds, from its name.
+      type: int
+    age:
+      description: Seconds since it was reserved.
+      type: int
+    orphan:
+      description: Owned, and its machine no longer exists (when O(cluster) or O(orphans_only) is set).
+      type: bool
+    vgpu_seconds:
+      description: Billed vGPU-seconds so far (with O(with_cost)).
+      type: float
+    cost:
+      description: Cost so far, in RV(currency) (with O(with_cost)).
+      type: float
+currency:
+  description: The currency of the costs.
+  returned: with O(with_cost)
+  type: str
+cost_per_hour:
+  description: What the listed reservations cost per hour together.
+  returned: with O(with_cost)
+  type: float
+total_cost:
+  description: What the listed reservations have cost so far.
+  returned: with O(with_cost)
+  type: float
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(dict(
+        location=dict(type="str", required=True),
+        cluster=dict(type="str"),
+        machine=dict(type="str"),
+        orphans_only=dict(type="bool", default=False),
+        with_cost=dict(type="bool", default=False),
+    )).run(gpu.info)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Shared test helpers: start the real emulator, talk to its admin API, run playbooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+TOKEN = "capvco-demo-token"
+CUSTOMER = "capvco-demo"
+
+
+def ensure_collection_link():
+    link = os.path.join(COLLECTIONS, "ansible_collections", "whitesky", "capvco")
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(ROOT, link)
+    if COLLECTIONS not in sys.path:
+        sys.path.insert(0, COLLECTIONS)
+
+
+class Emulator:
+    """A real emulator process on a free loopback port."""
+
+    def __init__(self, state_dir, token=TOKEN, extra_args=()):
+        self.state_dir = str(state_dir)
+        self.token = token
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.url = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "bin", "whitesky-emulator"), "--port", "0",
+             "--state-dir", self.state_dir, "--token", self.token] + self.extra_args,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            raise RuntimeError("emulator did not start: %r" % line)
+        self.url = line
+        self.admin_url = line[: -len("/api/1")] + "/_emulator"
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+
+    def admin(self, method, path, body=None):
+        resp = httpx.request(method, self.admin_url + path, json=body, timeout=30)
+        resp.raise_for_status()
+        return resp.json()
+
+    def faults(self, **cfg):
+        return self.admin("POST", "/faults", cfg)
+
+    def stats(self):
+        return self.admin("GET", "/stats")
+
+    def reset_stats(self):
+        return self.admin("DELETE", "/stats")
+
+    def ledger(self):
+        return self.admin("GET", "/ledger")
+
+    def op_count(self, operation):
+        return self.stats()["operations"].get(operation, {}).get("count", 0)
+
+    def env(self):
+        return {"WHITESKY_API_URL": self.url, "WHITESKY_API_TOKEN": self.token, "WHITESKY_CUSTOMER_ID": CUSTOMER}
+
+    def client(self, **kw):
+        from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+
+        kw.setdefault("timeout", 10)
+        return WhiteskyClient(self.url, self.token, CUSTOMER, **kw)
+
+
+def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=False, env=None, timeout=600):
+    """Run ansible-playbook; return (rc, stdout+stderr, results of tasks registered as capvco_*)."""
+    bindir = os.path.dirname(sys.executable)
+    cmd = [os.path.join(bindir, "ansible-playbook"), playbook]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    full_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0",
+                    ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
+                    PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    if emulator:
+        full_env.update(emulator.env())
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT)
+    out = proc.stdout + proc.stderr
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = None
+    return proc.returncode, out, data
+
+
+def task_results(data, name):
+    """Per-host results of the task called NAME in an ansible.builtin.json callback output."""
+    found = []
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == name:
+                found.extend(task["hosts"].values())
+    return found
+
+
+def wait_for(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False

@@ -1,0 +1,197 @@
+"""The client against the running emulator: retries, errors, pagination, billing, locks, persistence."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from helpers import CUSTOMER, Emulator, run_playbook, task_results
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, WhiteskyClient
+
+LOC = "be-gen-1"
+CS = "cs-demo"
+
+
+def new_vm(client, name="vm-a"):
+    return client.create_vm(CS, name=name, description="test", vcpus=2, memory=2048)
+
+
+def test_retry_on_503_converges(emulator):
+    client = emulator.client(backoff=0.01)
+    emulator.faults(fail_next={"listAvailableGPUProfiles": [503, 3]})
+    profiles = client.gpu_profiles(LOC)
+    assert {p["id"] for p in profiles} >= {"nvidia-a100-40c", "nvidia-a100-20c"}
+    assert emulator.op_count("listAvailableGPUProfiles") == 4
+    assert client.retries == 3
+
+
+def test_retry_on_429_honours_retry_after(emulator):
+    slept = []
+    client = emulator.client(backoff=0.01, sleep=slept.append)
+    emulator.faults(fail_next={"listAvailableGPUProfiles": [429, 2]}, retry_after=3)
+    client.gpu_profiles(LOC)
+    assert len(slept) == 2 and all(3.0 <= s < 3.1 for s in slept), slept
+
+
+def test_retries_give_up_with_a_clear_error(emulator):
+    client = emulator.client(backoff=0.001, max_attempts=3)
+    emulator.faults(fail_next={"listAvailableGPUProfiles": [503, 10]})
+    with pytest.raises(ApiError) as err:
+        client.gpu_profiles(LOC)
+    assert err.value.status == 503 and emulator.op_count("listAvailableGPUProfiles") == 3
+
+
+def test_reserve_post_is_never_retried(emulator):
+    client = emulator.client(backoff=0.001)
+    emulator.faults(fail_next={"reserveVGPU": [503, 1]})
+    with pytest.raises(ApiError) as err:
+        client.reserve_vgpu(LOC, "nvidia-a100-40c", "never-twice")
+    assert err.value.status == 503
+    assert emulator.op_count("reserveVGPU") == 1
+    emulator.faults(drop_after_commit={"reserveAndAttachVGPUToVM": 1})
+    vm = new_vm(client)
+    with pytest.raises(ApiError) as err:
+        client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "lost-response")
+    assert err.value.no_response
+    assert emulator.op_count("reserveAndAttachVGPUToVM") == 1
+    assert [r["vgpu_name"] for r in emulator.ledger()["reservations"]] == ["lost-response"]
+
+
+def test_api_errors_401_404_409(emulator):
+    bad = WhiteskyClient(emulator.url, "wrong-token", CUSTOMER)
+    with pytest.raises(ApiError) as err:
+        bad.gpu_profiles(LOC)
+    assert (err.value.status, err.value.method) == (401, "GET")
+    assert err.value.path == "/customers/%s/locations/%s/gpus" % (CUSTOMER, LOC)
+    client = emulator.client()
+    with pytest.raises(ApiError) as err:
+        client.get_vm(CS, 999)
+    assert err.value.status == 404 and "999" in err.value.message
+    vm = new_vm(client)
+    client.reserve_attach_vgpu(CS, vm, "nvidia-l4-24q", "held")
+    with pytest.raises(ApiError) as err:
+        client.delete_vm(CS, vm)
+    assert err.value.status == 409 and "detach_gpu" in err.value.message
+    assert str(err.value).startswith("DELETE /customers/")
+
+
+def test_token_absent_from_every_failure_output(emulator, tmp_path):
+    secret = "s3cr3t-token-value-" + "x" * 12
+    bad = WhiteskyClient(emulator.url, secret, CUSTOMER)
+    with pytest.raises(ApiError) as err:
+        bad.gpu_profiles(LOC)
+    assert secret not in str(err.value) and secret not in repr(err.value) and secret not in repr(bad)
+    # a dead endpoint: the transport error carries the URL, never the header
+    dead = WhiteskyClient("http://127.0.0.1:9/api/1", secret, CUSTOMER, max_attempts=2, backoff=0.001)
+    with pytest.raises(ApiError) as err:
+        dead.gpu_profiles(LOC)
+    assert err.value.status is None and secret not in str(err.value)
+    # and through Ansible, with -vvv
+    play = tmp_path / "p.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: profiles\n"
+                    "      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n")
+    rc, out, data = run_playbook(str(play), emulator, env={"WHITESKY_API_TOKEN": secret})
+    assert rc != 0
+    res = task_results(data, "profiles")[0]
+    assert res["failed"] and res["status"] == 401 and res["method"] == "GET"
+    assert secret not in out
+
+
+def test_pagination_across_pages(emulator):
+    client = emulator.client()
+    for i in range(7):
+        client.reserve_vgpu(LOC, "nvidia-a100-20c", "page-%d" % i)
+    emulator.reset_stats()
+    names = [v["vgpu_name"] for v in client.paginate("listCustomerVGPUS", limit=3, location=LOC)]
+    assert names == ["page-%d" % i for i in range(7)]
+    assert emulator.op_count("listCustomerVGPUS") == 3  # 3 + 3 + 1, no empty trailing page
+    emulator.reset_stats()
+    assert len(list(client.paginate("listCustomerVGPUS", limit=7, location=LOC))) == 7
+    assert emulator.op_count("listCustomerVGPUS") == 1
+
+
+def test_billing_accrues_while_reserved_and_detached_and_stops_at_permanent_delete(emulator):
+    client = emulator.client()
+    vm = new_vm(client)
+    before = {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}
+    vgpu = client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "bill-me")
+    assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}["nvidia-a100-40c"] == \
+        before["nvidia-a100-40c"] - 1
+
+    def seconds():
+        return next(r for r in emulator.ledger()["reservations"] if r["vgpu_id"] == vgpu)["vgpu_seconds"]
+
+    client.detach_vgpu(CS, vm, vgpu)
+    a = seconds()
+    time.sleep(0.3)
+    b = seconds()
+    assert b - a >= 0.25, "a detached vGPU still bills"
+    client.delete_vgpu(LOC, vgpu, permanently=False)  # soft delete: still billed
+    time.sleep(0.3)
+    c = seconds()
+    assert c - b >= 0.25, "a soft-deleted vGPU still bills"
+    client.delete_vgpu(LOC, vgpu, permanently=True)
+    d = seconds()
+    time.sleep(0.3)
+    assert seconds() == d, "billing stops at permanent deletion"
+    assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)} == before
+    # the platform's own consumption report agrees (unit-hours of vGPU)
+    cons = client.consumption(LOC, int(time.time()) - 60, int(time.time()) + 1)
+    assert cons["consumption"]["vgu"] * 3600 == pytest.approx(d, abs=1.5)
+
+
+def test_vm_lock_refuses_a_concurrent_operation(emulator):
+    client = emulator.client()
+    vm = new_vm(client)
+    vgpu = client.reserve_vgpu(LOC, "nvidia-a100-20c", "lock-test")
+    emulator.faults(vm_op_seconds=0.6)
+    worker = threading.Thread(target=client.attach_vgpu, args=(CS, vm, vgpu))
+    worker.start()
+    time.sleep(0.2)
+    other = emulator.client()
+    assert other.get_vm(CS, vm)["locked"] is True
+    with pytest.raises(ApiError) as err:
+        other.attach_nic(CS, vm, 101)
+    assert err.value.status == 409 and "locked" in err.value.message
+    worker.join()
+    assert other.get_vm(CS, vm)["locked"] is False
+    assert emulator.stats()["vm_lock_conflicts"] == 1
+
+
+def test_state_survives_a_restart(tmp_path):
+    emu = Emulator(tmp_path / "state").start()
+    try:
+        client = emu.client()
+        vm = new_vm(client, "persisted")
+        vgpu = client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "persist-me")
+        client.attach_nic(CS, vm, 101)
+        nic = client.nics(CS, vm)[0]
+    finally:
+        emu.stop()
+    emu2 = Emulator(tmp_path / "state").start()
+    try:
+        client = emu2.client()
+        info = client.get_vm(CS, vm)
+        assert info["name"] == "persisted"
+        assert [d["reference_id"] for d in info["devices"]] == [vgpu]
+        assert client.nics(CS, vm) == [nic]
+        assert [v["vgpu_id"] for v in client.vgpus(LOC)] == [vgpu]
+        assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}["nvidia-a100-40c"] == 5
+        # a new NIC never reuses an address in use
+        client.attach_nic(CS, vm, 101)
+        ips = [n["ip_address"] for n in client.nics(CS, vm)]
+        assert len(set(ips)) == 2
+    finally:
+        emu2.stop()
+
+
+def test_parameters_in_the_wrong_place_are_refused(emulator):
+    # the platform takes VM fields as query parameters even on POST; a JSON body is not enough
+    resp = httpx.post(emulator.url + "/customers/%s/cloudspaces/%s/vms" % (CUSTOMER, CS),
+                      json={"name": "x", "description": "x", "vcpus": 1, "memory": 1024},
+                      headers={"Authorization": "Bearer " + emulator.token})
+    assert resp.status_code == 400 and "name" in resp.json()["message"]

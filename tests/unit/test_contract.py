@@ -1,0 +1,64 @@
+"""The client's and the emulator's operations, checked against the platform's Swagger spec."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+from helpers import ROOT
+from spec import load_spec, operations
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import OPERATIONS
+
+sys.path.insert(0, os.path.join(ROOT, "emulator"))
+from whitesky_emulator.app import OPS  # noqa: E402
+
+SPEC = load_spec()
+pytestmark = pytest.mark.skipif(SPEC is None, reason="../shared/reference/whitesky-api.json is not present")
+
+
+def placeholders(path):
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+@pytest.fixture(scope="module")
+def spec_ops():
+    return operations(SPEC)
+
+
+def test_spec_base_path():
+    assert SPEC["basePath"] == "/api/1"
+
+
+@pytest.mark.parametrize("op_id", sorted(OPERATIONS))
+def test_client_operation_matches_spec(op_id, spec_ops):
+    method, path, query, body = OPERATIONS[op_id]
+    assert op_id in spec_ops, "%s is not an operation of the spec" % op_id
+    s_method, s_path, s_params, s_body = spec_ops[op_id]
+    assert method == s_method
+    assert path == s_path, "path parameters must be named as in the spec"
+    for name in query:
+        assert s_params.get(name) == "query", "%s: %r is not a query parameter in the spec" % (op_id, name)
+    for name in body:
+        assert name in s_body, "%s: %r is not a body field in the spec" % (op_id, name)
+    required = {n for n, where in s_params.items() if where == "query"}
+    # every query parameter the spec requires must be one the client can send
+    spec_required = {p["name"] for p in SPEC["paths"][s_path][s_method.lower()].get("parameters", [])
+                     if p.get("required") and p["in"] == "query"}
+    assert spec_required <= set(query), "%s: the client cannot send required %s" % (op_id, spec_required - set(query))
+    assert set(query) <= required
+
+
+@pytest.mark.parametrize("method,path,op_id", [(m, p, o) for m, p, o, _mut, _f in OPS])
+def test_emulator_route_matches_spec(method, path, op_id, spec_ops):
+    assert op_id in spec_ops, "the emulator serves %s, which the spec does not have" % op_id
+    s_method, s_path, _params, _body = spec_ops[op_id]
+    assert (method, path) == (s_method, s_path)
+
+
+def test_emulator_serves_every_client_operation():
+    served = {o for _m, _p, o, _mut, _f in OPS}
+    assert set(OPERATIONS) <= served

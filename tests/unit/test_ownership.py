@@ -1,0 +1,62 @@
+"""Ownership names: encode, decode, uniqueness, platform rules, and what is not ours."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+
+PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the emulator's (assumed) rule
+
+
+def test_round_trip():
+    name = ownership.encode("demo", "demo-gpu-0", 3, created=1795960000)
+    assert name.startswith("capvco.demo.demo-gpu-0.03.")
+    owner = ownership.decode(name)
+    assert owner == ownership.Owner("demo", "demo-gpu-0", 3, 1795960000)
+    assert ownership.owned_by(owner, "demo", "demo-gpu-0")
+    assert not ownership.owned_by(owner, "demo", "demo-gpu-1")
+    assert not ownership.owned_by(owner, "other")
+
+
+def test_unique_per_cluster_machine_slot_and_fits_the_platform():
+    clusters = ["a", "prod", "x" * 20, "y" * 40, "y" * 41]
+    machines = ["m", "worker-0", "w" * 45, "w" * 63, "w" * 62 + "z"]
+    seen = set()
+    for c, m, s in itertools.product(clusters, machines, (0, 1, 99)):
+        name = ownership.encode(c, m, s, created=2000000000)
+        assert PLATFORM_NAME.match(name) and len(name) <= 64, name
+        owner = ownership.decode(name)
+        key = (owner.cluster, owner.machine, owner.slot)
+        assert key not in seen, name
+        seen.add(key)
+        assert ownership.owned_by(owner, c, m)
+        assert owner.slot == s and owner.created == 2000000000
+
+
+def test_long_names_are_shortened_the_same_way_every_time():
+    a = ownership.encode("c" * 30, "m" * 60, 0, created=1)
+    b = ownership.encode("c" * 30, "m" * 60, 0, created=1)
+    assert a == b and "_" in a
+
+
+@pytest.mark.parametrize("name", [
+    "", "gpu-1", "capvco", "capvco.demo.m.00", "capvco.demo.m.0.0000001", "capvco.demo.m.00.00000!1",
+    "other.demo.m.00.0000001", "capvco.de.mo.m.00.0000001", "capvco.demo.m.xx.0000001", "x" * 80, None, 42,
+])
+def test_not_ours(name):
+    assert ownership.decode(name) is None
+    assert not ownership.owned_by(ownership.decode(name), "demo")
+
+
+@pytest.mark.parametrize("cluster,machine,slot", [
+    ("bad.name", "m", 0), ("ok", "bad_name", 0), ("-x", "m", 0), ("ok", "", 0), ("ok", "m", -1), ("ok", "m", 100),
+])
+def test_bad_input_names_the_value(cluster, machine, slot):
+    with pytest.raises(InputError) as err:
+        ownership.encode(cluster, machine, slot)
+    assert any(repr(v) in str(err.value) for v in (cluster, machine, slot))
