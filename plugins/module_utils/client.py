@@ -113,6 +113,16 @@ class ApiError(WhiteskyError):
         return {"msg": str(self), "status": self.status, "method": self.method, "path": self.path}
 
 
+class Request:
+    """What a core function gets: the client, its own parameters, and the mode."""
+
+    def __init__(self, client, params, check_mode=False, diff=False):
+        self.client = client
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff
+
+
 def jwt_expiry(token):
     """Return the JWT's ``exp`` (epoch seconds), or None for a token that is not a JWT."""
     parts = token.split(".")

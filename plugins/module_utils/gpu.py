@@ -443,7 +443,25 @@ def info(req):
         result["currency"] = currency
         result["cost_per_hour"] = round(per_hour * len(rows), 4)
         result["total_cost"] = round(sum(r["cost"] for _i, r in rows), 4)
+    result["report"] = report_lines([r for _i, r in rows], result)
     return result
+
+
+REPORT_ROW = "%-36s %-12s %-18s %4s %9s %-16s %12s"
+
+
+def report_lines(rows, totals):
+    """A plain-text table of reservations (for the orphan check and the summaries)."""
+    lines = [REPORT_ROW % ("vgpu_name", "cluster", "machine", "slot", "age(s)", "attached VM", "cost so far")]
+    for r in rows:
+        lines.append(REPORT_ROW % (r["vgpu_name"], r.get("cluster", "-"), r.get("machine", "-"), r.get("slot", "-"),
+                                   r.get("age", "-"), r.get("vm_name") or "-",
+                                   "%s" % r["cost"] if "cost" in r else "-"))
+    summary = "%d reservation(s)" % len(rows)
+    if "cost_per_hour" in totals:
+        summary += ", costing %s %s per hour, %s %s so far" % (totals["cost_per_hour"], totals["currency"],
+                                                                totals["total_cost"], totals["currency"])
+    return lines + [summary]
 
 
 def reclaim(req):

@@ -15,6 +15,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import (
     HTTPX_IMPORT_ERROR,
     ApiError,
+    Request,
     WhiteskyClient,
     WhiteskyError,
 )
@@ -26,16 +27,6 @@ CONNECTION_SPEC = dict(
     validate_certs=dict(type="bool", default=True),
     timeout=dict(type="float", default=30.0),
 )
-
-
-class Request:
-    """What a core function gets: the client, the module's own parameters, and the mode."""
-
-    def __init__(self, client, params, check_mode, diff):
-        self.client = client
-        self.params = params
-        self.check_mode = check_mode
-        self.diff = diff
 
 
 class WhiteskyModule:

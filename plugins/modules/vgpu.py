@@ -18,8 +18,8 @@ description:
     module idempotent and makes a lost response safe; it never reserves a slot twice.
   - Missing slots are reserved and attached in a single call. Owned reservations that are detached (or in the
     recycle bin) are attached (restored) again; slots above O(count) are released.
-  - With O(state=absent) every reservation of the machine is detached and deleted (permanently by default:
-    a vGPU is billed until it is deleted permanently).
+  - With O(state=absent) every reservation of the machine is detached and deleted (permanently by default,
+    because a vGPU is billed until it is deleted permanently).
   - Unknown types, a count above the location's capacity, a negative count and unknown machines fail before
     anything changes.
 author:

@@ -10,7 +10,7 @@ module: vgpu_info
 short_description: List vGPU reservations of a whitesky.cloud location, decoded into their owners
 version_added: 0.1.0
 description:
-  - Lists the location's vGPU reservations (attached, detached and in the recycle bin: all of them bill) with a
+  - Lists the location's vGPU reservations (attached, detached and in the recycle bin, since all of them bill) with a
     single paginated listing, and decodes each name into its owner (cluster, machine, slot, creation time).
   - A reservation whose name does not decode is reported with C(owned=false); it is not this collection's.
   - An I(orphan) is owned, but no VM of its machine exists in the location any more.
@@ -119,6 +119,11 @@ reservations:
     cost:
       description: Cost so far, in RV(currency) (with O(with_cost)).
       type: float
+report:
+  description: The reservations as a plain-text table, with a summary line (and cost, with O(with_cost)).
+  returned: always
+  type: list
+  elements: str
 currency:
   description: The currency of the costs.
   returned: with O(with_cost)

@@ -1,0 +1,247 @@
+"""GPUs by type against the running emulator: modules three ways, faults, kills, sweeps, bad input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from helpers import COLLECTIONS, CUSTOMER, ROOT, run_playbook, task_results, wait_for
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import Request, WhiteskyError
+
+LOC, CS = "be-gen-1", "cs-demo"
+MUTATING = ("reserveVGPU", "reserveAndAttachVGPUToVM", "attachVGPUToVM", "detachVGPUFromVM", "deleteVGPU",
+            "restoreVGPU", "deleteVirtualMachine")
+
+
+def ensure(emu, check=False, **params):
+    base = dict(location=LOC, cloudspace_id=CS, cluster="c1", machine=None, machines=None, type="NVIDIA A100",
+                count=2, state="present", permanently=True, parallel=8)
+    base.update(params)
+    with emu.client(backoff=0.01) as client:
+        return gpu.ensure(Request(client, base, check_mode=check))
+
+
+def reclaim(emu, check=False, **params):
+    base = dict(location=LOC, scope="cluster", cluster="c1", grace_period=0, permanently=True, parallel=8)
+    base.update(params)
+    with emu.client(backoff=0.01) as client:
+        return gpu.reclaim(Request(client, base, check_mode=check))
+
+
+def vms(emu, *names):
+    with emu.client() as client:
+        return [client.create_vm(CS, name=n, description="t", vcpus=2, memory=2048) for n in names]
+
+
+def live(emu, cluster="c1"):
+    return [r for r in emu.ledger()["reservations"]
+            if r["deleted_at"] is None and ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
+
+
+def mutations(emu):
+    ops = emu.stats()["operations"]
+    return sum(ops.get(o, {}).get("count", 0) for o in MUTATING)
+
+
+def assert_converged(emu, machines, count, cluster="c1"):
+    held = live(emu, cluster)
+    assert len(held) == len(machines) * count
+    slots = sorted((ownership.decode(r["vgpu_name"]).machine, ownership.decode(r["vgpu_name"]).slot) for r in held)
+    assert slots == sorted((m, s) for m in machines for s in range(count)), "exactly one reservation per slot"
+    assert all(r["vm_id"] is not None for r in held), "all attached"
+    assert emu.ledger()["double_reservations"] == 0
+
+
+PLAY = textwrap.dedent("""\
+    - hosts: localhost
+      gather_facts: false
+      module_defaults:
+        group/whitesky.capvco.all: {}
+      tasks:
+        - {name: check, whitesky.capvco.%(module)s: %(args)s, check_mode: true, register: r1}
+        - {name: apply, whitesky.capvco.%(module)s: %(args)s, register: r2}
+        - {name: again, whitesky.capvco.%(module)s: %(args)s, register: r3}
+    """)
+
+
+def three_ways(emu, tmp_path, module, args):
+    play = tmp_path / ("%s.yml" % module)
+    play.write_text(PLAY % {"module": module, "args": args})
+    rc, out, data = run_playbook(str(play), emu, diff=True)
+    assert rc == 0, out[-3000:]
+    return [task_results(data, n)[0] for n in ("check", "apply", "again")]
+
+
+def test_vgpu_module_three_ways_and_absent(emulator, tmp_path):
+    vms(emulator, "w0", "w1")
+    args = "{location: be-gen-1, cloudspace_id: cs-demo, cluster: c1, machines: [w0, w1], type: nvidia  a100, count: 2}"
+    emulator.reset_stats()
+    check, apply, again = three_ways(emulator, tmp_path, "vgpu", args)
+    assert check["changed"] and check["planned"]["w0"]["reserve"] == 2
+    assert check["diff"]["after"]["w0"][0].startswith("00 nvidia-a100")
+    assert apply["changed"] and len(apply["reservations"]) == 4
+    assert {r["status"] for r in apply["reservations"]} == {"ATTACHED"}
+    assert not again["changed"] and sorted(r["vgpu_id"] for r in again["reservations"]) == \
+        sorted(r["vgpu_id"] for r in apply["reservations"])
+    assert emulator.op_count("reserveAndAttachVGPUToVM") == 4  # the check run reserved nothing
+    assert_converged(emulator, ["w0", "w1"], 2)
+    # absent, three ways
+    args = "{location: be-gen-1, cloudspace_id: cs-demo, cluster: c1, machine: w0, state: absent}"
+    check, apply, again = three_ways(emulator, tmp_path, "vgpu", args)
+    assert check["changed"] and apply["changed"] and not again["changed"]
+    assert_converged(emulator, ["w1"], 2)
+
+
+def test_vgpu_reclaim_and_info_modules(emulator, tmp_path):
+    vms(emulator, "w0")
+    ensure(emulator, machine="w0", count=2)
+    with emulator.client() as client:
+        client.delete_vm(CS, client.vms(CS)[0]["vm_id"], detach_gpu=True)  # force delete: GPUs stay billed
+    check, apply, again = three_ways(emulator, tmp_path, "vgpu_reclaim",
+                                     "{location: be-gen-1, scope: orphans, cluster: c1, grace_period: 0}")
+    assert check["changed"] and len(check["released"]) == 2 and check["saved_per_hour"] == pytest.approx(2.0)
+    assert apply["changed"] and not again["changed"] and live(emulator) == []
+    play = tmp_path / "info.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: info\n"
+                    "      whitesky.capvco.vgpu_info: {location: be-gen-1, with_cost: true}\n")
+    rc, out, data = run_playbook(str(play), emulator)
+    assert rc == 0 and task_results(data, "info")[0]["reservations"] == []
+
+
+def test_dropped_response_after_commit_never_double_reserves(emulator):
+    vms(emulator, "w0")
+    emulator.faults(drop_after_commit={"reserveAndAttachVGPUToVM": 2})
+    first = ensure(emulator, machine="w0", count=3)
+    assert first["changed"] and len(first["reservations"]) == 3
+    emulator.faults()
+    second = ensure(emulator, machine="w0", count=3)
+    assert not second["changed"]
+    assert emulator.op_count("reserveAndAttachVGPUToVM") == 3  # each lost answer was found by name, not re-bought
+    assert emulator.stats()["faults"]["dropped"] == 2
+    assert_converged(emulator, ["w0"], 3)
+
+
+def test_503_and_429_storms_slow_a_run_but_it_converges(emulator):
+    vms(emulator, "w0", "w1", "w2")
+    emulator.faults(error_rates={"503": 0.25, "429": 0.15}, retry_after=0.05, seed=7)
+    ensure(emulator, machines=["w0", "w1", "w2"], count=2)
+    faults = emulator.stats()["faults"]
+    emulator.faults()
+    assert faults.get("503", 0) + faults.get("429", 0) > 3
+    assert not ensure(emulator, machines=["w0", "w1", "w2"], count=2)["changed"]
+    assert_converged(emulator, ["w0", "w1", "w2"], 2)
+
+
+KILLABLE = textwrap.dedent("""\
+    import sys
+    sys.path.insert(0, %(coll)r)
+    from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import Request, WhiteskyClient
+    client = WhiteskyClient(%(url)r, "capvco-demo-token", %(cust)r)
+    gpu.ensure(Request(client, dict(location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machine="w0",
+        machines=None, type="NVIDIA A100", count=6, state="present", permanently=True, parallel=1)))
+    """)
+
+
+def test_sigkill_between_reservations_then_rerun_converges_without_leaks(emulator, tmp_path):
+    vms(emulator, "w0")
+    emulator.faults(latency_ms=150)
+    script = tmp_path / "run.py"
+    script.write_text(KILLABLE % {"coll": COLLECTIONS, "url": emulator.url, "cust": CUSTOMER})
+    proc = subprocess.Popen([sys.executable, str(script)])
+    assert wait_for(lambda: len(live(emulator)) >= 2, timeout=20)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 2 <= len(live(emulator)) < 6
+    emulator.faults()
+    assert ensure(emulator, machine="w0", count=6)["changed"]
+    assert_converged(emulator, ["w0"], 6)
+
+
+def test_force_deleted_machine_then_cluster_sweep_leaves_nothing_billing(emulator):
+    ids = vms(emulator, "w0", "w1")
+    ensure(emulator, machines=["w0", "w1"], count=2)
+    with emulator.client() as client:
+        client.delete_vm(CS, ids[0], detach_gpu=True)
+    assert len(live(emulator)) == 4
+    result = reclaim(emulator, scope="cluster")
+    assert len(result["released"]) == 4 and result["currency"] == "EUR"
+    assert live(emulator) == []
+    ledger = emulator.ledger()
+    assert ledger["accruing"] == 0
+    time.sleep(0.3)
+    assert emulator.ledger()["vgpu_seconds"] == pytest.approx(ledger["vgpu_seconds"])
+
+
+def test_unowned_and_other_clusters_reservations_survive_every_sweep(emulator):
+    vms(emulator, "w0", "w9")
+    theirs = emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q",
+                                                    "vgpu_name": "hand-made-by-ops"})["vgpu_id"]
+    lookalike = emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q",
+                                                       "vgpu_name": "capvco.c1.w0.00"})["vgpu_id"]
+    ensure(emulator, machine="w9", cluster="other", count=1)
+    ensure(emulator, machine="w0", cluster="c1", count=1)
+    with emulator.client() as client:
+        for vm in client.vms(CS):
+            client.delete_vm(CS, vm["vm_id"], detach_gpu=True)
+    report = reclaim(emulator, check=True, scope="orphans", cluster=None)
+    assert {r["cluster"] for r in report["released"]} == {"c1", "other"}  # orphans of every cluster, reported
+    reclaim(emulator, scope="cluster", cluster="c1")
+    reclaim(emulator, scope="orphans", cluster="c1")
+    survivors = {r["vgpu_id"]: r for r in emulator.ledger()["reservations"] if r["deleted_at"] is None}
+    assert theirs in survivors and lookalike in survivors
+    assert survivors[theirs]["touched"] == 0 and survivors[lookalike]["touched"] == 0
+    assert [ownership.decode(r["vgpu_name"]).cluster for r in survivors.values()
+            if ownership.decode(r["vgpu_name"])] == ["other"]
+
+
+def test_orphans_honour_the_grace_period(emulator):
+    vms(emulator, "w0")
+    ensure(emulator, machine="w0", count=1)
+    with emulator.client() as client:
+        client.delete_vm(CS, client.vms(CS)[0]["vm_id"], detach_gpu=True)
+    result = reclaim(emulator, scope="orphans", grace_period=3600)
+    assert result["released"] == [] and "grace period" in result["kept"][0]["reason"]
+    assert len(live(emulator)) == 1
+
+
+@pytest.mark.parametrize("params,message", [
+    (dict(type="AMD MI300"), "offers: NVIDIA A100, NVIDIA L4"),
+    (dict(count=15), "not enough NVIDIA A100: need 15 more"),
+    (dict(count=-1), "count must be an integer of 0 or more, got -1"),
+    (dict(machine="ghost"), "machine 'ghost' not found in cloudspace 'cs-demo'; it has: w0"),
+    (dict(cluster="bad.cluster"), "invalid cluster name 'bad.cluster'"),
+])
+def test_bad_input_fails_clearly_and_changes_nothing(emulator, params, message):
+    vms(emulator, "w0")
+    emulator.reset_stats()
+    with pytest.raises(WhiteskyError) as err:
+        ensure(emulator, **dict(dict(machine="w0"), **params))
+    assert message in str(err.value)
+    assert mutations(emulator) == 0 and live(emulator) == []
+
+
+def test_gpu_orphans_playbook_reports_and_fails_then_reclaims(emulator):
+    vms(emulator, "w0", "w1")
+    ensure(emulator, machines=["w0", "w1"], count=1)
+    with emulator.client() as client:
+        client.delete_vm(CS, [v for v in client.vms(CS) if v["name"] == "w0"][0]["vm_id"], detach_gpu=True)
+    playbook = os.path.join(ROOT, "playbooks", "gpu_orphans.yml")
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC})
+    assert rc != 0
+    report = task_results(data, "Report every reservation that escaped")[0]
+    assert "c1" in report["msg"][1] and "w0" in report["msg"][1]
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim": True,
+                                                                  "grace_period": 0})
+    assert rc == 0, out[-2000:]
+    assert len(live(emulator)) == 1  # w1's, which still exists
+    rc, out, data = run_playbook("whitesky.capvco.gpu_orphans", emulator, extra_vars={"location": LOC})
+    assert rc == 0, out[-2000:]
