@@ -797,11 +797,17 @@ def admin_routes(emu):
         return JSONResponse({"ok": True})
 
     async def reserve_unowned(request):
-        """Seed a reservation as another tool would have made it (for sweep tests)."""
+        """Seed reservations as another tool would have made them (sweep tests, benchmarks).
+
+        ``{"location", "gpu_id", "vgpu_name"}`` or ``{"location", "gpu_id", "vgpu_names": [...]}``.
+        """
         cfg = await request.json()
         cust = cfg.get("customer_id") or emu.store.one("SELECT customer_id FROM customers")[0]
-        vgpu_id = emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], cfg["vgpu_name"], cfg.get("vm_id"))
-        return JSONResponse({"vgpu_id": vgpu_id})
+        names = cfg.get("vgpu_names") or [cfg["vgpu_name"]]
+        emu.store.x("BEGIN")
+        ids = [emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], n, cfg.get("vm_id")) for n in names]
+        emu.store.x("COMMIT")
+        return JSONResponse({"vgpu_id": ids[0], "vgpu_ids": ids})
 
     return [
         Route("/faults", faults, methods=["GET", "POST", "DELETE"]),

@@ -19,6 +19,7 @@ import random
 import time
 import traceback
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 try:
     import httpx
@@ -266,17 +267,31 @@ class WhiteskyClient:
         path = template.format(customer_id=self.customer_id, **path_params)
         return self.request(method, path, params=query, body=body, retry=retry)
 
-    def paginate(self, operation, query=None, limit=PAGE_LIMIT, **path_params):
-        """Yield every item of a paginated list (``limit`` / ``start_after``)."""
-        start = 0
-        while True:
-            page = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
-            data = page.get("data") or []
-            yield from data
-            start += len(data)
-            count = (page.get("pagination") or {}).get("count")
-            if len(data) < limit or (count is not None and start >= count):
-                return
+    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=8, **path_params):
+        """Yield every item of a paginated list (``limit`` / ``start_after``), in order.
+
+        The first page's ``pagination.count`` tells how many pages follow; they
+        are fetched up to ``parallel`` at a time.
+        """
+        def page(start):
+            body = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
+            return body.get("data") or [], (body.get("pagination") or {}).get("count")
+
+        data, count = page(0)
+        yield from data
+        if len(data) < limit:
+            return
+        if count is None:  # no count: walk page by page
+            start = len(data)
+            while data and len(data) == limit:
+                data, _count = page(start)
+                start += len(data)
+                yield from data
+            return
+        starts = list(range(len(data), count, limit))
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(starts) or 1))) as pool:
+            for items, _count in pool.map(page, starts):
+                yield from items
 
     def result(self, operation, query=None, **path_params):
         """Call a list operation and unwrap its ``{"result": [...]}`` envelope."""

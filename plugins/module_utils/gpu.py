@@ -459,8 +459,8 @@ def report_lines(rows, totals):
                                    "%s" % r["cost"] if "cost" in r else "-"))
     summary = "%d reservation(s)" % len(rows)
     if "cost_per_hour" in totals:
-        summary += ", costing %s %s per hour, %s %s so far" % (totals["cost_per_hour"], totals["currency"],
-                                                                totals["total_cost"], totals["currency"])
+        summary += ", costing %s %s per hour, %s %s so far" % (
+            totals["cost_per_hour"], totals["currency"], totals["total_cost"], totals["currency"])
     return lines + [summary]
 
 
