@@ -316,6 +316,12 @@ class Ctx:
     def customer(self):
         return self.emu.customer(self.path["customer_id"])
 
+    def target_vm(self):
+        """(customer, cloudspace row, VM row) of a VM-scoped path; 404 for what does not exist."""
+        cid = self.customer()
+        cs = self.emu.cloudspace(cid, self.path["cloudspace_id"])
+        return cid, cs, self.emu.vm(cs["cloudspace_id"], int(self.path["vm_id"]))
+
 
 OPS = []
 
@@ -460,10 +466,8 @@ async def delete_vgpu(ctx):
 
 @op("POST", VM + "/gpus/{gpu_id}", "reserveAndAttachVGPUToVM", mutating=True)
 async def reserve_attach(ctx):
-    cid = ctx.customer()
-    cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
-    vm_id = int(ctx.path["vm_id"])
-    ctx.emu.vm(cs["cloudspace_id"], vm_id)
+    cid, cs, vm = ctx.target_vm()
+    vm_id = vm["vm_id"]
     name = vgpu_name_from(ctx)
     async with ctx.emu.vm_lock(vm_id):
         ctx.emu.vm(cs["cloudspace_id"], vm_id)
@@ -473,10 +477,8 @@ async def reserve_attach(ctx):
 
 @op("POST", VM + "/vgpus/{vgpu_id}", "attachVGPUToVM", mutating=True)
 async def attach_vgpu(ctx):
-    cid = ctx.customer()
-    cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
-    vm_id = int(ctx.path["vm_id"])
-    ctx.emu.vm(cs["cloudspace_id"], vm_id)
+    cid, cs, vm = ctx.target_vm()
+    vm_id = vm["vm_id"]
     row = ctx.emu.vgpu(cid, ctx.path["vgpu_id"], cs["location"])
     if row["vm_id"] is not None:
         raise HTTPError(409, "vgpu %r is already attached to VM %s" % (row["vgpu_id"], row["vm_id"]))
@@ -487,10 +489,8 @@ async def attach_vgpu(ctx):
 
 @op("DELETE", VM + "/vgpus/{vgpu_id}", "detachVGPUFromVM", mutating=True)
 async def detach_vgpu(ctx):
-    cid = ctx.customer()
-    cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
-    vm_id = int(ctx.path["vm_id"])
-    ctx.emu.vm(cs["cloudspace_id"], vm_id)
+    cid, cs, vm = ctx.target_vm()
+    vm_id = vm["vm_id"]
     row = ctx.emu.vgpu(cid, ctx.path["vgpu_id"], cs["location"])
     if row["vm_id"] != vm_id:
         raise HTTPError(409, "vgpu %r is not attached to VM %s" % (row["vgpu_id"], vm_id))
@@ -634,15 +634,12 @@ async def create_vm(ctx):
 
 @op("GET", VM, "getVirtualMachineInfo")
 async def get_vm(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    return ctx.emu.vm_info(ctx.emu.vm(cs["cloudspace_id"], int(ctx.path["vm_id"])))
+    return ctx.emu.vm_info(ctx.target_vm()[2])
 
 
 @op("DELETE", VM, "deleteVirtualMachine", mutating=True)
 async def delete_vm(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    vm_id = int(ctx.path["vm_id"])
-    ctx.emu.vm(cs["cloudspace_id"], vm_id)
+    vm_id = ctx.target_vm()[2]["vm_id"]
     detach_gpu = q_bool(ctx, "detach_gpu")
     q_bool(ctx, "permanently")
     async with ctx.emu.vm_lock(vm_id):
@@ -688,16 +685,14 @@ async def get_network(ctx):
 
 @op("GET", VM + "/external-nics", "listExternalNetworksVirtualMachine")
 async def list_nics(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    vm = ctx.emu.vm(cs["cloudspace_id"], int(ctx.path["vm_id"]))
+    _cid, cs, vm = ctx.target_vm()
     rows = ctx.store.q("SELECT * FROM nics WHERE vm_id=? AND detached_at IS NULL ORDER BY nic_id", vm["vm_id"])
     return {"result": [ctx.emu.nic_info(n) for n in rows]}
 
 
 @op("GET", VM + "/external-nics/{external_ip_address}", "getExternalNetworksVirtualMachine")
 async def get_nic(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    vm = ctx.emu.vm(cs["cloudspace_id"], int(ctx.path["vm_id"]))
+    _cid, cs, vm = ctx.target_vm()
     row = ctx.store.one("SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND detached_at IS NULL", vm["vm_id"],
                         ctx.path["external_ip_address"])
     if not row:
@@ -707,8 +702,7 @@ async def get_nic(ctx):
 
 @op("POST", VM + "/external-nics", "attachExternalNetworksVirtualMachine", mutating=True)
 async def attach_nic(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    vm = ctx.emu.vm(cs["cloudspace_id"], int(ctx.path["vm_id"]))
+    _cid, cs, vm = ctx.target_vm()
     net_id = q_int(ctx, "external_network_id", required=True)
     model = q_str(ctx, "model", "virtio", choices=NIC_MODELS)
     q_str(ctx, "external_network_type", "external", choices=("external", "cloudspace"))
@@ -738,8 +732,7 @@ async def attach_nic(ctx):
 
 @op("DELETE", VM + "/external-nics/{external_ip_address}", "detachExternalNetworksVirtualMachine", mutating=True)
 async def detach_nic(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    vm = ctx.emu.vm(cs["cloudspace_id"], int(ctx.path["vm_id"]))
+    _cid, cs, vm = ctx.target_vm()
     net_id = q_int(ctx, "external_network_id", required=True)
     q_str(ctx, "external_network_type", required=True, choices=("external", "cloudspace"))
     async with ctx.emu.vm_lock(vm["vm_id"]):
