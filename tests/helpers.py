@@ -83,10 +83,13 @@ class Emulator:
         return WhiteskyClient(self.url, self.token, CUSTOMER, **kw)
 
 
-def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=False, env=None, timeout=600):
-    """Run ansible-playbook; return (rc, stdout+stderr, results of tasks registered as capvco_*)."""
+def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=False, env=None, timeout=600,
+                 verbosity=0):
+    """Run ansible-playbook; return (rc, stdout+stderr, the json callback's document or None)."""
     bindir = os.path.dirname(sys.executable)
     cmd = [os.path.join(bindir, "ansible-playbook"), playbook]
+    if verbosity:
+        cmd.append("-" + "v" * verbosity)
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     if check:

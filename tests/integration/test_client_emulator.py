@@ -90,14 +90,18 @@ def test_token_absent_from_every_failure_output(emulator, tmp_path):
     with pytest.raises(ApiError) as err:
         dead.gpu_profiles(LOC)
     assert err.value.status is None and secret not in str(err.value)
-    # and through Ansible, with -vvv
+    # and through Ansible, plain and with -vvvv
     play = tmp_path / "p.yml"
     play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: profiles\n"
-                    "      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n")
+                    "      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n"
+                    "        api_token: \"{{ capvco_token | default(omit) }}\"\n")
     rc, out, data = run_playbook(str(play), emulator, env={"WHITESKY_API_TOKEN": secret})
     assert rc != 0
     res = task_results(data, "profiles")[0]
     assert res["failed"] and res["status"] == 401 and res["method"] == "GET"
+    assert secret not in out
+    rc, out, _data = run_playbook(str(play), emulator, extra_vars={"capvco_token": secret}, verbosity=4)
+    assert rc != 0 and "401" in out
     assert secret not in out
 
 
