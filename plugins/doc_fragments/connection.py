@@ -56,3 +56,14 @@ attributes:
     membership:
       - whitesky.capvco.all
 """
+
+    INFO_MODULE = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same result.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+"""

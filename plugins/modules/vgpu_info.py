@@ -40,13 +40,7 @@ options:
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
-attributes:
-  check_mode:
-    description: Can run in check mode and return the same result.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+  - whitesky.capvco.connection.info_module
 seealso:
   - module: whitesky.capvco.vgpu
   - module: whitesky.capvco.vgpu_reclaim
