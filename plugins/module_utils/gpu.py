@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError, WhiteskyError
 
 RETRYABLE = frozenset((429, 502, 503, 504))
@@ -228,20 +229,6 @@ class Ops:
                     raise
                 self._wait(attempt)
         return None  # pragma: no cover
-
-
-def resolve_machines(vms, wanted, cloudspace_id):
-    """``[(vm_id, name)]`` for machine names or ids; an unknown one fails naming what exists."""
-    by_name = {v["name"]: v for v in vms}
-    by_id = {str(v["vm_id"]): v for v in vms}
-    out = []
-    for machine in wanted:
-        vm = by_name.get(str(machine)) or by_id.get(str(machine))
-        if vm is None:
-            raise InputError("machine %r not found in cloudspace %r; it has: %s"
-                             % (machine, cloudspace_id, ", ".join(sorted(by_name)) or "no VMs"))
-        out.append((vm["vm_id"], vm["name"]))
-    return out
 
 
 def slot_line(item):

@@ -15,7 +15,8 @@ BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
 
 
-@pytest.mark.parametrize("module", ["gpu_profile_info", "vgpu", "vgpu_info", "vgpu_reclaim"])
+@pytest.mark.parametrize("module", ["gpu_profile_info", "vgpu", "vgpu_info", "vgpu_reclaim", "external_nic",
+                                    "external_network_info"])
 def test_ansible_doc_renders(module):
     out = subprocess.run([os.path.join(BIN, "ansible-doc"), "whitesky.capvco." + module], env=ENV,
                          capture_output=True, text=True, check=True).stdout

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""External NICs: find the network, attach (and find the new NIC by diffing), detach (pure Python).
+
+``POST .../external-nics`` answers only ``{success}``, so the new NIC is the
+one in the VM's NIC list after the call that was not in it before.  A lost
+answer is resolved the same way: list again and diff before any retry.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
+
+NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
+
+
+def find_network(networks, wanted, location):
+    """An external network by name or id; an unknown one fails naming the location's networks."""
+    for net in networks:
+        if str(net["external_network_id"]) == str(wanted) or net.get("name") == wanted:
+            return net
+    raise InputError("external network %r not found in location %r; it has: %s" % (
+        wanted, location, ", ".join("%s (%s)" % (n.get("name"), n["external_network_id"]) for n in networks)
+        or "none"))
+
+
+def nic_view(nic):
+    return {k: nic.get(k) for k in NIC_FIELDS}
+
+
+def on_network(nics, net_id):
+    return [n for n in nics if str(n.get("network_id")) == str(net_id)]
+
+
+def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None, before=None):
+    """Attach a NIC and return it, found by diffing the VM's NIC list."""
+    before = client.nics(cloudspace_id, vm_id) if before is None else before
+    known = {(n["mac_address"], n["ip_address"]) for n in before}
+    try:
+        client.attach_nic(cloudspace_id, vm_id, net_id, model=model, ip_address=ip_address)
+    except ApiError as exc:
+        if not exc.no_response:
+            raise
+    new = [n for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
+           if (n["mac_address"], n["ip_address"]) not in known]
+    if len(new) != 1:
+        raise ApiError("POST", "external-nics", None, "expected one new NIC on network %s after attaching, found %d"
+                       % (net_id, len(new)))
+    return new[0]
+
+
+def detach(client, cloudspace_id, vm_id, ip_address, net_id):
+    """Detach a NIC by its address; one that is already gone counts as detached."""
+    try:
+        client.detach_nic(cloudspace_id, vm_id, ip_address, net_id)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return False
+    return True
+
+
+def network_info(req):
+    """Core of ``external_network_info``."""
+    nets = req.client.external_networks(req.params["location"])
+    if req.params.get("name"):
+        nets = [find_network(nets, req.params["name"], req.params["location"])]
+    return {"networks": nets}
+
+
+def ensure(req):
+    """Core of ``external_nic``: a NIC on the network is attached to the VM, or not."""
+    p = req.params
+    client = req.client
+    cs = p["cloudspace_id"]
+    net = find_network(client.external_networks(p["location"]), p["network"], p["location"])
+    net_id = net["external_network_id"]
+    ((vm_id, vm_name),) = resolve_machines(client.vms(cs), [p["machine"]], cs)
+    current = client.nics(cs, vm_id)
+    mine = on_network(current, net_id)
+    if p.get("ip_address"):
+        mine = [n for n in mine if n["ip_address"] == p["ip_address"]]
+    before = sorted(n["ip_address"] for n in on_network(current, net_id))
+    result = {"changed": False, "vm_id": vm_id, "machine": vm_name, "network_id": net_id}
+    if p["state"] == "present":
+        if mine:
+            result["nic"] = nic_view(mine[0])
+            result["diff"] = {"before": before, "after": before}
+            return result
+        result["changed"] = True
+        if req.check_mode:
+            result["diff"] = {"before": before, "after": before + [p.get("ip_address") or "(new address)"]}
+            return result
+        nic = attach(client, cs, vm_id, net_id, model=p["model"], ip_address=p.get("ip_address"), before=current)
+        result["nic"] = nic_view(nic)
+        result["diff"] = {"before": before, "after": sorted(before + [nic["ip_address"]])}
+        return result
+    gone = {n["ip_address"] for n in mine}
+    result["changed"] = bool(gone)
+    result["detached"] = [nic_view(n) for n in mine]
+    result["diff"] = {"before": before, "after": [ip for ip in before if ip not in gone]}
+    if not req.check_mode:
+        for nic in mine:
+            detach(client, cs, vm_id, nic["ip_address"], net_id)
+    return result
