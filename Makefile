@@ -1,6 +1,7 @@
 # whitesky.capvco: `make demo` runs the main job on the embedded emulator;
 # `make test` runs every test layer.  Both set up what they need on a fresh machine.
 SHELL := /bin/bash
+SCENARIOS ?= sriov
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all venv link demo test unit integration sanity lint build clean
+.PHONY: all deps venv link demo test unit integration e2e molecule sanity lint build clean
 
 all: test
 
@@ -29,13 +30,27 @@ link: venv
 demo: link
 	hack/with-emulator.sh $(BIN)/ansible-playbook playbooks/gpu_profiles.yml
 
-test: unit integration sanity lint
+test: unit integration molecule sanity lint
 
 unit: link
 	$(BIN)/python -m pytest -q tests/unit
 
 integration: link
 	$(BIN)/python -m pytest -q tests/integration
+
+# System packages the tests use (network namespaces, ping, podman for the container scenarios).
+deps:
+	@missing=""; for c in ip:iproute2 ping:iputils-ping podman:podman runc:runc debootstrap:debootstrap \
+	  dpkg-scanpackages:dpkg-dev; do command -v $${c%%:*} >/dev/null || missing="$$missing $${c#*:}"; done; \
+	[ -x /usr/lib/cni/host-device ] || missing="$$missing containernetworking-plugins"; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+e2e: link deps
+	$(BIN)/python -m pytest -q tests/e2e
+
+molecule: link deps
+	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s || exit 1; done
 
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist

@@ -189,11 +189,12 @@ class Emulator:
         if not cmd:
             return
         full = dict(os.environ, EMU_EVENT=event, **{k: str(v) for k, v in env.items()})
+        started = time.monotonic()
         proc = await asyncio.create_subprocess_shell(cmd, env=full, stdout=asyncio.subprocess.PIPE,
                                                      stderr=asyncio.subprocess.STDOUT)
         out, _ = await proc.communicate()
         self.hook_log.append({"event": event, "rc": proc.returncode, "output": out.decode(errors="replace")[-2000:],
-                              **env})
+                              "seconds": time.monotonic() - started, **env})
 
     # -- lookups -----------------------------------------------------------
     def location(self, name):

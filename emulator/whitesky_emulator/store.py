@@ -48,6 +48,7 @@ class Store:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # durable across process restarts, which is what tests need
         self.db.executescript(SCHEMA)
 
     def empty(self):

@@ -1,0 +1,149 @@
+"""``capvco-sriov-agent``: the node agent daemon.
+
+It holds the platform credential (read from a file that a Secret mounts; it
+refuses to start without one and never falls back to any other credential),
+serves the CNI plugin on a unix socket only root can use (0600), and runs the
+reclaimer.  The logic is the collection's core (``plugins/module_utils/sriov``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socketserver
+import sys
+import threading
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.sriov import (
+    IO_FAILURE,
+    CniError,
+    Ledger,
+    NicAgent,
+    parse_request,
+)
+
+LOG = logging.getLogger("capvco-sriov-agent")
+
+
+def read_credential(path):
+    if not path:
+        raise SystemExit("capvco-sriov-agent: --credential-file is required (the agent credential Secret); "
+                         "refusing to start without it")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            token = fh.read().strip()
+    except OSError as exc:
+        raise SystemExit("capvco-sriov-agent: cannot read the credential file %s: %s; refusing to start"
+                         % (path, exc.strerror)) from None
+    if not token:
+        raise SystemExit("capvco-sriov-agent: the credential file %s is empty; refusing to start" % path)
+    return token
+
+
+def serve_one(agent, raw):
+    """One request from the CNI plugin -> (exit code, JSON document)."""
+    try:
+        msg = json.loads(raw)
+        req = parse_request(msg.get("env") or {}, msg.get("stdin") or "")
+    except CniError as exc:
+        return 1, exc.to_dict()
+    except ValueError as exc:
+        return 1, CniError(IO_FAILURE, "bad request from the plugin", exc).to_dict()
+    try:
+        return 0, agent.handle(req)
+    except CniError as exc:
+        return 1, exc.to_dict(req.version)
+    except Exception as exc:  # a bug must still answer the runtime with a CNI error
+        LOG.exception("unexpected error")
+        return 1, CniError(IO_FAILURE, "internal error in the node agent", exc).to_dict(req.version)
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        raw = self.rfile.readline()
+        code, doc = serve_one(self.server.agent, raw)
+        self.wfile.write(json.dumps({"code": code, "result": doc}).encode() + b"\n")
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="capvco-sriov-agent", description=__doc__.split("\n")[0])
+    p.add_argument("--api-url", required=True)
+    p.add_argument("--customer-id", required=True)
+    p.add_argument("--credential-file", help="file holding the agent's platform token (from a Secret)")
+    p.add_argument("--location", required=True)
+    p.add_argument("--cloudspace-id", required=True)
+    vm = p.add_mutually_exclusive_group(required=True)
+    vm.add_argument("--vm-id", type=int, help="this node's VM id")
+    vm.add_argument("--vm-name", help="this node's VM name (the Kubernetes node name), resolved to its id")
+    p.add_argument("--socket", default="/run/capvco/sriov.sock")
+    p.add_argument("--ledger-dir", default="/var/lib/capvco/sriov")
+    p.add_argument("--host-netns", help="the node's network namespace (default: the agent's own)")
+    p.add_argument("--node-name", help="Kubernetes node name; enables the API signal of the reclaimer")
+    p.add_argument("--grace-period", type=float, default=30.0)
+    p.add_argument("--reclaim-interval", type=float, default=10.0)
+    p.add_argument("--wait-timeout", type=float, default=30.0)
+    p.add_argument("--model", default="virtio")
+    p.add_argument("--no-verify", action="store_true", help="do not verify the portal's TLS certificate")
+    return p.parse_args(argv)
+
+
+def build(args):
+    from .netlink import Netlink
+    from .pods import KubePods
+
+    token = read_credential(args.credential_file)
+    client = WhiteskyClient(args.api_url, token, args.customer_id, validate_certs=not args.no_verify, timeout=30)
+    pods = KubePods(args.node_name) if args.node_name else None
+    vm_id = args.vm_id
+    if vm_id is None:
+        ((vm_id, _name),) = resolve_machines(client.vms(args.cloudspace_id), [args.vm_name], args.cloudspace_id)
+    return NicAgent(client, args.location, args.cloudspace_id, vm_id, Ledger(args.ledger_dir),
+                    Netlink(args.host_netns), pods=pods, model=args.model, grace_period=args.grace_period,
+                    wait_timeout=args.wait_timeout)
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(argv)
+    agent = build(args)
+    resolved = agent.recover()
+    if resolved:
+        LOG.info("resolved %d attachment(s) left halfway by a crash: %s", len(resolved), resolved)
+    os.makedirs(os.path.dirname(args.socket), exist_ok=True)
+    if os.path.exists(args.socket):
+        os.unlink(args.socket)
+    old = os.umask(0o177)  # the socket is born 0600: only root may ask for NICs
+    try:
+        server = Server(args.socket, Handler)
+    finally:
+        os.umask(old)
+    server.agent = agent
+    stop = threading.Event()
+
+    def reclaimer():
+        while not stop.wait(args.reclaim_interval):
+            try:
+                for item in agent.reclaim_once():
+                    LOG.info("reclaimed %s (%s)", item["key"], item["reason"])
+            except Exception:
+                LOG.exception("reclaimer pass failed")
+
+    threading.Thread(target=reclaimer, daemon=True).start()
+    print("capvco-sriov-agent: serving on %s" % args.socket, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        stop.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,397 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SR-IOV NICs per pod: the node agent's logic (pure Python).
+
+The agent (``node/capvco_sriov``) wraps this with a unix socket, pyroute2 and
+the Kubernetes client; everything that decides lives here:
+
+- CNI request validation and results, per the CNI spec 1.0.0 / 1.1.0;
+- a ledger on disk, ``(container id, ifname) -> (pod, netns, network, ip, mac)``,
+  written atomically *before* the attach call (intent) and after it (result),
+  so a crash at any point is resolved on restart;
+- one lock per VM around every platform mutation: concurrent pods queue, none
+  fails for contention;
+- rollback when anything fails halfway, and the reclaimer for pods that went
+  away without a DEL.
+
+``netlink`` is any object with ``wait_for(mac, timeout)``, ``configure(mac,
+netns, ifname, address, prefixlen, mtu, routes)``, ``release(netns, ifname,
+mac)``, ``inspect(netns, ifname)``; ``pods`` is a callable returning the set
+of pod UIDs on this node (or None when unknown).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import threading
+import time
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import nics
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError
+
+SUPPORTED_VERSIONS = ("1.0.0", "1.1.0")
+COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
+# CNI spec error codes
+INCOMPATIBLE_VERSION = 1
+UNSUPPORTED_FIELD = 2
+UNKNOWN_CONTAINER = 3
+INVALID_ENV = 4
+IO_FAILURE = 5
+DECODE_FAILURE = 6
+INVALID_CONFIG = 7
+TRY_AGAIN_LATER = 11
+PLUGIN_NOT_AVAILABLE = 50
+CHECK_MISMATCH = 100  # plugin-specific: live state differs from prevResult
+_IFNAME_BAD = re.compile(r"[/:\s]")
+
+
+class CniError(Exception):
+    def __init__(self, code, msg, details=""):
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+        self.details = details
+
+    def to_dict(self, version="1.1.0"):
+        return {"cniVersion": version, "code": self.code, "msg": self.msg, "details": str(self.details)}
+
+
+def version_result():
+    return {"cniVersion": SUPPORTED_VERSIONS[-1], "supportedVersions": list(SUPPORTED_VERSIONS)}
+
+
+class CniRequest:
+    """One validated CNI invocation: the environment and the network configuration."""
+
+    def __init__(self, command, container_id, netns, ifname, args, config):
+        self.command = command
+        self.container_id = container_id
+        self.netns = netns
+        self.ifname = ifname
+        self.args = args
+        self.config = config
+
+    @property
+    def version(self):
+        return self.config.get("cniVersion", SUPPORTED_VERSIONS[-1])
+
+    @property
+    def key(self):
+        return "%s.%s" % (self.container_id, self.ifname)
+
+    @property
+    def pod_uid(self):
+        return self.args.get("K8S_POD_UID")
+
+
+def valid_ifname(name):
+    return bool(name) and len(name) <= 15 and name not in (".", "..") and not _IFNAME_BAD.search(name)
+
+
+def parse_request(env, stdin):
+    """Validate the CNI environment and stdin; raise :class:`CniError` with the spec's code."""
+    command = env.get("CNI_COMMAND", "")
+    if command not in COMMANDS:
+        raise CniError(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS))
+    if command == "VERSION":
+        return CniRequest(command, "", "", "", {}, {})
+    try:
+        config = json.loads(stdin or "")
+    except ValueError as exc:
+        raise CniError(DECODE_FAILURE, "failed to decode the network configuration", exc) from None
+    if not isinstance(config, dict):
+        raise CniError(DECODE_FAILURE, "the network configuration must be a JSON object")
+    version = config.get("cniVersion")
+    if version not in SUPPORTED_VERSIONS:
+        raise CniError(INCOMPATIBLE_VERSION, "incompatible CNI version %r" % (version,),
+                       "supported: %s" % ", ".join(SUPPORTED_VERSIONS))
+    if command != "STATUS" and not config.get("network"):
+        raise CniError(INVALID_CONFIG, "the network configuration needs 'network' (an external network name or id)")
+    if "mtu" in config and (not isinstance(config["mtu"], int) or not 576 <= config["mtu"] <= 9216):
+        raise CniError(INVALID_CONFIG, "invalid mtu %r: an integer from 576 to 9216" % (config["mtu"],))
+    for route in config.get("routes") or []:
+        try:
+            ipaddress.ip_network(route.get("dst", ""), strict=False)
+        except (ValueError, AttributeError):
+            raise CniError(INVALID_CONFIG, "invalid route %r: needs 'dst' as an address/prefix" % (route,)) from None
+        if route.get("dst", "").endswith("/0"):
+            raise CniError(INVALID_CONFIG, "a default route is not allowed: the primary CNI owns it")
+    args = {}
+    for pair in filter(None, env.get("CNI_ARGS", "").split(";")):
+        if "=" in pair:
+            key, value = pair.split("=", 1)
+            args[key] = value
+    container_id = env.get("CNI_CONTAINERID", "")
+    netns = env.get("CNI_NETNS", "")
+    ifname = env.get("CNI_IFNAME", "")
+    if command in ("ADD", "DEL", "CHECK"):
+        if not container_id:
+            raise CniError(INVALID_ENV, "CNI_CONTAINERID is required")
+        if not valid_ifname(ifname):
+            raise CniError(INVALID_ENV, "invalid CNI_IFNAME %r" % ifname,
+                           "1 to 15 characters, no '/', ':' or white space, not '.' or '..'")
+    if command in ("ADD", "CHECK"):
+        if not netns:
+            raise CniError(INVALID_ENV, "CNI_NETNS is required")
+        if not os.path.exists(netns):
+            raise CniError(INVALID_ENV, "CNI_NETNS %r does not exist" % netns)
+    return CniRequest(command, container_id, netns, ifname, args, config)
+
+
+class Ledger:
+    """``(container id, ifname) -> attachment``, one JSON file each, replaced atomically."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+
+    def _path(self, key):
+        return os.path.join(self.dir, key.replace("/", "_") + ".json")
+
+    def put(self, key, entry):
+        tmp = self._path(key) + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(entry, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path(key))
+        dfd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def get(self, key):
+        try:
+            with open(self._path(key), encoding="utf-8") as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            return None
+
+    def delete(self, key):
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            pass
+
+    def items(self):
+        out = {}
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".json"):
+                entry = self.get(name[:-5])
+                if entry is not None:
+                    out[name[:-5]] = entry
+        return out
+
+
+class NicAgent:
+    """Attach, configure, release and reclaim pod NICs for one VM."""
+
+    def __init__(self, client, location, cloudspace_id, vm_id, ledger, netlink, pods=None, model="virtio",
+                 grace_period=30.0, wait_timeout=30.0, clock=time.time):
+        self.client = client
+        self.location = location
+        self.cloudspace_id = cloudspace_id
+        self.vm_id = vm_id
+        self.ledger = ledger
+        self.netlink = netlink
+        self.pods = pods
+        self.model = model
+        self.grace_period = grace_period
+        self.wait_timeout = wait_timeout
+        self.clock = clock
+        self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
+        self._networks = None
+        self._gone_since = {}
+
+    # -- helpers -----------------------------------------------------------
+    def network(self, wanted):
+        if self._networks is None:
+            self._networks = self.client.external_networks(self.location)
+        try:
+            return nics.find_network(self._networks, wanted, self.location)
+        except ValueError as exc:
+            raise CniError(INVALID_CONFIG, str(exc)) from None
+
+    @staticmethod
+    def _platform_error(exc):
+        code = TRY_AGAIN_LATER if (exc.status is None or exc.status in (409, 429, 502, 503, 504)) else IO_FAILURE
+        return CniError(code, "platform call failed", exc)
+
+    def _detach(self, entry):
+        """Detach the entry's NIC, but only if the NIC at that address is still the one it recorded."""
+        with self.vm_lock:
+            live = [n for n in self.client.nics(self.cloudspace_id, self.vm_id)
+                    if n["ip_address"] == entry.get("ip") and n["mac_address"] == entry.get("mac")]
+            for nic in live:
+                nics.detach(self.client, self.cloudspace_id, self.vm_id, nic["ip_address"], entry["network_id"])
+
+    def result(self, req, entry):
+        net = ipaddress.ip_network("%s/%s" % (entry["ip"], entry["prefixlen"]), strict=False)
+        routes = [{"dst": r["dst"], **({"gw": r["gw"]} if r.get("gw") else {})} for r in entry.get("routes", [])]
+        return {
+            "cniVersion": req.version,
+            "interfaces": [{"name": req.ifname, "mac": entry["mac"], "sandbox": entry["netns"]}],
+            "ips": [{"address": "%s/%d" % (entry["ip"], net.prefixlen), "interface": 0}],
+            "routes": routes,
+            "dns": {},
+        }
+
+    # -- CNI commands --------------------------------------------------------
+    def handle(self, req):
+        if req.command == "VERSION":
+            return version_result()
+        return getattr(self, "cmd_" + req.command.lower())(req)
+
+    def cmd_add(self, req):
+        existing = self.ledger.get(req.key)
+        if existing and existing.get("state") == "ready":
+            return self.result(req, existing)
+        net = self.network(req.config["network"])
+        prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
+        routes = [{"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []]
+        entry = {"state": "attaching", "pod_uid": req.pod_uid, "netns": req.netns, "ifname": req.ifname,
+                 "network": req.config["network"], "network_id": net["external_network_id"], "since": self.clock()}
+        with self.vm_lock:
+            try:
+                before = self.client.nics(self.cloudspace_id, self.vm_id)
+                entry["before"] = [n["mac_address"] for n in before]
+                self.ledger.put(req.key, entry)  # intent, before the call
+                nic = nics.attach(self.client, self.cloudspace_id, self.vm_id, net["external_network_id"],
+                                  model=req.config.get("model") or self.model, before=before)
+            except ApiError as exc:
+                self.ledger.delete(req.key)  # nothing was attached (a lost answer would have been found)
+                raise self._platform_error(exc) from None
+            entry.update(state="attached", ip=nic["ip_address"], mac=nic["mac_address"], prefixlen=prefixlen,
+                         routes=routes, mtu=req.config.get("mtu"))
+            self.ledger.put(req.key, entry)
+        try:
+            if not self.netlink.wait_for(entry["mac"], self.wait_timeout):
+                raise CniError(IO_FAILURE, "the NIC %s did not appear within %ss" % (entry["mac"], self.wait_timeout))
+            self.netlink.configure(entry["mac"], req.netns, req.ifname, entry["ip"], prefixlen, entry["mtu"], routes)
+        except Exception as exc:
+            self.rollback(req.key, entry)
+            if isinstance(exc, CniError):
+                raise
+            raise CniError(IO_FAILURE, "configuring the pod's interface failed; the NIC was released", exc) from None
+        entry["state"] = "ready"
+        self.ledger.put(req.key, entry)
+        return self.result(req, entry)
+
+    def rollback(self, key, entry):
+        """Undo a half-done ADD: the interface back to the node, the NIC detached, the entry gone."""
+        try:
+            self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
+        finally:
+            if entry.get("mac"):
+                self._detach(entry)
+            self.ledger.delete(key)
+
+    def cmd_del(self, req):
+        entry = self.ledger.get(req.key)
+        if entry is None:
+            return {}  # never ours, already released, or a late DEL after the NIC was reclaimed
+        self.release(req.key, entry)
+        return {}
+
+    def release(self, key, entry):
+        """Detach the pod's NIC from the VM: the hot-unplug takes the device out of the pod's netns with it."""
+        try:
+            if entry.get("mac"):
+                self._detach(entry)
+        except ApiError as exc:
+            raise self._platform_error(exc) from None
+        self.ledger.delete(key)
+        self._gone_since.pop(key, None)
+
+    def cmd_check(self, req):
+        entry = self.ledger.get(req.key)
+        if entry is None or entry.get("state") != "ready":
+            raise CniError(UNKNOWN_CONTAINER, "no attachment for container %s, ifname %s" % (req.container_id,
+                                                                                           req.ifname))
+        prev = req.config.get("prevResult") or {}
+        live = self.netlink.inspect(req.netns, req.ifname)
+        if live is None:
+            raise CniError(CHECK_MISMATCH, "interface %s is missing in %s" % (req.ifname, req.netns))
+        want_mac = {i.get("mac") for i in prev.get("interfaces", []) if i.get("name") == req.ifname} or {entry["mac"]}
+        if live["mac"] not in want_mac:
+            raise CniError(CHECK_MISMATCH, "interface %s has MAC %s, expected %s" % (req.ifname, live["mac"],
+                                                                                     sorted(want_mac)))
+        for ip in prev.get("ips", []) or [{"address": "%s/%s" % (entry["ip"], entry["prefixlen"])}]:
+            if ip["address"] not in live["addresses"]:
+                raise CniError(CHECK_MISMATCH, "address %s is missing on %s" % (ip["address"], req.ifname))
+        for route in prev.get("routes", []):
+            if route["dst"] not in live["routes"]:
+                raise CniError(CHECK_MISMATCH, "route %s is missing in %s" % (route["dst"], req.netns))
+        if "0.0.0.0/0" in live["routes"]:
+            raise CniError(CHECK_MISMATCH, "a default route points at %s; the primary CNI owns it" % req.ifname)
+        return {}
+
+    def cmd_gc(self, req):
+        valid = {"%s.%s" % (a.get("containerID"), a.get("ifname"))
+                 for a in req.config.get("cni.dev/valid-attachments") or []}
+        for key, entry in self.ledger.items().items():
+            if entry.get("network") == req.config.get("network") and key not in valid and entry["state"] == "ready":
+                self.release(key, entry)
+        return {}
+
+    def cmd_status(self, req):
+        try:
+            self.client.external_networks(self.location)
+        except ApiError as exc:
+            raise CniError(PLUGIN_NOT_AVAILABLE, "the platform is not reachable", exc) from None
+        return {}
+
+    # -- crash recovery and reclamation ----------------------------------------
+    def recover(self):
+        """Resolve what a crash left halfway: release every entry that never became ready."""
+        resolved = []
+        entries = self.ledger.items()
+        claimed = {e.get("mac") for e in entries.values() if e.get("mac")}
+        for key, entry in entries.items():
+            if entry["state"] == "ready":
+                continue
+            if entry["state"] == "attaching":
+                with self.vm_lock:
+                    for nic in nics.on_network(self.client.nics(self.cloudspace_id, self.vm_id), entry["network_id"]):
+                        if nic["mac_address"] not in entry.get("before", []) and nic["mac_address"] not in claimed:
+                            entry.update(mac=nic["mac_address"], ip=nic["ip_address"])
+                            break
+            try:
+                self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
+            except Exception:
+                pass
+            if entry.get("mac"):
+                self._detach(entry)
+            self.ledger.delete(key)
+            resolved.append(key)
+        return resolved
+
+    def gone(self, entry, uids):
+        if not os.path.exists(entry["netns"]):
+            return "netns %s is gone" % entry["netns"]
+        if uids is not None and entry.get("pod_uid") and entry["pod_uid"] not in uids:
+            return "pod %s is no longer on this node" % entry["pod_uid"]
+        return None
+
+    def reclaim_once(self):
+        """Release ready NICs whose pod has been gone for the grace period; return what was released."""
+        uids = self.pods() if self.pods else None
+        now = self.clock()
+        released = []
+        for key, entry in self.ledger.items().items():
+            if entry["state"] != "ready":
+                continue
+            why = self.gone(entry, uids)
+            if why is None:
+                self._gone_since.pop(key, None)
+                continue
+            since = self._gone_since.setdefault(key, now)
+            if now - since >= self.grace_period:
+                self.release(key, entry)
+                released.append({"key": key, "reason": why, "ip": entry.get("ip")})
+        return released

@@ -1,0 +1,147 @@
+"""A one-machine SR-IOV lab in network namespaces (TEST-NET addresses only).
+
+- ``<p>ext``: the external network's host, a bridge ``br0`` with 198.51.100.1/24
+  (the emulator's network 101 ``sriov-ext`` is 198.51.100.0/24);
+- ``<p>node``: the node VM's netns; the emulator's NIC hook hot-plugs a veth
+  with the platform's MAC into it, peered into ``br0``;
+- ``<p>podN``: pods, each with a primary ``eth0`` (192.0.2.0/24 through a bridge
+  in the node netns) that holds the default route;
+- the emulator (loopback), and the node agent in the root netns, working in the
+  node's netns through ``--host-netns``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from helpers import COLLECTIONS, CUSTOMER, ROOT, Emulator, wait_for
+
+PLUGIN = os.path.join(ROOT, "node", "bin", "capvco-sriov-cni")
+HOOK = os.path.join(ROOT, "tests", "e2e", "hotplug.sh")
+NETNS_DIR = "/var/run/netns"
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+def can_run():
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+class Lab:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.prefix = "cv%d" % (os.getpid() % 100000)
+        self.ext = self.prefix + "ext"
+        self.node = self.prefix + "node"
+        self.pods = []
+        self.socket = str(tmp_path / "agent.sock")
+        self.ledger = str(tmp_path / "ledger")
+        self.agent = None
+        self.emu = None
+        self.vm_id = None
+
+    # -- topology ------------------------------------------------------------
+    def up(self, grace=1.0, interval=0.2, wait_timeout=5.0):
+        for ns in (self.ext, self.node):
+            sh("ip", "netns", "add", ns)
+        sh("ip", "-n", self.ext, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.ext, "addr", "add", "198.51.100.1/24", "dev", "br0")
+        sh("ip", "-n", self.ext, "link", "set", "br0", "up")
+        sh("ip", "-n", self.ext, "link", "set", "lo", "up")
+        sh("ip", "-n", self.node, "link", "add", "pbr", "type", "bridge")
+        sh("ip", "-n", self.node, "addr", "add", "192.0.2.1/24", "dev", "pbr")
+        sh("ip", "-n", self.node, "link", "set", "pbr", "up")
+        os.environ["EXT_NS"] = self.ext  # the emulator's hook inherits it
+        self.emu = Emulator(self.tmp / "emu", extra_args=["--nic-hook", HOOK]).start()
+        self.emu.admin("POST", "/hooks", {"nic_detach": HOOK})
+        with self.emu.client() as client:
+            self.vm_id = client.create_vm("cs-demo", name=self.node, description="node", vcpus=4, memory=8192)
+        self.agent_args = ["--grace-period", str(grace), "--reclaim-interval", str(interval),
+                           "--wait-timeout", str(wait_timeout)]
+        self.start_agent()
+        return self
+
+    def start_agent(self):
+        cred = self.tmp / "credential"
+        cred.write_text(self.emu.token + "\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "node"), COLLECTIONS]))
+        self.agent_log = open(self.tmp / "agent.log", "a", encoding="utf-8")
+        self.agent = subprocess.Popen(
+            [sys.executable, "-m", "capvco_sriov.agent", "--api-url", self.emu.url, "--customer-id", CUSTOMER,
+             "--credential-file", str(cred), "--location", "be-gen-1", "--cloudspace-id", "cs-demo",
+             "--vm-id", str(self.vm_id), "--socket", self.socket, "--ledger-dir", self.ledger,
+             "--host-netns", os.path.join(NETNS_DIR, self.node)] + self.agent_args,
+            env=env, stdout=subprocess.PIPE, stderr=self.agent_log, text=True)
+        line = self.agent.stdout.readline()
+        assert "serving" in line, open(self.tmp / "agent.log", encoding="utf-8").read()
+
+    def kill_agent(self):
+        self.agent.send_signal(signal.SIGKILL)
+        self.agent.wait()
+
+    def add_pod(self, i):
+        name = "%spod%d" % (self.prefix, i)
+        sh("ip", "netns", "add", name)
+        host_if = "%sp%d" % (self.prefix[-6:], i)
+        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", name)
+        sh("ip", "link", "set", host_if, "netns", self.node)
+        sh("ip", "-n", self.node, "link", "set", host_if, "master", "pbr", "up")
+        sh("ip", "-n", name, "addr", "add", "192.0.2.%d/24" % (10 + i), "dev", "eth0")
+        sh("ip", "-n", name, "link", "set", "eth0", "up")
+        sh("ip", "-n", name, "link", "set", "lo", "up")
+        sh("ip", "-n", name, "route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
+        self.pods.append(name)
+        return name
+
+    def del_pod(self, name):
+        sh("ip", "netns", "del", name, check=False)
+
+    def down(self):
+        if self.agent and self.agent.poll() is None:
+            self.agent.terminate()
+            self.agent.wait(10)
+        if self.emu:
+            self.emu.stop()
+        for ns in self.pods + [self.node, self.ext]:
+            sh("ip", "netns", "del", ns, check=False)
+        os.environ.pop("EXT_NS", None)
+
+    # -- CNI -----------------------------------------------------------------
+    def cni(self, command, pod=None, container="c0", ifname="net1", conf=None, raw=None, uid=None, env=None):
+        config = {"cniVersion": "1.1.0", "name": "sriov-ext", "type": "capvco-sriov", "network": "sriov-ext",
+                  "agentSocket": self.socket}
+        config.update(conf or {})
+        full = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": ifname,
+                "CNI_NETNS": os.path.join(NETNS_DIR, pod) if pod else "", "CNI_PATH": "/opt/cni/bin",
+                "CNI_ARGS": "K8S_POD_UID=%s" % (uid or container), "PATH": os.environ.get("PATH", ""),
+                "CAPVCO_SRIOV_SOCKET": self.socket}
+        full.update(env or {})
+        proc = subprocess.run([PLUGIN], input=raw if raw is not None else json.dumps(config), env=full,
+                              capture_output=True, text=True, timeout=300)
+        out = json.loads(proc.stdout) if proc.stdout.strip() else None
+        return proc.returncode, out
+
+    def platform_nics(self):
+        with self.emu.client() as client:
+            return client.nics("cs-demo", self.vm_id)
+
+    def ping(self, pod, dst="198.51.100.1", dev="net1"):
+        return sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-W", "2", "-I", dev, dst, check=False).returncode
+
+    def ledger_entries(self):
+        return sorted(f for f in os.listdir(self.ledger) if f.endswith(".json")) if os.path.isdir(self.ledger) else []
+
+    def wait_nics(self, n, timeout=10):
+        return wait_for(lambda: len(self.platform_nics()) == n, timeout=timeout, interval=0.1)
+
+
+def monotonic():
+    return time.monotonic()

@@ -1,0 +1,172 @@
+"""SR-IOV NICs per pod, end to end: real netns, real packets, the real agent and CNI plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+
+import pytest
+
+from helpers import wait_for
+from lab import sh
+
+
+def test_add_gives_net1_with_the_platform_address_and_del_returns_it(lab):
+    pod = lab.add_pod(1)
+    rc, res = lab.cni("ADD", pod, container="c1")
+    assert rc == 0, res
+    (nic,) = lab.platform_nics()
+    assert res["interfaces"] == [{"name": "net1", "mac": nic["mac_address"], "sandbox": "/var/run/netns/" + pod}]
+    assert res["ips"] == [{"address": nic["ip_address"] + "/24", "interface": 0}]
+    assert res["cniVersion"] == "1.1.0" and res["routes"] == []
+    live = sh("ip", "-n", pod, "-j", "addr", "show", "net1").stdout
+    assert nic["ip_address"] in live and nic["mac_address"] in live
+    assert lab.ping(pod) == 0, "the pod reaches the external host over net1"
+    routes = json.loads(sh("ip", "-n", pod, "-j", "route", "show", "default").stdout)
+    assert [r["dev"] for r in routes] == ["eth0"], "the default route stays on the primary CNI"
+    assert lab.cni("CHECK", pod, container="c1", conf={"prevResult": res}) == (0, None)
+    assert lab.cni("DEL", pod, container="c1") == (0, None)
+    assert lab.platform_nics() == [] and lab.ledger_entries() == []
+    assert lab.cni("DEL", pod, container="c1") == (0, None), "DEL can be repeated"
+
+
+def test_configured_routes_but_never_a_default_one(lab):
+    pod = lab.add_pod(1)
+    rc, res = lab.cni("ADD", pod, container="c1", conf={"routes": [{"dst": "203.0.113.0/24"}], "mtu": 1400})
+    assert rc == 0, res
+    assert res["routes"] == [{"dst": "203.0.113.0/24", "gw": "198.51.100.1"}]
+    link = json.loads(sh("ip", "-n", pod, "-j", "link", "show", "net1").stdout)[0]
+    assert link["mtu"] == 1400
+    routes = json.loads(sh("ip", "-n", pod, "-j", "route").stdout)
+    assert {"203.0.113.0/24", "198.51.100.0/24"} <= {r["dst"] for r in routes}
+    assert [r["dev"] for r in routes if r["dst"] == "default"] == ["eth0"]
+    rc, err = lab.cni("ADD", pod, container="c2", ifname="net2", conf={"routes": [{"dst": "0.0.0.0/0"}]})
+    assert rc == 1 and err["code"] == 7 and "default route" in err["msg"]
+
+
+def test_socket_is_root_only(lab):
+    mode = stat.S_IMODE(os.stat(lab.socket).st_mode)
+    assert mode == 0o600
+
+
+def test_twenty_concurrent_adds_on_one_node_are_serialised(lab):
+    lab.emu.faults(vm_op_seconds=0.05)  # an attach holds the VM lock for 50 ms, so overlap would show as 409
+    pods = [lab.add_pod(i) for i in range(20)]
+    results = {}
+
+    def add(i, pod):
+        results[i] = lab.cni("ADD", pod, container="c%d" % i)
+
+    threads = [threading.Thread(target=add, args=(i, p)) for i, p in enumerate(pods)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(rc == 0 for rc, _res in results.values()), [r for r in results.values() if r[0]]
+    assert lab.emu.stats()["vm_lock_conflicts"] == 0
+    ips = {res["ips"][0]["address"] for _rc, res in results.values()}
+    assert len(ips) == 20 and len(lab.platform_nics()) == 20
+    assert all(lab.ping(p) == 0 for p in pods[:3])
+    for i, pod in enumerate(pods):
+        assert lab.cni("DEL", pod, container="c%d" % i) == (0, None)
+    assert lab.platform_nics() == []
+
+
+def test_agent_killed_mid_add_then_restarted_leaks_nothing(lab):
+    pod = lab.add_pod(1)
+    lab.emu.faults(vm_op_seconds=1.5)  # the attach is committed while the agent is dead
+    t = threading.Thread(target=lab.cni, args=("ADD", pod), kwargs={"container": "c1"})
+    t.start()
+    assert wait_for(lambda: lab.ledger_entries() != [], timeout=5), "the intent is written before the call"
+    time.sleep(0.3)
+    lab.kill_agent()
+    t.join()
+    assert wait_for(lambda: len(lab.platform_nics()) == 1, timeout=5), "the platform committed the attach"
+    lab.emu.faults()
+    lab.start_agent()  # recovery resolves the half-done ADD
+    assert lab.platform_nics() == [] and lab.ledger_entries() == []
+    rc, res = lab.cni("ADD", pod, container="c1")  # the runtime's retry works
+    assert rc == 0 and lab.ping(pod) == 0
+
+
+@pytest.mark.parametrize("lab", [{"grace": 1.0, "interval": 0.2}], indirect=True)
+def test_pod_netns_deleted_without_del_is_reclaimed_within_grace(lab):
+    pod = lab.add_pod(1)
+    assert lab.cni("ADD", pod, container="c1")[0] == 0
+    t0 = time.monotonic()
+    lab.del_pod(pod)
+    assert lab.wait_nics(0, timeout=10)
+    elapsed = time.monotonic() - t0
+    assert 1.0 <= elapsed < 4.0, elapsed
+    assert lab.ledger_entries() == []
+
+
+@pytest.mark.parametrize("lab", [{"grace": 0.5, "interval": 0.1}], indirect=True)
+def test_late_del_after_reassignment_does_nothing(lab):
+    old = lab.add_pod(1)
+    rc, first = lab.cni("ADD", old, container="old")
+    lab.del_pod(old)
+    assert lab.wait_nics(0)
+    new = lab.add_pod(2)
+    rc, second = lab.cni("ADD", new, container="new")
+    assert rc == 0 and second["ips"] == first["ips"], "the address was given to the new pod"
+    assert lab.cni("DEL", old, container="old") == (0, None)  # the late DEL of the old pod
+    assert len(lab.platform_nics()) == 1 and lab.ping(new) == 0
+
+
+def test_add_failure_rolls_back(lab):
+    pod = lab.add_pod(1)
+    lab.emu.faults(fail_next={"attachExternalNetworksVirtualMachine": [500, 1]})
+    rc, err = lab.cni("ADD", pod, container="c1")
+    assert rc == 1 and err["code"] == 5 and err["msg"] == "platform call failed"
+    assert lab.platform_nics() == [] and lab.ledger_entries() == []
+    # failing after the attach (the NIC never shows up in the node): detached again
+    lab.emu.admin("POST", "/hooks", {"nic_attach": None})
+    rc, err = lab.cni("ADD", pod, container="c2")
+    assert rc == 1 and err["code"] == 5 and "did not appear" in err["msg"]
+    assert lab.platform_nics() == [] and lab.ledger_entries() == []
+    assert "net1" not in sh("ip", "-n", pod, "link").stdout
+
+
+@pytest.mark.parametrize("case,code", [
+    (dict(ifname="bad/name"), 4),
+    (dict(ifname="x" * 16), 4),
+    (dict(pod="cv-no-such-netns"), 4),
+    (dict(conf={"network": ""}), 7),
+    (dict(conf={"network": "no-such-net"}), 7),
+    (dict(raw="{not json"), 6),
+    (dict(conf={"cniVersion": "0.3.1"}), 1),
+    (dict(env={"CNI_COMMAND": "BOGUS"}), 4),
+    (dict(env={"CNI_CONTAINERID": ""}), 4),
+])
+def test_bad_cni_input_gets_the_spec_code_and_changes_nothing(lab, case, code):
+    pod = case.pop("pod", None) or lab.add_pod(1)
+    lab.emu.reset_stats()
+    rc, err = lab.cni("ADD", pod, **case)
+    assert rc == 1 and err["code"] == code, err
+    assert set(err) == {"cniVersion", "code", "msg", "details"}
+    assert lab.emu.op_count("attachExternalNetworksVirtualMachine") == 0 and lab.ledger_entries() == []
+
+
+def test_version_status_gc_and_check_mismatch(lab):
+    rc, res = lab.cni("VERSION")
+    assert rc == 0 and res["supportedVersions"] == ["1.0.0", "1.1.0"]
+    assert lab.cni("STATUS") == (0, None)
+    a, b = lab.add_pod(1), lab.add_pod(2)
+    assert lab.cni("ADD", a, container="ca")[0] == 0
+    rc, res_b = lab.cni("ADD", b, container="cb")
+    bad = json.loads(json.dumps(res_b))
+    bad["interfaces"][0]["mac"] = "52:54:ff:ff:ff:ff"
+    rc, err = lab.cni("CHECK", b, container="cb", conf={"prevResult": bad})
+    assert rc == 1 and err["code"] == 100 and "MAC" in err["msg"]
+    valid = {"cni.dev/valid-attachments": [{"containerID": "cb", "ifname": "net1"}]}
+    assert lab.cni("GC", conf=valid) == (0, None)
+    assert [n["ip_address"] for n in lab.platform_nics()] == [res_b["ips"][0]["address"].split("/")[0]]
+    lab.kill_agent()
+    rc, err = lab.cni("STATUS")
+    assert rc == 1 and err["code"] == 50
+    rc, err = lab.cni("ADD", a, container="c9")
+    assert rc == 1 and err["code"] == 11
