@@ -311,8 +311,8 @@ class NicAgent:
     def cmd_check(self, req):
         entry = self.ledger.get(req.key)
         if entry is None or entry.get("state") != "ready":
-            raise CniError(UNKNOWN_CONTAINER, "no attachment for container %s, ifname %s" % (req.container_id,
-                                                                                           req.ifname))
+            raise CniError(UNKNOWN_CONTAINER,
+                           "no attachment for container %s, ifname %s" % (req.container_id, req.ifname))
         prev = req.config.get("prevResult") or {}
         live = self.netlink.inspect(req.netns, req.ifname)
         if live is None:
