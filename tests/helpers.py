@@ -84,10 +84,12 @@ class Emulator:
 
 
 def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=False, env=None, timeout=600,
-                 verbosity=0):
+                 verbosity=0, inventory=None):
     """Run ansible-playbook; return (rc, stdout+stderr, the json callback's document or None)."""
     bindir = os.path.dirname(sys.executable)
     cmd = [os.path.join(bindir, "ansible-playbook"), playbook]
+    if inventory:
+        cmd += ["-i", inventory]
     if verbosity:
         cmd.append("-" + "v" * verbosity)
     if extra_vars:

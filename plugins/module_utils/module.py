@@ -32,9 +32,10 @@ CONNECTION_SPEC = dict(
 class WhiteskyModule:
     """Build the AnsibleModule with the shared options and run one core function."""
 
-    def __init__(self, argument_spec, supports_check_mode=True, **kwargs):
-        spec = dict(CONNECTION_SPEC)
+    def __init__(self, argument_spec, supports_check_mode=True, connection=True, **kwargs):
+        spec = dict(CONNECTION_SPEC) if connection else {}
         spec.update(argument_spec)
+        self.connection = connection
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
 
     def client(self):
@@ -48,12 +49,15 @@ class WhiteskyModule:
         The result may carry ``changed`` and ``diff`` (``{"before", "after"}``);
         diff is returned only when Ansible runs with ``--diff``.
         """
-        if HTTPX_IMPORT_ERROR:
+        if self.connection and HTTPX_IMPORT_ERROR:
             self.module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
-        params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC}
+        params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC or not self.connection}
         try:
-            with self.client() as client:
-                result = func(Request(client, params, self.module.check_mode, self.module._diff))
+            if self.connection:
+                with self.client() as client:
+                    result = func(Request(client, params, self.module.check_mode, self.module._diff))
+            else:
+                result = func(Request(None, params, self.module.check_mode, self.module._diff))
         except ApiError as exc:
             self.module.fail_json(**exc.to_dict())
         except WhiteskyError as exc:

@@ -1,0 +1,69 @@
+"""Fixtures for the container tests: the local Debian image, a stub apt repository, a container per test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from aptrepo import FlakyRepo, build_repo  # noqa: E402
+from helpers import ROOT  # noqa: E402
+
+IMAGE = "localhost/capvco-debian:bookworm"
+
+
+def podman(*args, check=True):
+    return subprocess.run(["podman"] + list(args), check=check, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def image():
+    if os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("dpkg-deb"):
+        pytest.skip("needs root, podman and dpkg-deb")
+    subprocess.run([os.path.join(ROOT, "hack", "build-test-image.sh"), IMAGE], check=True)
+    return IMAGE
+
+
+@pytest.fixture(scope="session")
+def repo(tmp_path_factory):
+    served = FlakyRepo(build_repo(str(tmp_path_factory.mktemp("aptrepo"))))
+    yield served
+    served.stop()
+
+
+class Container:
+    def __init__(self, image, repo, tmp_path):
+        self.name = "capvco-t-" + uuid.uuid4().hex[:8]
+        self.repo = repo
+        podman("run", "-d", "--network", "host", "--name", self.name, image, "sleep", "infinity")
+        self.sh("mkdir -p /etc/apt/sources.list.d /etc/apt/apt.conf.d /run/capvco && "
+                "echo 'deb [trusted=yes] %s ./' > /etc/apt/sources.list.d/capvco.list && "
+                "printf 'Acquire::Retries \"0\";\\nAcquire::http::Timeout \"5\";\\n' "
+                "> /etc/apt/apt.conf.d/90capvco-tests" % repo.url)
+        self.inventory = tmp_path / "inventory.ini"
+        self.inventory.write_text("%s ansible_connection=containers.podman.podman "
+                                  "ansible_python_interpreter=/usr/bin/python3\n" % self.name)
+
+    def sh(self, script, check=True):
+        return podman("exec", self.name, "sh", "-c", script, check=check)
+
+    def exists(self, path):
+        return self.sh("test -e %s" % path, check=False).returncode == 0
+
+    def remove(self):
+        podman("rm", "-f", "-t", "0", self.name, check=False)
+
+
+@pytest.fixture
+def container(image, repo, tmp_path):
+    repo.fail_next(0)
+    repo.fail_always(False)
+    c = Container(image, repo, tmp_path)
+    yield c
+    c.remove()
