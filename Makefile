@@ -1,7 +1,7 @@
 # whitesky.capvco: `make demo` runs the main job on the embedded emulator;
 # `make test` runs every test layer.  Both set up what they need on a fresh machine.
 SHELL := /bin/bash
-SCENARIOS ?= sriov
+SCENARIOS ?= sriov gpu_driver
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
@@ -45,6 +45,10 @@ deps:
 	[ -x /usr/lib/cni/host-device ] || missing="$$missing containernetworking-plugins"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@[ -f /etc/containers/containers.conf ] || { mkdir -p /etc/containers; \
+	  printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
+	  > /etc/containers/containers.conf; }
+	hack/build-test-image.sh localhost/capvco-debian:bookworm
 
 e2e: link deps
 	$(BIN)/python -m pytest -q tests/e2e

@@ -137,3 +137,19 @@ class FlakyRepo:
 
     def stop(self):
         self.server.shutdown()
+
+
+def main():
+    """``python aptrepo.py DIR PORTFILE``: build the repository in DIR, serve it, write the port to PORTFILE."""
+    import sys
+    import time
+
+    served = FlakyRepo(build_repo(sys.argv[1]))
+    with open(sys.argv[2], "w", encoding="utf-8") as fh:
+        fh.write(str(served.port))
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
