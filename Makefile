@@ -28,7 +28,8 @@ link: venv
 	ln -sfn $(CURDIR) $(LINK)
 
 demo: link
-	hack/with-emulator.sh $(BIN)/ansible-playbook playbooks/gpu_profiles.yml
+	hack/with-emulator.sh $(BIN)/ansible-playbook playbooks/site.yml \
+	  -e capvco_demo_pod_nic=true -e capvco_repo_dir=$(CURDIR) -e capvco_render_dir=$(CURDIR)/demo-out
 
 test: unit integration molecule sanity lint
 

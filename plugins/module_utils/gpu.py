@@ -505,3 +505,19 @@ def reclaim(req):
             {"released": [view(i) for i in release if i["vgpu_id"] not in failed],
              "not_released": sorted(failed)})
     return result
+
+
+def billing(req):
+    """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window, from the platform."""
+    p = req.params
+    end = int(time.time()) + 1
+    start = int(p["since"]) if p.get("since") is not None else end - 86400
+    if start > end:
+        raise InputError("since %r is in the future" % p["since"])
+    report = req.client.consumption(p["location"], start, end) or {}
+    vgu = float((report.get("consumption") or {}).get("vgu") or 0.0)
+    price = req.client.prices(p["location"]) or {}
+    per_hour = float((price.get("resources") or {}).get("vgu") or 0.0) / HOURS_PER_MONTH
+    return {"start": start, "end": end, "vgpu_seconds": round(vgu * SECONDS_PER_VGU, 1),
+            "cost": round(vgu * per_hour, 4), "currency": price.get("currency"),
+            "unassigned_vgpus": len(report.get("unassigned_vgpus") or [])}

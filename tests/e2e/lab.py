@@ -36,8 +36,14 @@ def can_run():
 
 
 class Lab:
-    def __init__(self, tmp_path):
+    """The lab; with ``emu`` (a running emulator) and ``vm_name``, the node is that VM (the demo does that)."""
+
+    def __init__(self, tmp_path, emu=None, vm_name=None, cloudspace_id="cs-demo", location="be-gen-1"):
         self.tmp = tmp_path
+        self.external_emu = emu
+        self.vm_name = vm_name
+        self.cloudspace_id = cloudspace_id
+        self.location = location
         self.prefix = "cv%d" % (os.getpid() % 100000)
         self.ext = self.prefix + "ext"
         self.node = self.prefix + "node"
@@ -59,11 +65,18 @@ class Lab:
         sh("ip", "-n", self.node, "link", "add", "pbr", "type", "bridge")
         sh("ip", "-n", self.node, "addr", "add", "192.0.2.1/24", "dev", "pbr")
         sh("ip", "-n", self.node, "link", "set", "pbr", "up")
-        os.environ["EXT_NS"] = self.ext  # the emulator's hook inherits it
-        self.emu = Emulator(self.tmp / "emu", extra_args=["--nic-hook", HOOK]).start()
-        self.emu.admin("POST", "/hooks", {"nic_detach": HOOK})
+        hook = "EXT_NS=%s NODE_NS=%s %s" % (self.ext, self.node, HOOK)
+        if self.external_emu:
+            self.emu = self.external_emu
+        else:
+            self.emu = Emulator(self.tmp / "emu").start()
+        self.emu.admin("POST", "/hooks", {"nic_attach": hook, "nic_detach": hook})
         with self.emu.client() as client:
-            self.vm_id = client.create_vm("cs-demo", name=self.node, description="node", vcpus=4, memory=8192)
+            if self.vm_name:
+                self.vm_id = [v["vm_id"] for v in client.vms(self.cloudspace_id) if v["name"] == self.vm_name][0]
+            else:
+                self.vm_id = client.create_vm(self.cloudspace_id, name=self.node, description="node", vcpus=4,
+                                              memory=8192)
         self.agent_args = ["--grace-period", str(grace), "--reclaim-interval", str(interval),
                            "--wait-timeout", str(wait_timeout)]
         self.start_agent()
@@ -76,7 +89,7 @@ class Lab:
         self.agent_log = open(self.tmp / "agent.log", "a", encoding="utf-8")
         self.agent = subprocess.Popen(
             [sys.executable, "-m", "capvco_sriov.agent", "--api-url", self.emu.url, "--customer-id", CUSTOMER,
-             "--credential-file", str(cred), "--location", "be-gen-1", "--cloudspace-id", "cs-demo",
+             "--credential-file", str(cred), "--location", self.location, "--cloudspace-id", self.cloudspace_id,
              "--vm-id", str(self.vm_id), "--socket", self.socket, "--ledger-dir", self.ledger,
              "--host-netns", os.path.join(NETNS_DIR, self.node)] + self.agent_args,
             env=env, stdout=subprocess.PIPE, stderr=self.agent_log, text=True)
@@ -108,11 +121,12 @@ class Lab:
         if self.agent and self.agent.poll() is None:
             self.agent.terminate()
             self.agent.wait(10)
-        if self.emu:
+        if self.emu and not self.external_emu:
             self.emu.stop()
+        elif self.emu:
+            self.emu.admin("POST", "/hooks", {"nic_attach": None, "nic_detach": None})
         for ns in self.pods + [self.node, self.ext]:
             sh("ip", "netns", "del", ns, check=False)
-        os.environ.pop("EXT_NS", None)
 
     # -- CNI -----------------------------------------------------------------
     def cni(self, command, pod=None, container="c0", ifname="net1", conf=None, raw=None, uid=None, env=None):
@@ -131,7 +145,7 @@ class Lab:
 
     def platform_nics(self):
         with self.emu.client() as client:
-            return client.nics("cs-demo", self.vm_id)
+            return client.nics(self.cloudspace_id, self.vm_id)
 
     def ping(self, pod, dst="198.51.100.1", dev="net1"):
         return sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-W", "2", "-I", dev, dst, check=False).returncode

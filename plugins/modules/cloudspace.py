@@ -1,0 +1,85 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cloudspace
+short_description: A whitesky.cloud cloudspace, by name
+version_added: 0.1.0
+description:
+  - Ensures a cloudspace of O(name) exists in O(location) (V(present)) or not (V(absent)). A cloudspace that still
+    has machines is not deleted; the error says so.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  name:
+    description: The cloudspace name.
+    type: str
+    required: true
+  location:
+    description: The location.
+    type: str
+    required: true
+  private_network:
+    description: The private network of a new cloudspace (platform default when omitted).
+    type: str
+  state:
+    description: Whether it exists.
+    type: str
+    choices: [present, absent]
+    default: present
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Reports whether it would be created or deleted.
+    support: full
+  diff_mode:
+    description: The cloudspace before and after.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: The cluster's cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+  register: cs
+"""
+
+RETURN = r"""
+cloudspace:
+  description: The cloudspace (before a delete).
+  returned: always
+  type: dict
+  contains:
+    cloudspace_id:
+      description: Its id.
+      type: str
+    name:
+      description: Its name.
+      type: str
+    location:
+      description: Its location.
+      type: str
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(dict(
+        name=dict(type="str", required=True),
+        location=dict(type="str", required=True),
+        private_network=dict(type="str"),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+    )).run(cloudspaces.ensure)
+
+
+if __name__ == "__main__":
+    main()

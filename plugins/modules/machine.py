@@ -1,0 +1,192 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine
+short_description: A cluster machine (a VM in a whitesky.cloud cloudspace), created with a retried first boot
+version_added: 0.1.0
+description:
+  - With O(state=present), creates the VM when no VM of that name exists in the cloudspace. Its user data is the
+    collection's first-boot script, which waits for the apt/dpkg lock, retries transient failures with backoff,
+    runs O(bootstrap_data), and fails loudly (a failure marker with the log tail, and a status file the lifecycle
+    playbooks read).
+  - A graceful O(state=absent) releases the machine's vGPUs (the reservations its cluster owns for it) first, then
+    deletes the VM.
+  - O(force=true) deletes the VM with C(detach_gpu=true) and releases nothing; the platform keeps billing those
+    vGPUs until the cluster teardown or the orphan sweep releases them.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  cloudspace_id:
+    description: The cloudspace.
+    type: str
+    required: true
+  name:
+    description: The VM name (the machine, and later the Kubernetes node name).
+    type: str
+    required: true
+  state:
+    description: Whether the machine exists.
+    type: str
+    choices: [present, absent]
+    default: present
+  force:
+    description: With O(state=absent), delete the VM with its vGPUs still attached and release nothing.
+    type: bool
+    default: false
+  cluster:
+    description: The owning cluster; a graceful delete releases the vGPUs it owns for this machine.
+    type: str
+  location:
+    description: The location, for a graceful delete's vGPU release.
+    type: str
+  vcpus:
+    description: Virtual CPUs (required to create).
+    type: int
+  memory:
+    description: Memory in MiB (required to create).
+    type: int
+  image_id:
+    description: The image to boot.
+    type: int
+  disk_size:
+    description: Boot disk size in GiB.
+    type: int
+  description:
+    description: The VM's description.
+    type: str
+  first_boot:
+    description: The first boot's package installs.
+    type: dict
+    suboptions:
+      packages:
+        description: Packages to install on first boot.
+        type: list
+        elements: str
+        default: []
+      attempts:
+        description: Attempts for each apt step.
+        type: int
+        default: 5
+      delay:
+        description: Seconds before the second attempt, doubled each time.
+        type: int
+        default: 5
+      lock_timeout:
+        description: Seconds to wait for the apt/dpkg lock.
+        type: int
+        default: 600
+  bootstrap_data:
+    description:
+      - Bootstrap data run by the first boot after its packages (a script), or sent beside it (C(#cloud-config)),
+        for example a Cluster API bootstrap Secret's value.
+    type: str
+  user_data:
+    description: Raw user data instead of the first-boot script (not recommended; nothing then fails loudly).
+    type: str
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Reports whether the VM would be created or deleted (and which vGPUs released).
+    support: full
+  diff_mode:
+    description: The machine before and after.
+    support: full
+seealso:
+  - module: whitesky.capvco.machine_info
+  - module: whitesky.capvco.vgpu
+"""
+
+EXAMPLES = r"""
+- name: A GPU worker
+  whitesky.capvco.machine:
+    cloudspace_id: cs-demo
+    name: demo-gpu-0
+    vcpus: 8
+    memory: 32768
+    image_id: 12
+    first_boot:
+      packages: [containerd, kubelet]
+
+- name: Delete it gracefully (its vGPUs are released first)
+  whitesky.capvco.machine:
+    cloudspace_id: cs-demo
+    name: demo-gpu-0
+    cluster: demo
+    location: be-gen-1
+    state: absent
+
+- name: Delete it by force (the vGPUs stay reserved until the sweeps)
+  whitesky.capvco.machine:
+    cloudspace_id: cs-demo
+    name: demo-gpu-1
+    state: absent
+    force: true
+"""
+
+RETURN = r"""
+machine:
+  description: The machine (before a delete, after a create).
+  returned: always
+  type: dict
+  contains:
+    vm_id:
+      description: The VM id.
+      type: int
+    name:
+      description: The VM name.
+      type: str
+    status:
+      description: The platform's status.
+      type: str
+    vgpus:
+      description: The vGPU ids attached.
+      type: list
+      elements: str
+    nics:
+      description: The external NICs.
+      type: list
+      elements: dict
+released_vgpus:
+  description: With a graceful delete, the names of the reservations released.
+  returned: when state is absent and force is false
+  type: list
+  elements: str
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(dict(
+        cloudspace_id=dict(type="str", required=True),
+        name=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        force=dict(type="bool", default=False),
+        cluster=dict(type="str"),
+        location=dict(type="str"),
+        vcpus=dict(type="int"),
+        memory=dict(type="int"),
+        image_id=dict(type="int"),
+        disk_size=dict(type="int"),
+        description=dict(type="str"),
+        first_boot=dict(type="dict", options=dict(
+            packages=dict(type="list", elements="str", default=[]),
+            attempts=dict(type="int", default=5),
+            delay=dict(type="int", default=5),
+            lock_timeout=dict(type="int", default=600),
+        )),
+        bootstrap_data=dict(type="str", no_log=True),
+        user_data=dict(type="str", no_log=True),
+    )).run(machines.ensure)
+
+
+if __name__ == "__main__":
+    main()

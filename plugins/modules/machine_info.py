@@ -1,0 +1,81 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine_info
+short_description: List the machines (VMs) of a whitesky.cloud cloudspace
+version_added: 0.1.0
+description:
+  - Lists a cloudspace's VMs with their vGPUs and external NICs, optionally one by name or those whose name starts
+    with a prefix (a cluster's machines).
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  cloudspace_id:
+    description: The cloudspace.
+    type: str
+    required: true
+  name:
+    description: Only the VM of this name.
+    type: str
+  name_prefix:
+    description: Only VMs whose name starts with this.
+    type: str
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+  - whitesky.capvco.connection.info_module
+"""
+
+EXAMPLES = r"""
+- name: The cluster's machines
+  whitesky.capvco.machine_info:
+    cloudspace_id: cs-demo
+    name_prefix: demo-
+  register: demo_machines
+"""
+
+RETURN = r"""
+machines:
+  description: The machines.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    vm_id:
+      description: The VM id.
+      type: int
+    name:
+      description: The VM name.
+      type: str
+    status:
+      description: The platform's status.
+      type: str
+    vgpus:
+      description: The vGPU ids attached.
+      type: list
+      elements: str
+    nics:
+      description: The external NICs.
+      type: list
+      elements: dict
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(dict(
+        cloudspace_id=dict(type="str", required=True),
+        name=dict(type="str"),
+        name_prefix=dict(type="str"),
+    )).run(machines.info)
+
+
+if __name__ == "__main__":
+    main()
