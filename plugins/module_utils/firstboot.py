@@ -41,7 +41,9 @@ exec 3>&1
 exec >>"$LOG" 2>&1
 STEP=start
 
-json_escape() { sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/ /g' | awk 'BEGIN{ORS="\\n"} {print}'; }
+json_escape() {  # drop control characters, escape, and fold lines into literal \n
+  tr -d '\000-\010\013-\037\177' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/ /g' | awk 'BEGIN{ORS="\\n"} {print}'
+}
 
 status() {  # state reason
   tail_text=$(tail -n 30 "$LOG" | json_escape)
@@ -72,11 +74,13 @@ retry() {  # retry with exponential backoff: retry CMD...
 APT="apt-get -q -o DPkg::Lock::Timeout=$LOCK_TIMEOUT -o Acquire::Retries=0"
 export DEBIAN_FRONTEND=noninteractive
 status running "started"
+apt_update() { $APT update --error-on=any; }  # a repository that failed is an error, not a warning
+apt_install() { $APT update --error-on=any && $APT install -y --no-install-recommends $PACKAGES; }
 if [ -n "$PACKAGES" ]; then
   STEP=apt-update
-  retry $APT update || fail "apt-get update failed $ATTEMPTS time(s)"
+  retry apt_update || fail "apt-get update failed $ATTEMPTS time(s)"
   STEP=apt-install
-  retry $APT install -y --no-install-recommends $PACKAGES || fail "installing $PACKAGES failed $ATTEMPTS time(s)"
+  retry apt_install || fail "installing $PACKAGES failed $ATTEMPTS time(s)"
 fi
 %(bootstrap)s
 STEP=done

@@ -1,0 +1,86 @@
+"""Machines and the cluster playbooks against the emulator: three-way modules, scale up and down, force delete."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from helpers import ROOT, run_playbook, task_results
+
+from test_gpu import ensure, live, three_ways
+
+PLAYS = os.path.join(ROOT, "playbooks")
+
+
+def spec(**overrides):
+    base = {
+        "cluster": {"name": "life", "location": "be-gen-1", "cloudspace": "life-cs"},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "pools": [{"name": "gpu", "replicas": 2, "vcpus": 4, "memory": 8192,
+                   "gpu": {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}},
+                  {"name": "cpu", "replicas": 1, "vcpus": 2, "memory": 2048}],
+    }
+    base.update(overrides)
+    return base
+
+
+def names(emulator, cs_name="life-cs"):
+    with emulator.client() as client:
+        cs = [c for c in client.cloudspaces() if c["name"] == cs_name]
+        return sorted(v["name"] for v in client.vms(cs[0]["cloudspace_id"])) if cs else []
+
+
+def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_path):
+    args = ("{cloudspace_id: cs-demo, name: m0, vcpus: 2, memory: 2048, "
+            "first_boot: {packages: [containerd], attempts: 3}}")
+    check, apply, again = three_ways(emulator, tmp_path, "machine", args)
+    assert check["changed"] and apply["changed"] and not again["changed"]
+    assert apply["machine"]["name"] == "m0" and again["machine"]["vm_id"] == apply["machine"]["vm_id"]
+    with emulator.client() as client:
+        vm = client.vms("cs-demo")[0]
+        assert vm["name"] == "m0"
+    # the user data is the first-boot script (read from the emulator's own store)
+    db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
+    user_data = db.execute("SELECT user_data FROM vms WHERE name='m0'").fetchone()[0]
+    assert "capvco first boot" in user_data and "containerd" in user_data and "ATTEMPTS=3" in user_data
+    # graceful delete releases the machine's vGPUs first
+    ensure(emulator, machine="m0", cluster="c1", count=2)
+    args = "{cloudspace_id: cs-demo, name: m0, cluster: c1, location: be-gen-1, state: absent}"
+    check, apply, again = three_ways(emulator, tmp_path, "machine", args)
+    assert len(check["released_vgpus"]) == 2 and apply["changed"] and not again["changed"]
+    assert live(emulator, "c1") == []
+
+
+def test_cluster_create_scales_up_and_down_then_delete_sweeps_everything(emulator, tmp_path):
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
+    assert rc == 0, out[-3000:]
+    assert names(emulator) == ["life-cp-0", "life-cpu-0", "life-gpu-0", "life-gpu-1"]
+    assert len(live(emulator, "life")) == 4
+    # converge again: nothing changes
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
+    assert rc == 0 and data["stats"]["localhost"]["changed"] == 0, data["stats"]
+    # scale the GPU pool down to 1 and drop the cpu pool
+    smaller = spec(pools=[dict(spec()["pools"][0], replicas=1)])
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=smaller)
+    assert rc == 0, out[-3000:]
+    assert names(emulator) == ["life-cp-0", "life-gpu-0"]
+    assert len(live(emulator, "life")) == 2, "the scaled-down machine's vGPUs were released with it"
+    # scale up again, then force-delete a machine: its vGPUs stay reserved until the sweep
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
+    rc, out, data = run_playbook(os.path.join(PLAYS, "machine_delete.yml"), emulator,
+                                 extra_vars=dict(spec(), machine="life-gpu-1", force=True))
+    assert rc == 0, out[-3000:]
+    assert "life-gpu-1" not in names(emulator) and len(live(emulator, "life")) == 4
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator, extra_vars=spec())
+    assert rc == 0, out[-3000:]
+    assert names(emulator) == [] and live(emulator, "life") == []
+    assert task_results(data, "Release every reservation the cluster owns")[0]["changed"]
+    assert emulator.ledger()["accruing"] == 0
+
+
+def test_bad_cluster_spec_is_refused(emulator):
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator,
+                                 extra_vars=spec(cluster={"name": "Bad_Name", "location": "be-gen-1",
+                                                          "cloudspace": "x"}))
+    assert rc != 0 and "The cluster spec needs cluster.name" in out
+    assert names(emulator, "x") == []
