@@ -84,3 +84,17 @@ def test_bad_cluster_spec_is_refused(emulator):
                                                           "cloudspace": "x"}))
     assert rc != 0 and "The cluster spec needs cluster.name" in out
     assert names(emulator, "x") == []
+
+
+def test_survey_answers_drive_the_playbooks(emulator):
+    answers = {"cluster_name": "awx", "cluster_location": "be-gen-1", "gpu_replicas": "2", "gpu_type": "NVIDIA A100",
+               "gpu_count": "1", "gpu_driver_version": "550"}
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=answers)
+    assert rc == 0, out[-3000:]
+    assert names(emulator, "awx") == ["awx-cp-0", "awx-gpu-0", "awx-gpu-1"] and len(live(emulator, "awx")) == 2
+    rc, out, data = run_playbook(os.path.join(PLAYS, "machine_delete.yml"), emulator,
+                                 extra_vars=dict(answers, machine="awx-gpu-1", force="false"))
+    assert rc == 0 and len(live(emulator, "awx")) == 1, out[-2000:]
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator,
+                                 extra_vars={"cluster_name": "awx", "cluster_location": "be-gen-1"})
+    assert rc == 0 and names(emulator, "awx") == [] and live(emulator, "awx") == [], out[-2000:]

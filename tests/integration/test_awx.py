@@ -1,0 +1,78 @@
+"""AWX: the execution environment builds its context, the registration playbook is sound, and every survey
+asks only for variables its playbook reads."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+from helpers import COLLECTIONS, ROOT
+
+BIN = os.path.dirname(sys.executable)
+ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+
+
+def test_ansible_builder_create(tmp_path):
+    awx = tmp_path / "awx"
+    shutil.copytree(os.path.join(ROOT, "awx"), awx)
+    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(awx), ROOT],
+                   env=ENV, check=True, capture_output=True, cwd=ROOT)
+    ctx = tmp_path / "context"
+    proc = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", str(awx / "execution-environment.yml"),
+                           "-c", str(ctx)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    containerfile = (ctx / "Containerfile").read_text()
+    assert "ansible-galaxy" in containerfile and "COPY _build/collections/ /build/collections/" in containerfile
+    assert glob.glob(str(ctx / "_build" / "collections" / "whitesky-capvco-*.tar.gz"))
+    reqs = yaml.safe_load((ctx / "_build" / "requirements.yml").read_text())
+    assert reqs["collections"][0]["name"] == "/build/collections/whitesky-capvco-0.1.0.tar.gz"
+
+
+def test_register_playbook_syntax():
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "--syntax-check", os.path.join(ROOT, "awx",
+                                                                                              "register.yml")],
+                          env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def referenced(paths):
+    text = "".join(open(p, encoding="utf-8").read() for p in paths)
+    return set(re.findall(r"\b([a-z_][a-z0-9_]*)\b", text))
+
+
+def test_surveys_ask_only_what_the_playbooks_read():
+    with open(os.path.join(ROOT, "awx", "job_templates.yml"), encoding="utf-8") as fh:
+        templates = yaml.safe_load(fh)["awx_job_templates"]
+    assert {t["name"] for t in templates} == {"capvco - create cluster", "capvco - delete machine",
+                                             "capvco - delete cluster", "capvco - orphans check",
+                                             "capvco - reclaim orphans"}
+    spec_tasks = os.path.join(ROOT, "playbooks", "tasks", "spec_from_survey.yml")
+    for tmpl in templates:
+        playbook = os.path.join(ROOT, tmpl["playbook"])
+        assert os.path.exists(playbook), tmpl["playbook"]
+        text = open(playbook, encoding="utf-8").read()
+        files = [playbook] + ([spec_tasks] if "spec_from_survey.yml" in text else [])
+        names = referenced(files)
+        for question in tmpl["survey"]:
+            assert question["variable"] in names, "%s: %s is not read by %s" % (tmpl["name"], question["variable"],
+                                                                              tmpl["playbook"])
+            assert question["type"] in ("text", "integer", "multiplechoice", "password", "textarea")
+        for var in tmpl.get("extra_vars", {}):
+            assert var in names
+
+
+def test_credential_type_injects_what_the_modules_read():
+    with open(os.path.join(ROOT, "awx", "credential_type.yml"), encoding="utf-8") as fh:
+        ctype = yaml.safe_load(fh)
+    assert set(ctype["injectors"]["env"]) == {"WHITESKY_API_URL", "WHITESKY_API_TOKEN", "WHITESKY_CUSTOMER_ID"}
+    fragment = open(os.path.join(ROOT, "plugins", "doc_fragments", "connection.py"), encoding="utf-8").read()
+    for env in ctype["injectors"]["env"]:
+        assert env in fragment
+    secret = [f for f in ctype["inputs"]["fields"] if f.get("secret")]
+    assert [f["id"] for f in secret] == ["api_token"]
