@@ -1,7 +1,7 @@
 # whitesky.capvco: `make demo` runs the main job on the embedded emulator;
 # `make test` runs every test layer.  Both set up what they need on a fresh machine.
 SHELL := /bin/bash
-SCENARIOS ?= sriov gpu_driver
+SCENARIOS ?= gpu sriov gpu_driver lifecycle
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
@@ -12,7 +12,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps venv link demo test unit integration e2e molecule sanity lint build clean
+.PHONY: all deps venv link demo test unit integration e2e molecule chaos sanity lint build clean
 
 all: test
 
@@ -56,6 +56,10 @@ e2e: link deps
 
 molecule: link deps
 	for s in $(SCENARIOS); do $(BIN)/molecule test -s $$s || exit 1; done
+
+# The long form of the chaos suite (make test runs a short form).
+chaos: link
+	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)
 
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist

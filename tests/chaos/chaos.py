@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""The chaos suite: the lifecycle playbooks under random faults and kills, checked against the emulator's ledger.
+
+Each loop picks random faults (latency, 5xx and 429 rates, responses dropped
+after commit, and VM-lock conflicts from a "noisy neighbour" that keeps
+attaching and detaching NICs on the cluster's VMs), then runs create, scale
+down, force delete and delete. In some runs the playbook is killed (SIGKILL)
+at a random moment and run again to convergence. After each loop, against the
+emulator's own ledger:
+
+- zero reservations owned by the cluster;
+- zero double reservations ever made;
+- zero unowned reservations touched;
+- zero vGPU-seconds accruing after teardown.
+
+    .venv/bin/python tests/chaos/chaos.py --loops 50 [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from helpers import COLLECTIONS, ROOT, Emulator, ensure_collection_link  # noqa: E402
+
+ensure_collection_link()
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership  # noqa: E402
+
+PLAYS = os.path.join(ROOT, "playbooks")
+BIN = os.path.dirname(sys.executable)
+
+
+def spec(name, gpu_replicas):
+    return {"cluster": {"name": name, "location": "be-gen-1", "cloudspace": name + "-cs"},
+            "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+            "pools": [{"name": "gpu", "replicas": gpu_replicas, "vcpus": 4, "memory": 8192,
+                       "gpu": {"type": "NVIDIA A100", "count": 2}}]}
+
+
+class Chaos:
+    def __init__(self, emu, rng, kill_rate):
+        self.emu = emu
+        self.rng = rng
+        self.kill_rate = kill_rate
+        self.runs = self.kills = self.reruns = 0
+        self.faults = {}
+
+    def playbook(self, name, extra):
+        """Run a playbook to convergence: re-run after a failure or a kill."""
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", **self.emu.env())
+        cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(PLAYS, name), "-e", json.dumps(extra)]
+        for attempt in range(12):
+            self.runs += 1
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
+            if attempt == 0 and self.rng.random() < self.kill_rate:
+                try:
+                    proc.wait(self.rng.uniform(1.5, 6.0))
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    self.kills += 1
+                    time.sleep(1.0)  # what was already sent lands before the re-run, as for an operator
+                    self.reruns += 1
+                    continue
+            out, _ = proc.communicate()
+            if proc.returncode == 0:
+                return
+            self.reruns += 1
+        raise RuntimeError("%s did not converge:\n%s" % (name, out[-3000:]))
+
+    def random_faults(self):
+        cfg = {"latency_ms": self.rng.choice([0, 5, 20, 50]),
+               "error_rates": {"503": self.rng.choice([0, 0.05, 0.15]), "502": self.rng.choice([0, 0.03]),
+                               "429": self.rng.choice([0, 0.05, 0.1])},
+               "retry_after": 0.05, "drop_rate": self.rng.choice([0, 0.05, 0.1]),
+               "vm_op_seconds": self.rng.choice([0, 0.05, 0.2]), "seed": self.rng.randrange(1 << 30)}
+        self.emu.faults(**cfg)
+        return cfg
+
+
+def noisy_neighbour(emu, cluster_cs, stop, rng):
+    """Hold the cluster's VMs' locks now and then (NIC attach + detach), so that the playbooks meet real 409s."""
+    client = emu.client(timeout=10, max_attempts=1)
+    while not stop.wait(rng.uniform(0.05, 0.3)):
+        try:
+            cs = [c for c in client.cloudspaces() if c["name"] == cluster_cs]
+            vms = client.vms(cs[0]["cloudspace_id"]) if cs else []
+            if not vms:
+                continue
+            vm = rng.choice(vms)
+            client.attach_nic(cs[0]["cloudspace_id"], vm["vm_id"], 101)
+            for nic in client.nics(cs[0]["cloudspace_id"], vm["vm_id"]):
+                client.detach_nic(cs[0]["cloudspace_id"], vm["vm_id"], nic["ip_address"], 101)
+        except Exception:  # the neighbour's own failures do not matter
+            continue
+
+
+def check(emu, cluster):
+    ledger = emu.ledger()
+    owned = [r for r in ledger["reservations"]
+             if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
+    left = [r for r in owned if r["deleted_at"] is None]
+    accruing_before = sum(r["vgpu_seconds"] for r in owned)
+    time.sleep(0.3)
+    accruing_after = sum(r["vgpu_seconds"] for r in emu.ledger()["reservations"]
+                         if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster))
+    unowned_touched = sum(r["touched"] for r in ledger["reservations"] if r["vgpu_name"].startswith("ops-"))
+    return {"left": len(left), "double": ledger["double_reservations"], "unowned_touched": unowned_touched,
+            "accruing": round(accruing_after - accruing_before, 6)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--loops", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--kill-rate", type=float, default=0.3)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        emu = Emulator(os.path.join(tmp, "state")).start()
+        try:
+            seeded = [("nvidia-l4-24q", "ops-hand-made-%d" % i) for i in range(2)]
+            for gpu_id, name in seeded:
+                emu.admin("POST", "/seed-vgpu", {"location": "be-gen-1", "gpu_id": gpu_id, "vgpu_name": name})
+            chaos = Chaos(emu, rng, args.kill_rate)
+            leaks = 0
+            faults_total = 0
+            for loop in range(args.loops):
+                name = "chaos%d" % loop
+                cfg = chaos.random_faults()
+                stop = threading.Event()
+                neighbour = threading.Thread(target=noisy_neighbour, args=(emu, name + "-cs", stop, rng), daemon=True)
+                neighbour.start()
+                try:
+                    chaos.playbook("cluster_create.yml", spec(name, 2))
+                    chaos.playbook("cluster_create.yml", spec(name, 1))  # scale down
+                    chaos.playbook("cluster_create.yml", spec(name, 2))  # and up again
+                    chaos.playbook("machine_delete.yml", dict(spec(name, 2), machine=name + "-gpu-0", force=True))
+                    chaos.playbook("cluster_delete.yml", spec(name, 2))
+                finally:
+                    stop.set()
+                    neighbour.join()
+                stats = emu.stats()
+                faults_total = sum(stats["faults"].values())
+                emu.faults()
+                result = check(emu, name)
+                bad = result["left"] or result["double"] or result["unowned_touched"] or result["accruing"]
+                leaks += result["left"]
+                print("loop %3d: faults %s -> %s%s" % (loop, {k: v for k, v in cfg.items() if k != "seed" and v},
+                                                      result, "  <-- FAIL" if bad else ""), flush=True)
+                if bad:
+                    break
+            stats = emu.stats()
+            lock_conflicts = stats["vm_lock_conflicts"]
+        finally:
+            emu.stop()
+    print("chaos: %d loop(s), seed %d: runs %d (re-runs %d), faults injected %d, VM-lock conflicts %d, kills %d, "
+          "leaks %d, double reservations %d, unowned touched %d"
+          % (loop + 1, args.seed, chaos.runs, chaos.reruns, faults_total, lock_conflicts, chaos.kills, leaks,
+             result["double"], result["unowned_touched"]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
