@@ -4,7 +4,6 @@ and the lifecycle playbook's wait for it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 import time
