@@ -16,7 +16,8 @@ ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1"
 
 
 @pytest.mark.parametrize("module", ["gpu_profile_info", "vgpu", "vgpu_info", "vgpu_reclaim", "external_nic",
-                                    "external_network_info"])
+                                    "external_network_info", "gpu_driver_verify", "machine", "machine_info",
+                                    "cloudspace", "cloudspace_info", "vgpu_billing_info"])
 def test_ansible_doc_renders(module):
     out = subprocess.run([os.path.join(BIN, "ansible-doc"), "whitesky.capvco." + module], env=ENV,
                          capture_output=True, text=True, check=True).stdout
@@ -31,6 +32,7 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
         names = tar.getnames()
     assert "plugins/modules/vgpu.py" in names and "meta/runtime.yml" in names and "docs/gpus.md" in names
     assert "playbooks/gpu_orphans.yml" in names
+    assert "roles/gpu_driver/meta/argument_specs.yml" in names and "roles/sriov_agent/meta/argument_specs.yml" in names
     for dev_only in ("emulator", "bin", "hack", "benchmarks", "tests/integration", "tests/unit", ".venv", ".build",
-                     ".ci", "Makefile", "requirements-dev.txt"):
+                     ".ci", "Makefile", "requirements-dev.txt", "node", "molecule", "demo-out"):
         assert not any(n == dev_only or n.startswith(dev_only + "/") for n in names), dev_only
