@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -52,6 +53,18 @@ class Container:
 
     def sh(self, script, check=True):
         return podman("exec", self.name, "sh", "-c", script, check=check)
+
+    def hold_dpkg_lock(self, seconds):
+        """Hold the dpkg locks (fcntl, as apt does) from a process in the container; return it once held."""
+        hold = ("import fcntl, time\n"
+                "fs = [open(p, 'w') for p in ('/var/lib/dpkg/lock-frontend', '/var/lib/dpkg/lock')]\n"
+                "[fcntl.lockf(f, fcntl.LOCK_EX) for f in fs]\n"
+                "open('/tmp/locked', 'w').close()\n"
+                "time.sleep(%s)\n" % seconds)
+        holder = subprocess.Popen(["podman", "exec", self.name, "python3", "-c", hold])
+        while not self.exists("/tmp/locked"):
+            time.sleep(0.1)
+        return holder
 
     def exists(self, path):
         return self.sh("test -e %s" % path, check=False).returncode == 0

@@ -55,14 +55,7 @@ def test_permanent_failure_fails_loudly_with_the_log_tail(container):
 
 
 def test_a_held_dpkg_lock_is_waited_for(container):
-    hold = ("import fcntl, time\n"
-            "fs = [open(p, 'w') for p in ('/var/lib/dpkg/lock-frontend', '/var/lib/dpkg/lock')]\n"
-            "[fcntl.lockf(f, fcntl.LOCK_EX) for f in fs]\n"
-            "open('/tmp/locked', 'w').close()\n"
-            "time.sleep(6)\n")
-    holder = subprocess.Popen(["podman", "exec", container.name, "python3", "-c", hold])
-    while not container.exists("/tmp/locked"):
-        time.sleep(0.1)
+    holder = container.hold_dpkg_lock(6)
     t0 = time.monotonic()
     proc, status = boot(container)
     holder.wait()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 from helpers import ROOT, run_playbook
@@ -64,14 +63,7 @@ def test_a_permanently_failing_repository_fails_loudly(container):
 
 
 def test_a_held_dpkg_lock_is_waited_for(container):
-    hold = ("import fcntl, time\n"
-            "fs = [open(p, 'w') for p in ('/var/lib/dpkg/lock-frontend', '/var/lib/dpkg/lock')]\n"
-            "[fcntl.lockf(f, fcntl.LOCK_EX) for f in fs]\n"
-            "open('/tmp/locked', 'w').close()\n"
-            "time.sleep(8)\n")
-    holder = subprocess.Popen(["podman", "exec", container.name, "python3", "-c", hold])
-    while not container.exists("/tmp/locked"):
-        time.sleep(0.1)
+    holder = container.hold_dpkg_lock(8)
     t0 = time.monotonic()
     rc, out, data, stats = role(container)
     waited = time.monotonic() - t0
