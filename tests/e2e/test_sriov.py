@@ -101,7 +101,7 @@ def test_pod_netns_deleted_without_del_is_reclaimed_within_grace(lab):
     assert lab.wait_nics(0, timeout=10)
     elapsed = time.monotonic() - t0
     assert 1.0 <= elapsed < 4.0, elapsed
-    assert lab.ledger_entries() == []
+    assert wait_for(lambda: lab.ledger_entries() == [], timeout=5), "the entry goes right after the detach"
 
 
 @pytest.mark.parametrize("lab", [{"grace": 0.5, "interval": 0.1}], indirect=True)
