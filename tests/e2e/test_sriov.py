@@ -100,7 +100,7 @@ def test_pod_netns_deleted_without_del_is_reclaimed_within_grace(lab):
     lab.del_pod(pod)
     assert lab.wait_nics(0, timeout=10)
     elapsed = time.monotonic() - t0
-    assert 1.0 <= elapsed < 4.0, elapsed
+    assert 1.0 <= elapsed < 6.0, elapsed  # the grace period, plus a reclaimer pass or two
     assert wait_for(lambda: lab.ledger_entries() == [], timeout=5), "the entry goes right after the detach"
 
 
