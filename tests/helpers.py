@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,3 +131,105 @@ def wait_for(predicate, timeout=10.0, interval=0.05):
             return True
         time.sleep(interval)
     return False
+
+
+class KubeFake:
+    """The fake Kubernetes API server (tests/kubefake.py) as a process, with a kubeconfig for it."""
+
+    def __init__(self, workdir, ready_after=0.3):
+        self.kubeconfig = os.path.join(str(workdir), "kubefake.kubeconfig")
+        self.ready_after = ready_after
+        self.proc = None
+        self.url = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "kubefake.py"), "--port", "0", "--kubeconfig",
+             self.kubeconfig, "--deployment-ready-after", str(self.ready_after)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            raise RuntimeError("kubefake did not start: %r" % line)
+        self.url = line
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def env(self):
+        return {"K8S_AUTH_KUBECONFIG": self.kubeconfig}
+
+    def requests(self):
+        return httpx.get(self.url + "/_fake/requests", timeout=10).json()
+
+    def call(self, method, path, body=None, content_type="application/json"):
+        resp = httpx.request(method, self.url + path, content=json.dumps(body) if body is not None else None,
+                             headers={"Authorization": "Bearer kubefake", "Content-Type": content_type}, timeout=10)
+        return resp.status_code, resp.json()
+
+    def create(self, obj):
+        code, out = self.call("POST", collection_path(obj), obj)
+        if code != 201:
+            raise RuntimeError("create %s/%s: %s %s" % (obj["kind"], obj["metadata"]["name"], code, out))
+        return out
+
+    def get(self, obj_or_kind, name=None, namespace="default"):
+        path = object_path(obj_or_kind) if name is None else object_path(
+            {"apiVersion": obj_or_kind[0], "kind": obj_or_kind[1], "metadata": {"name": name, "namespace": namespace}})
+        code, out = self.call("GET", path)
+        return out if code == 200 else None
+
+    def merge(self, obj, patch):
+        return self.call("PATCH", object_path(obj), patch, "application/merge-patch+json")
+
+    def delete(self, obj):
+        return self.call("DELETE", object_path(obj))
+
+    def events(self, namespace="default"):
+        return self.call("GET", "/api/v1/namespaces/%s/events" % namespace)[1]["items"]
+
+
+PLURAL = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines", "Cluster": "clusters", "Machine": "machines",
+          "Secret": "secrets", "Namespace": "namespaces", "CustomResourceDefinition": "customresourcedefinitions",
+          "Deployment": "deployments", "DaemonSet": "daemonsets"}
+
+
+def collection_path(obj):
+    api = obj["apiVersion"]
+    base = "/api/v1" if api == "v1" else "/apis/" + api
+    ns = obj["metadata"].get("namespace")
+    if obj["kind"] in ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        ns = None
+    return base + ("/namespaces/%s" % ns if ns else "") + "/" + PLURAL[obj["kind"]]
+
+
+def object_path(obj):
+    return collection_path(obj) + "/" + obj["metadata"]["name"]
+
+
+def snake(name):
+    """The Ansible operator's camelCase -> snake_case of spec keys (providerID -> provider_id)."""
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return name.lower()
+
+
+def snake_keys(value):
+    if isinstance(value, dict):
+        return {snake(k): snake_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [snake_keys(v) for v in value]
+    return value
+
+
+def operator_vars(obj):
+    """The extra vars the Ansible operator passes to a playbook for OBJ."""
+    group, _ = obj["apiVersion"].split("/")
+    key = "_%s_%s" % (re.sub(r"[.-]", "_", group), obj["kind"].lower())
+    out = {"ansible_operator_meta": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}
+    out.update(snake_keys(obj.get("spec") or {}))
+    out[key] = obj
+    out[key + "_spec"] = obj.get("spec") or {}
+    return out

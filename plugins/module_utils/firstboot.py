@@ -82,7 +82,7 @@ if [ -n "$PACKAGES" ]; then
   STEP=apt-install
   retry apt_install || fail "installing $PACKAGES failed $ATTEMPTS time(s)"
 fi
-%(bootstrap)s
+%(provider)s%(bootstrap)s
 STEP=done
 touch "$STATE_DIR/first-boot.ready"
 status ready "all steps done"
@@ -96,7 +96,14 @@ chmod 0700 "$STATE_DIR/bootstrap.sh"
 """
 
 
-def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, state_dir=STATE_DIR):
+PROVIDER = r"""STEP=kubelet-provider-id
+mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet || fail "could not write /etc/default/kubelet"
+"""
+_PROVIDER_ID = re.compile(r"^[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+$")
+
+
+def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, state_dir=STATE_DIR,
+           provider_id=None):
     """The user data for a new machine.
 
     A ``bootstrap`` script runs after the packages, inside the first boot, and
@@ -105,20 +112,23 @@ def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, s
     document, which cloud-init runs in its own order.
     """
     if bootstrap and bootstrap.lstrip().startswith("#cloud-config"):
-        script = render(packages, None, attempts, delay, lock_timeout, state_dir)
+        script = render(packages, None, attempts, delay, lock_timeout, state_dir, provider_id)
         return multipart([("text/cloud-config", bootstrap), ("text/x-shellscript", script)])
     for name in packages:
         if not _PACKAGE.match(name):
             raise InputError("invalid package name %r in first_boot packages" % name)
     if attempts < 1 or delay < 0 or lock_timeout < 0:
         raise InputError("first boot needs attempts >= 1, delay >= 0 and lock_timeout >= 0")
+    if provider_id and not _PROVIDER_ID.match(provider_id):
+        raise InputError("invalid provider_id %r; expected SCHEME://PATH (letters, digits, . _ ~ / -)" % provider_id)
+    provider = PROVIDER % {"arg": shlex.quote("KUBELET_EXTRA_ARGS=--provider-id=" + provider_id)} if provider_id else ""
     block = ""
     if bootstrap:
         data = base64.b64encode(bootstrap.encode("utf-8")).decode("ascii")
         block = BOOTSTRAP % {"data": shlex.quote(data)}
     return TEMPLATE % {
         "state_dir": shlex.quote(state_dir), "packages": shlex.quote(" ".join(packages)), "attempts": attempts,
-        "delay": delay, "lock_timeout": lock_timeout, "bootstrap": block,
+        "delay": delay, "lock_timeout": lock_timeout, "bootstrap": block, "provider": provider,
     }
 
 

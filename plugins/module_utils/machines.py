@@ -65,7 +65,8 @@ def ensure(req):
         user_data = p.get("user_data") or firstboot.render(
             fb.get("packages") or [], p.get("bootstrap_data"), attempts=fb.get("attempts") or 5,
             delay=fb.get("delay") if fb.get("delay") is not None else 5,
-            lock_timeout=fb.get("lock_timeout") if fb.get("lock_timeout") is not None else 600)
+            lock_timeout=fb.get("lock_timeout") if fb.get("lock_timeout") is not None else 600,
+            provider_id=p.get("provider_id"))
         after = {"name": name, "vcpus": p["vcpus"], "memory": p["memory"], "image_id": p.get("image_id")}
         result.update(changed=True, diff={"before": {}, "after": after})
         if req.check_mode:

@@ -15,6 +15,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import (
     HTTPX_IMPORT_ERROR,
     ApiError,
+    InputError,
     Request,
     WhiteskyClient,
     WhiteskyError,
@@ -61,7 +62,9 @@ class WhiteskyModule:
         except ApiError as exc:
             self.module.fail_json(**exc.to_dict())
         except WhiteskyError as exc:
-            self.module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
+            # invalid_input tells a caller (the controller) that a retry cannot help
+            self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError),
+                                  **getattr(exc, "details", {}))
         result.setdefault("changed", False)
         if not self.module._diff:
             result.pop("diff", None)

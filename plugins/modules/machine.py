@@ -85,6 +85,12 @@ options:
       - Bootstrap data run by the first boot after its packages (a script), or sent beside it (C(#cloud-config)),
         for example a Cluster API bootstrap Secret's value.
     type: str
+  provider_id:
+    description:
+      - A Cluster API providerID (C(whitesky://LOCATION/CLOUDSPACE/NAME)). The first boot hands it to the kubelet
+        (C(--provider-id) in C(/etc/default/kubelet)) before the bootstrap data runs, so that the Node carries it.
+    type: str
+    version_added: 0.2.0
   user_data:
     description: Raw user data instead of the first-boot script (not recommended; nothing then fails loudly).
     type: str
@@ -184,6 +190,7 @@ def main():
             lock_timeout=dict(type="int", default=600),
         )),
         bootstrap_data=dict(type="str", no_log=True),
+        provider_id=dict(type="str"),
         user_data=dict(type="str", no_log=True),
     )).run(machines.ensure)
 

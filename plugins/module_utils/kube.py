@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The controller's one write seam to Kubernetes: status, providerID and Events of the CAPVCO kinds (pure Python).
+
+The reconcile playbooks read with kubernetes.core; every write of the
+controller's own results goes through ``write_status`` here, with the
+``kubernetes`` client. Inside the Ansible operator the client reaches the API
+through the operator's proxy (``K8S_AUTH_KUBECONFIG``); elsewhere through a
+kubeconfig, or the pod's service account.
+
+Conditions follow Cluster API's shape (``type``, ``status``, ``severity``,
+``reason``, ``message``, ``lastTransitionTime``); a condition's
+``lastTransitionTime`` moves only when its ``status`` changes, so that a
+reconcile that finds nothing new writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import os
+import traceback
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError, WhiteskyError
+
+try:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+GROUP = "infrastructure.cluster.x-k8s.io"
+VERSION = "v1beta1"
+PLURALS = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines"}
+COMPONENT = "capvco-controller"
+
+
+class KubeError(WhiteskyError):
+    """A Kubernetes API call failed."""
+
+    def __init__(self, action, exc):
+        self.status = getattr(exc, "status", None)
+        reason = getattr(exc, "reason", None) or str(exc)
+        super().__init__("%s failed: %s%s" % (action, "%s " % self.status if self.status else "", reason))
+        self.details = {"status": self.status}
+
+
+def now_iso(now=None):
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_patch(target, patch):
+    """``target`` with an RFC 7386 JSON merge ``patch`` applied (``None`` removes a key)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+            continue
+        result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def merge_conditions(existing, updates, now):
+    """Conditions by type: ``updates`` replace or add, the others stay, in their order."""
+    merged = [dict(c) for c in existing or []]
+    index = {c.get("type"): i for i, c in enumerate(merged)}
+    for update in updates or []:
+        cond = {k: update[k] for k in ("type", "status", "severity", "reason", "message") if update.get(k) is not None}
+        if cond.get("status") not in ("True", "False", "Unknown"):
+            raise InputError("condition %r needs status True, False or Unknown, got %r"
+                             % (cond.get("type"), update.get("status")))
+        old = merged[index[cond["type"]]] if cond["type"] in index else None
+        cond["lastTransitionTime"] = (old.get("lastTransitionTime") if old and old.get("status") == cond["status"]
+                                      and old.get("lastTransitionTime") else now)
+        if old is None:
+            index[cond["type"]] = len(merged)
+            merged.append(cond)
+        else:
+            merged[index[cond["type"]]] = cond
+    return merged
+
+
+def plan_status(obj, status, conditions, now):
+    """``(status patch or None, status after)`` for an object."""
+    before = obj.get("status") or {}
+    patch = dict(status or {})
+    if conditions:
+        patch["conditions"] = merge_conditions(before.get("conditions"), conditions, now)
+    after = merge_patch(before, patch)
+    return (patch if after != before else None), after
+
+
+def reservation_status(items):
+    """``status.gpu.reservations`` from the reservations the vgpu modules return."""
+    return [{"name": r.get("vgpu_name"), "vgpuID": r.get("vgpu_id"), "profile": r.get("gpu_id"),
+             "attached": r.get("status") == "ATTACHED"}
+            for r in sorted(items, key=lambda r: r.get("vgpu_name") or "")]
+
+
+def orphan_status(rows, cost_per_hour=None, currency=None):
+    """``status.gpu`` of a VCOCluster from the orphan check's rows (vgpu_info)."""
+    out = {"orphans": len(rows), "orphanNames": sorted(r.get("vgpu_name") or "" for r in rows)}
+    if cost_per_hour is not None:
+        out["costPerHour"] = ("%s %s" % (cost_per_hour, currency or "")).strip()
+    return out
+
+
+def api_client(kubeconfig=None, context=None):
+    """A ``kubernetes`` ApiClient: a kubeconfig (the operator's proxy sets ``K8S_AUTH_KUBECONFIG``), else in-cluster."""
+    if KUBERNETES_IMPORT_ERROR:
+        raise WhiteskyError("the kubernetes Python library is required (pip install kubernetes)")
+    cfg = k8s_client.Configuration()
+    path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
+    if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    return k8s_client.ApiClient(cfg)
+
+
+def event_body(obj, etype, reason, message, now):
+    meta = obj["metadata"]
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": meta["name"] + ".", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta.get("uid"),
+                           "resourceVersion": meta.get("resourceVersion")},
+        "type": etype, "reason": reason, "message": message[:1024],
+        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+
+
+def write_status(req, api=None):
+    """Core of ``vco_status``: merge status and conditions, set providerID once, emit an Event.
+
+    ``api`` is an ApiClient (made from the kubeconfig options when None).
+    """
+    p = req.params
+    kind, name, ns = p["kind"], p["name"], p["namespace"]
+    plural = PLURALS[kind]
+    now = now_iso()
+    api = api or api_client(p.get("kubeconfig"), p.get("context"))
+    custom = k8s_client.CustomObjectsApi(api)
+    try:
+        obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+    except ApiException as exc:
+        raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
+    spec = obj.get("spec") or {}
+    result = {"changed": False}
+    provider_id = p.get("provider_id")
+    set_provider = bool(provider_id) and spec.get("providerID") != provider_id
+    if set_provider and spec.get("providerID"):
+        raise InputError("%s %s/%s already has providerID %r; it cannot change to %r"
+                         % (kind, ns, name, spec["providerID"], provider_id))
+    status = dict(p.get("status") or {})
+    if p.get("vm_id") is not None:
+        status["vmID"] = p["vm_id"]
+    if p.get("gpu_orphans") is not None:
+        status["gpu"] = orphan_status(p["gpu_orphans"].get("reservations") or [], p["gpu_orphans"].get("cost_per_hour"),
+                                      p["gpu_orphans"].get("currency"))
+    if p.get("gpu_reservations") is not None:
+        status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
+    patch, after = plan_status(obj, status, p.get("conditions"), now)
+    event = p.get("event")
+    result.update(
+        changed=bool(patch is not None or set_provider or event),
+        status=after, provider_id=provider_id if set_provider else spec.get("providerID"),
+        diff={"before": {"providerID": spec.get("providerID"), "status": obj.get("status") or {}},
+              "after": {"providerID": provider_id if set_provider else spec.get("providerID"), "status": after}})
+    if req.check_mode:
+        return result
+    try:
+        if set_provider:
+            custom.patch_namespaced_custom_object(GROUP, VERSION, ns, plural, name, {"spec": {"providerID": provider_id}})
+        if patch is not None:
+            custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, plural, name, {"status": patch})
+        if event:
+            created = k8s_client.CoreV1Api(api).create_namespaced_event(
+                ns, event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now))
+            result["event"] = created.metadata.name
+    except ApiException as exc:
+        raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None
+    return result

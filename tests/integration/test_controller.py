@@ -1,0 +1,263 @@
+"""The controller's reconcile playbooks, run with the Ansible operator's variables.
+
+The platform is the emulator; Kubernetes is tests/kubefake.py, a fake API
+server over real HTTP (the client boundary), reached by the real kubernetes
+client and kubernetes.core modules through K8S_AUTH_KUBECONFIG, as inside the
+operator. The objects each run gets are read back from the fake first, as the
+operator does.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import os
+import sqlite3
+
+import pytest
+import yaml
+
+from helpers import ROOT, KubeFake, operator_vars, run_playbook, task_results
+
+from test_gpu import live
+
+PLAYS = os.path.join(ROOT, "playbooks")
+IV = "infrastructure.cluster.x-k8s.io/v1beta1"
+CV = "cluster.x-k8s.io/v1beta1"
+CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
+MUTATING_K8S = ("POST", "PUT", "PATCH", "DELETE")
+
+
+@pytest.fixture
+def kube(tmp_path):
+    fake = KubeFake(tmp_path).start()
+    for crd in yaml.safe_load(open(CRDS, encoding="utf-8"))["items"]:
+        fake.create(crd)
+    yield fake
+    fake.stop()
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+def reconcile(kube, emulator, playbook, obj, expect_rc=0):
+    rc, out, data = run_playbook(os.path.join(PLAYS, playbook), emulator, operator_vars(kube.get(obj)),
+                                 env=kube.env())
+    assert rc == expect_rc, out[-4000:]
+    return data
+
+
+def changed(data):
+    return sum(h["changed"] for h in data["stats"].values())
+
+
+def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", labels=None, spec=None):
+    if namespace != "default" and kube.get(("v1", "Namespace"), namespace) is None:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    cluster = kube.create({"apiVersion": CV, "kind": "Cluster", "metadata": {"name": name, "namespace": namespace},
+                           "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}}})
+    return kube.create({"apiVersion": IV, "kind": "VCOCluster", "metadata": {
+        "name": name, "namespace": namespace, "labels": labels or {},
+        "finalizers": ["vcocluster.infrastructure.cluster.x-k8s.io"],
+        "ownerReferences": [{"apiVersion": CV, "kind": "Cluster", "name": name, "uid": cluster["metadata"]["uid"]}]},
+        "spec": dict({"location": location, "cloudspace": name + "-cs"}, **(spec or {}))})
+
+
+def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=True):
+    machine = kube.create({"apiVersion": CV, "kind": "Machine", "metadata": {
+        "name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "spec": {"clusterName": cluster, "bootstrap": {"dataSecretName": name} if bootstrap else {},
+                 "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name}}})
+    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "default"},
+                 "data": {"value": b64("#cloud-config\nruncmd: [[kubeadm, join, --config, /run/kubeadm.yaml]]\n"),
+                          "format": b64("cloud-config")}})
+    meta = {"name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+            "finalizers": ["vcomachine.infrastructure.cluster.x-k8s.io"]}
+    if owned:
+        meta["ownerReferences"] = [{"apiVersion": CV, "kind": "Machine", "name": name,
+                                    "uid": machine["metadata"]["uid"]}]
+    spec = {"vcpus": 4, "memory": 8192}
+    if gpu:
+        spec["gpu"] = gpu
+    return kube.create({"apiVersion": IV, "kind": "VCOMachine", "metadata": meta, "spec": spec}), machine
+
+
+def condition(obj, ctype):
+    return next((c for c in obj["status"].get("conditions", []) if c["type"] == ctype), None)
+
+
+def write_requests(kube):
+    return [(r["method"], r["path"], r["content_type"]) for r in kube.requests() if r["method"] in MUTATING_K8S]
+
+
+A100x2 = {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}
+
+
+def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
+    vc = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    status = kube.get(vc)["status"]
+    assert status["ready"] is True and status["gpuOwner"] == "gpu1" and status["cloudspaceCreated"] is True
+    assert condition(kube.get(vc), "GPUReservationsClean")["status"] == "True"
+    assert changed(reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)) == 0
+
+    # CAPI's order: no owner Machine yet, then no bootstrap data yet; the reconcile waits, and creates nothing
+    vm, machine = make_machine(kube, "gpu1-md-0-abc", gpu=A100x2, owned=False, bootstrap=False)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    assert condition(kube.get(vm), "VMProvisioned")["reason"] == "WaitingForOwnerMachine"
+    kube.merge(vm, {"metadata": {"ownerReferences": [{"apiVersion": CV, "kind": "Machine", "name": machine[
+        "metadata"]["name"], "uid": machine["metadata"]["uid"]}]}})
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    assert condition(kube.get(vm), "VMProvisioned")["reason"] == "WaitingForBootstrapData"
+    assert emulator.op_count("createVirtualMachine") == 0
+    kube.merge(machine, {"spec": {"bootstrap": {"dataSecretName": "gpu1-md-0-abc"}}})
+
+    call = kube.call("DELETE", "/_fake/requests")
+    assert call[0] == 200
+    data = reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    obj = kube.get(vm)
+    cs = kube.get(vc)["status"]["cloudspaceID"]
+    assert obj["spec"]["providerID"] == "whitesky://be-gen-1/%s/gpu1-md-0-abc" % cs
+    assert obj["status"]["ready"] is True and isinstance(obj["status"]["vmID"], int)
+    reservations = obj["status"]["gpu"]["reservations"]
+    assert len(reservations) == 2 and all(r["attached"] for r in reservations)
+    assert all(r["name"].startswith("capvco.gpu1.gpu1-md-0-abc.0") for r in reservations)
+    assert sorted(r["name"] for r in reservations) == sorted(r["vgpu_name"] for r in live(emulator, "gpu1"))
+    assert condition(obj, "GPUsReserved")["status"] == "True"
+    assert sorted(e["reason"] for e in kube.events()) == ["CloudspaceCreated", "VMCreated"]
+    # the bootstrap data is wrapped by the retried first boot, which hands the providerID to the kubelet
+    db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
+    raw = db.execute("SELECT user_data FROM vms WHERE name='gpu1-md-0-abc'").fetchone()[0]
+    parts = {p.get_content_type(): p.get_payload(decode=True).decode() for p in email.message_from_string(raw).walk()
+             if not p.is_multipart()}
+    assert set(parts) == {"text/cloud-config", "text/x-shellscript"}
+    user_data = "\n".join(parts.values())
+    assert "kubeadm, join" in user_data and "capvco first boot" in user_data
+    assert "--provider-id=" + obj["spec"]["providerID"] in user_data
+    # every write went through the one seam: status, providerID and Events of our own kinds
+    writes = write_requests(kube)
+    targets = {(m, "status" if p.endswith("/status") else p.split("/")[-1 if m == "POST" else -2])
+               for m, p, _ in writes}
+    assert targets == {("PATCH", "status"), ("PATCH", "vcomachines"), ("POST", "events")}
+    assert all(ct == "application/merge-patch+json" for m, _, ct in writes if m == "PATCH")
+    assert task_results(data, "Record the machine as ready, with its reservations")[0]["changed"]
+
+    # a re-run changes nothing, on the platform or in Kubernetes
+    emulator.reset_stats()
+    kube.call("DELETE", "/_fake/requests")
+    assert changed(reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)) == 0
+    ops = emulator.stats()["operations"]
+    assert not {op for op in ops if op.startswith(("create", "reserve", "attach", "delete"))}, ops
+    assert write_requests(kube) == []
+
+    # deletion: the API server marks it, the operator runs the finalizer playbook
+    assert kube.delete(vm)[0] == 200
+    assert kube.get(vm)["metadata"]["deletionTimestamp"]
+    reconcile(kube, emulator, "vcomachine_delete.yml", vm)
+    assert live(emulator, "gpu1") == []
+    with emulator.client() as client:
+        assert [v["name"] for v in client.vms(cs)] == []
+    assert emulator.ledger()["accruing"] == 0
+
+
+def test_force_deleted_machine_is_reported_then_swept_by_the_cluster_finalizer(kube, emulator):
+    vc = make_cluster(kube, spec={"gpuOrphanGracePeriod": 0})
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    vm, _ = make_machine(kube, "gpu1-md-0-f1", gpu=A100x2)
+    keep, _ = make_machine(kube, "gpu1-md-0-k1", gpu={"type": "NVIDIA A100", "count": 1})
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", keep)
+    assert len(live(emulator, "gpu1")) == 3
+
+    kube.merge(vm, {"metadata": {"annotations": {"capvco.whitesky.cloud/force-delete": "true"}}})
+    kube.delete(vm)
+    reconcile(kube, emulator, "vcomachine_delete.yml", vm)
+    left = live(emulator, "gpu1")
+    assert len(left) == 3  # the force-deleted machine's two are still reserved and billed
+
+    # the periodic orphan check reports them: a condition, status.gpu and a Warning Event
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    obj = kube.get(vc)
+    cond = condition(obj, "GPUReservationsClean")
+    assert cond["status"] == "False" and cond["reason"] == "OrphansFound" and cond["severity"] == "Warning"
+    assert obj["status"]["gpu"]["orphans"] == 2
+    assert all(n.startswith("capvco.gpu1.gpu1-md-0-f1.") for n in obj["status"]["gpu"]["orphanNames"])
+    warnings = [e for e in kube.events() if e["type"] == "Warning"]
+    assert [e["reason"] for e in warnings] == ["GPUOrphansFound"] and "gpu1-md-0-f1" in warnings[0]["message"]
+
+    # Cluster API deletes the remaining machine, then the cluster: the finalizer sweeps everything the cluster owns
+    kube.delete(keep)
+    reconcile(kube, emulator, "vcomachine_delete.yml", keep)
+    kube.delete(vc)
+    reconcile(kube, emulator, "vcocluster_delete.yml", vc)
+    assert live(emulator, "gpu1") == []
+    assert emulator.ledger()["accruing"] == 0
+    with emulator.client() as client:
+        assert [c["name"] for c in client.cloudspaces() if c["name"] == "gpu1-cs"] == []
+
+
+def test_invalid_input_is_terminal_and_platform_errors_are_retried(kube, emulator):
+    vc = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    bad, _ = make_machine(kube, "gpu1-md-0-bad", gpu={"type": "NVIDIA Z9000", "count": 1})
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", bad)
+    obj = kube.get(bad)
+    assert obj["status"]["failureReason"] == "InvalidConfiguration"
+    assert "NVIDIA Z9000" in obj["status"]["failureMessage"] and "NVIDIA A100" in obj["status"]["failureMessage"]
+    assert condition(obj, "GPUsReserved")["status"] == "False" and obj["status"]["ready"] is False
+    assert "InvalidConfiguration" in [e["reason"] for e in kube.events()]
+    emulator.reset_stats()
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", bad)  # terminal: nothing more is tried
+    assert emulator.stats()["operations"] == {}
+
+    flaky, _ = make_machine(kube, "gpu1-md-0-fl", gpu={"type": "NVIDIA A100", "count": 1})
+    emulator.faults(fail_next={"reserveAndAttachVGPUToVM": [500, 1]})
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", flaky, expect_rc=2)
+    obj = kube.get(flaky)
+    assert "failureReason" not in obj["status"] and obj["status"].get("ready") is not True
+    assert condition(obj, "GPUsReserved")["reason"] == "ReconcileFailed"
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", flaky)  # the operator's retry
+    obj = kube.get(flaky)
+    assert obj["status"]["ready"] is True and len(obj["status"]["gpu"]["reservations"]) == 1
+    assert condition(obj, "GPUsReserved")["status"] == "True"
+
+
+def test_a_cluster_name_is_claimed_once_per_location(kube, emulator):
+    first = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", first)
+    second = make_cluster(kube, namespace="team-b")
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", second)
+    obj = kube.get(second)
+    assert obj["status"]["failureReason"] == "ClusterNameInUse" and "default" in obj["status"]["failureMessage"]
+    with emulator.client() as client:
+        assert [c["name"] for c in client.cloudspaces()].count("gpu1-cs") == 1
+    elsewhere = make_cluster(kube, namespace="team-c", location="nl-ams-1")
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", elsewhere)
+    assert kube.get(elsewhere)["status"]["ready"] is True
+
+
+def test_the_sriov_label_deploys_the_addon_with_the_agents_own_credential(kube, emulator):
+    kubeconfig = open(kube.kubeconfig, encoding="utf-8").read()  # the workload cluster: the same fake, here
+    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gpu1-kubeconfig", "namespace": "default"},
+                 "data": {"value": b64(kubeconfig)}})
+    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-cred", "namespace": "default"},
+                 "data": {"token": b64("agent-token-123")}})
+    vc = make_cluster(kube, labels={"addons.capvco.whitesky.cloud/sriov": "enabled"}, spec={"sriov": {
+        "credentialSecretRef": {"name": "agent-cred"}, "networks": [{"name": "sriov-ext", "network": "sriov-ext"}]}})
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    assert condition(kube.get(vc), "SRIOVAddonReady")["status"] == "True"
+    ds = kube.get(("apps/v1", "DaemonSet"), "capvco-sriov-agent", "capvco-sriov")
+    assert ds is not None
+    secret = kube.call("GET", "/api/v1/namespaces/capvco-sriov/secrets/capvco-sriov-credential")[1]
+    assert base64.b64decode(secret["data"]["token"]).decode() == "agent-token-123"
+    nad = kube.call("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions/sriov-ext")
+    assert nad[0] == 200
+
+    # the cluster's own credential is refused as the agent's
+    kube.merge({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-cred", "namespace": "default"}},
+               {"data": {"token": b64(emulator.token)}})
+    rc, out, _ = run_playbook(os.path.join(PLAYS, "vcocluster_reconcile.yml"), emulator,
+                              operator_vars(kube.get(vc)), env=kube.env())
+    assert rc != 0 and "cluster's own credential" in out
+    assert emulator.token not in out
