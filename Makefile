@@ -1,7 +1,7 @@
 # whitesky.capvco: `make demo` runs the main job on the embedded emulator;
 # `make test` runs every test layer.  Both set up what they need on a fresh machine.
 SHELL := /bin/bash
-SCENARIOS ?= gpu sriov gpu_driver lifecycle
+SCENARIOS ?= gpu sriov gpu_driver lifecycle controller
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin

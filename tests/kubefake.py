@@ -28,6 +28,7 @@ query, content type) and ``DELETE`` clears them.
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import datetime
 import json
@@ -178,8 +179,7 @@ class Store:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", now_iso())
         meta["resourceVersion"] = self._next_rv()
-        if key[2] in ("deployments", "daemonsets"):
-            meta.setdefault("annotations", {})
+        if key[2] in ("deployments", "daemonsets") and "_ready_at" not in obj:  # a new object, or a new spec
             obj["_ready_at"] = time.time() + self.ready_after if self.ready_after >= 0 else None
         self.objects[key] = obj
 
@@ -206,7 +206,7 @@ class Store:
                 "availableReplicas": replicas if ok else 0,
                 "conditions": [{"type": "Available", "status": "True" if ok else "False",
                                 "reason": "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
-                                "lastTransitionTime": now_iso()}]}
+                                "lastTransitionTime": out["metadata"]["creationTimestamp"]}]}
         return out
 
     # -- CRDs
@@ -219,6 +219,15 @@ class Store:
                 schema=version["schema"]["openAPIV3Schema"])
         crd["status"] = {"conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
                          "acceptedNames": spec["names"]}
+
+    @staticmethod
+    def _string_data(plural, obj):
+        """A Secret's stringData goes into data, base64-encoded, as the API server does."""
+        if plural == "secrets" and obj.get("stringData"):
+            data = obj.setdefault("data", {})
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(str(value).encode("utf-8")).decode("ascii")
+        return obj
 
     def _admit(self, t, obj):
         if t["schema"] is None:
@@ -262,7 +271,7 @@ class Store:
         key = (g, v, plural, ns or "", meta["name"])
         if key in self.objects:
             raise Failure(409, "AlreadyExists", '%s "%s" already exists' % (plural, meta["name"]))
-        body = self._admit(t, body)
+        body = self._admit(t, self._string_data(plural, body))
         body["metadata"]["generation"] = 1
         body["apiVersion"], body["kind"] = ("%s/%s" % (g, v) if g else v), t["kind"]
         if plural == "customresourcedefinitions":
@@ -293,7 +302,9 @@ class Store:
             if merged.get("spec") != old.get("spec"):
                 merged["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         merged.pop("_ready_at", None)
-        merged = self._admit(t, merged)
+        if "_ready_at" in old and merged.get("spec") == old.get("spec"):
+            merged["_ready_at"] = old["_ready_at"]
+        merged = self._admit(t, self._string_data(plural, merged))
         if plural == "customresourcedefinitions":
             self._serve_crd(merged)
         if old["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers"):

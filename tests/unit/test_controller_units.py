@@ -1,0 +1,156 @@
+"""The controller without a server: the status core, the CRDs' schemas, the samples, watches.yaml, the first boot."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+
+import crdschema
+from helpers import ROOT, operator_vars, snake
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+
+CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
+SAMPLE = os.path.join(ROOT, "docs", "samples", "capi-gpu-cluster.yaml")
+BAD = os.path.join(ROOT, "tests", "unit", "data", "bad-crs.yaml")
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+
+
+@pytest.mark.parametrize("target,patch,result", [  # RFC 7386's examples
+    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+    ({"a": "b"}, {"a": None}, {}),
+    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
+    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+])
+def test_merge_patch_follows_rfc_7386(target, patch, result):
+    assert kube.merge_patch(target, patch) == result
+
+
+def test_a_condition_moves_its_transition_time_only_when_its_status_changes():
+    existing = [{"type": "A", "status": "True", "reason": "x", "lastTransitionTime": T0},
+                {"type": "B", "status": "False", "lastTransitionTime": T0}]
+    same = kube.merge_conditions(existing, [{"type": "A", "status": "True", "reason": "y"}], T1)
+    assert same[0] == {"type": "A", "status": "True", "reason": "y", "lastTransitionTime": T0}
+    flipped = kube.merge_conditions(existing, [{"type": "B", "status": "True"}, {"type": "C", "status": "Unknown"}],
+                                    T1)
+    assert [(c["type"], c["lastTransitionTime"]) for c in flipped] == [("A", T0), ("B", T1), ("C", T1)]
+    with pytest.raises(InputError, match="'A' needs status True, False or Unknown, got 'yes'"):
+        kube.merge_conditions([], [{"type": "A", "status": "yes"}], T1)
+
+
+def test_a_status_that_would_not_change_is_not_written():
+    obj = {"status": {"ready": True, "conditions": [{"type": "A", "status": "True", "lastTransitionTime": T0}]}}
+    patch, after = kube.plan_status(obj, {"ready": True}, [{"type": "A", "status": "True"}], T1)
+    assert patch is None and after == obj["status"]
+    patch, after = kube.plan_status(obj, {"failureReason": None, "vmID": 3}, [], T1)
+    assert patch == {"failureReason": None, "vmID": 3} and after["vmID"] == 3
+
+
+def test_reservations_and_orphans_as_status():
+    items = [{"vgpu_name": "capvco.c.m.01.x", "vgpu_id": "v2", "gpu_id": "a100-20c", "status": "RESERVED"},
+             {"vgpu_name": "capvco.c.m.00.x", "vgpu_id": "v1", "gpu_id": "a100-20c", "status": "ATTACHED"}]
+    assert kube.reservation_status(items) == [
+        {"name": "capvco.c.m.00.x", "vgpuID": "v1", "profile": "a100-20c", "attached": True},
+        {"name": "capvco.c.m.01.x", "vgpuID": "v2", "profile": "a100-20c", "attached": False}]
+    assert kube.orphan_status(items, 1.5, "EUR") == {"orphans": 2, "orphanNames": ["capvco.c.m.00.x", "capvco.c.m.01.x"],
+                                                     "costPerHour": "1.5 EUR"}
+    assert kube.orphan_status([]) == {"orphans": 0, "orphanNames": []}
+
+
+def test_the_first_boot_hands_the_provider_id_to_the_kubelet_before_the_bootstrap():
+    script = firstboot.render(["kubelet"], "#!/bin/sh\nkubeadm join\n", provider_id="whitesky://be-gen-1/cs-1/c-md-0")
+    assert "KUBELET_EXTRA_ARGS=--provider-id=whitesky://be-gen-1/cs-1/c-md-0" in script
+    assert script.index("STEP=kubelet-provider-id") < script.index("STEP=bootstrap")
+    with pytest.raises(InputError, match="invalid provider_id 'x; rm -rf /'"):
+        firstboot.render([], None, provider_id="x; rm -rf /")
+
+
+def _walk(schema, path="$"):
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _walk(sub, path + "." + name)
+    if isinstance(schema.get("items"), dict):
+        yield from _walk(schema["items"], path + "[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], path + "{}")
+
+
+def test_the_crds_are_structural():
+    crds = yaml.safe_load(open(CRDS, encoding="utf-8"))["items"]
+    assert [c["spec"]["names"]["kind"] for c in crds] == ["VCOCluster", "VCOMachine", "VCOMachineTemplate"]
+    for crd in crds:
+        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"] == "v1beta1"  # Cluster API's contract label
+        for version in crd["spec"]["versions"]:
+            for path, node in _walk(version["schema"]["openAPIV3Schema"]):
+                assert node.get("type") in ("object", "array", "string", "integer", "boolean", "number"), path
+                assert not ("properties" in node and "additionalProperties" in node), path
+                assert all(isinstance(v, (str, int, bool, dict, list)) for v in node.values()), path
+                if "description" in node:
+                    assert isinstance(node["description"], str), path
+
+
+def test_the_samples_validate_and_the_bad_ones_are_rejected():
+    crds = crdschema.load_crds(CRDS)
+    ours = [d for d in yaml.safe_load_all(open(SAMPLE, encoding="utf-8")) if d["apiVersion"].startswith("infra")]
+    assert len(ours) == 3
+    for doc in ours:
+        assert crdschema.check(crds, doc) == [], doc["metadata"]["name"]
+    expected = {"unknown-gpu-field": "colour", "negative-count": "minimum of 0", "no-gpu-type": "'type' is a required",
+                "no-vcpus": "'vcpus' is a required", "driver-as-number": "not of type 'string'",
+                "no-location": "'location' is a required", "sriov-without-credential": "'credentialSecretRef'"}
+    for doc in yaml.safe_load_all(open(BAD, encoding="utf-8")):
+        errors = crdschema.check(crds, doc)
+        assert any(expected[doc["metadata"]["name"]] in e for e in errors), (doc["metadata"]["name"], errors)
+    assert crdschema.main([CRDS, SAMPLE]) == 0 and crdschema.main(["--expect-invalid", CRDS, BAD]) == 0
+    assert crdschema.main([CRDS, BAD]) == 1
+
+
+def test_the_samples_refer_to_each_other():
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(SAMPLE, encoding="utf-8"))}
+    refs = [docs[("Cluster", "demo")]["spec"]["infrastructureRef"],
+            docs[("Cluster", "demo")]["spec"]["controlPlaneRef"],
+            docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["infrastructureRef"],
+            docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["infrastructureRef"],
+            docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["bootstrap"]["configRef"]]
+    for ref in refs:
+        assert (ref["kind"], ref["name"]) in docs
+    vco = docs[("VCOCluster", "demo")]
+    assert vco["metadata"]["labels"]["addons.capvco.whitesky.cloud/sriov"] == "enabled"
+    assert ("Secret", vco["spec"]["sriov"]["credentialSecretRef"]["name"]) in docs
+
+
+def test_watches_map_each_kind_to_a_playbook_of_the_collection_with_a_finalizer():
+    watches = yaml.safe_load(open(os.path.join(ROOT, "operator", "watches.yaml"), encoding="utf-8"))
+    prefix = "/usr/share/ansible/collections/ansible_collections/whitesky/capvco/"
+    assert {w["kind"] for w in watches} == {"VCOCluster", "VCOMachine"}
+    for w in watches:
+        assert w["group"] == "infrastructure.cluster.x-k8s.io" and w["version"] == "v1beta1"
+        assert w["manageStatus"] is False and re.match(r"^\d+m$", w["reconcilePeriod"])
+        for path in (w["playbook"], w["finalizer"]["playbook"]):
+            assert path.startswith(prefix) and os.path.isfile(os.path.join(ROOT, path[len(prefix):])), path
+        assert w["finalizer"]["name"] == w["kind"].lower() + ".infrastructure.cluster.x-k8s.io"
+    containerfile = open(os.path.join(ROOT, "operator", "Containerfile"), encoding="utf-8").read()
+    assert "quay.io/operator-framework/ansible-operator:" in containerfile
+    assert "-p /usr/share/ansible/collections" in containerfile and "watches.yaml ${HOME}/watches.yaml" in containerfile
+
+
+def test_the_operator_variables_are_snake_cased_like_the_operator_does():
+    assert [snake(n) for n in ("providerID", "credentialSecretRef", "driverVersion", "gpuOrphanGracePeriod",
+                               "vcpus")] == ["provider_id", "credential_secret_ref", "driver_version",
+                                             "gpu_orphan_grace_period", "vcpus"]
+    obj = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VCOMachine",
+           "metadata": {"name": "m", "namespace": "ns"}, "spec": {"gpu": {"driverVersion": "550"}}}
+    got = operator_vars(obj)
+    assert got["ansible_operator_meta"] == {"name": "m", "namespace": "ns"}
+    assert got["gpu"] == {"driver_version": "550"} and got["_infrastructure_cluster_x_k8s_io_vcomachine"] is obj
