@@ -20,18 +20,25 @@ import jsonschema
 import yaml
 
 
+def objects(path):
+    """The objects of a YAML file: its documents, with a List's items in its place."""
+    with open(path, encoding="utf-8") as fh:
+        for doc in yaml.safe_load_all(fh):
+            if doc and doc.get("kind") == "List":
+                yield from doc.get("items") or []
+            elif doc:
+                yield doc
+
+
 def load_crds(path):
     """``{(apiVersion, kind): (crd, version schema)}`` from a file of CRDs (or a List of them)."""
     out = {}
-    with open(path, encoding="utf-8") as fh:
-        docs = [d for d in yaml.safe_load_all(fh) if d]
-    for doc in docs:
-        for crd in doc.get("items", [doc]) if doc.get("kind") == "List" else [doc]:
-            if crd.get("kind") != "CustomResourceDefinition":
-                continue
-            for version in crd["spec"]["versions"]:
-                key = ("%s/%s" % (crd["spec"]["group"], version["name"]), crd["spec"]["names"]["kind"])
-                out[key] = (crd, version["schema"]["openAPIV3Schema"])
+    for crd in objects(path):
+        if crd.get("kind") != "CustomResourceDefinition":
+            continue
+        for version in crd["spec"]["versions"]:
+            key = ("%s/%s" % (crd["spec"]["group"], version["name"]), crd["spec"]["names"]["kind"])
+            out[key] = (crd, version["schema"]["openAPIV3Schema"])
     return out
 
 
@@ -92,18 +99,17 @@ def main(argv=None):
     groups = {g.split("/")[0] for g, _ in crds}
     bad = 0
     for path in args.files:
-        with open(path, encoding="utf-8") as fh:
-            for obj in yaml.safe_load_all(fh):
-                if not obj or obj.get("apiVersion", "").split("/")[0] not in groups:
-                    continue
-                errors = check(crds, obj)
-                label = "%s %s/%s" % (path, obj["kind"], obj.get("metadata", {}).get("name"))
-                if args.expect_invalid:
-                    print("%s: %s" % (label, "rejected: " + "; ".join(errors) if errors else "ACCEPTED"))
-                    bad += not errors
-                else:
-                    print("%s: %s" % (label, "; ".join(errors) or "valid"))
-                    bad += bool(errors)
+        for obj in objects(path):
+            if obj.get("apiVersion", "").split("/")[0] not in groups:
+                continue
+            errors = check(crds, obj)
+            label = "%s %s/%s" % (path, obj["kind"], obj.get("metadata", {}).get("name"))
+            if args.expect_invalid:
+                print("%s: %s" % (label, "rejected: " + "; ".join(errors) if errors else "ACCEPTED"))
+                bad += not errors
+            else:
+                print("%s: %s" % (label, "; ".join(errors) or "valid"))
+                bad += bool(errors)
     return 1 if bad else 0
 
 

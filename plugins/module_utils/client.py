@@ -89,6 +89,10 @@ class InputError(WhiteskyError, ValueError):
     """Bad input from the user: the message names the value and what is valid."""
 
 
+class InsufficientCapacity(WhiteskyError):
+    """The location has too few instances of a GPU type now; capacity may free up, so a retry can help."""
+
+
 class ApiError(WhiteskyError):
     """One platform call failed.
 

@@ -23,7 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import (
+    ApiError,
+    InputError,
+    InsufficientCapacity,
+    WhiteskyError,
+)
 
 RETRYABLE = frozenset((429, 502, 503, 504))
 HOURS_PER_MONTH = 730.0
@@ -88,10 +93,9 @@ def allocate(profiles, needs, gpu_type):
         best = max(left, key=lambda pid: left[pid])
         if left[best] < need:
             total = sum(needs.values())
-            raise InputError("not enough %s: need %d more vGPU(s) (%d for machine %r in one profile), available: %s"
-                             % (gpu_type, total, need, machine,
-                                ", ".join("%s: %d" % (p["id"], p.get("available_instances") or 0)
-                                          for p in profiles)))
+            available = ", ".join("%s: %d" % (p["id"], p.get("available_instances") or 0) for p in profiles)
+            raise InsufficientCapacity("not enough %s: need %d more vGPU(s) (%d for machine %r in one profile), "
+                                       "available: %s" % (gpu_type, total, need, machine, available))
         left[best] -= need
         chosen[machine] = best
     return chosen

@@ -67,12 +67,23 @@ def merge_patch(target, patch):
     return result
 
 
+CONDITION_KEYS = ("type", "status", "severity", "reason", "message")
+SEVERITIES = ("", "Error", "Warning", "Info")
+
+
 def merge_conditions(existing, updates, now):
     """Conditions by type: ``updates`` replace or add, the others stay, in their order."""
     merged = [dict(c) for c in existing or []]
     index = {c.get("type"): i for i, c in enumerate(merged)}
     for update in updates or []:
-        cond = {k: update[k] for k in ("type", "status", "severity", "reason", "message") if update.get(k) is not None}
+        unknown = sorted(set(update) - set(CONDITION_KEYS))
+        if unknown or not update.get("type"):
+            raise InputError("a condition has the keys %s (type required), got %r"
+                             % (", ".join(CONDITION_KEYS), update))
+        cond = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
+        if cond.get("severity") not in (None,) + SEVERITIES:
+            raise InputError("condition %r: severity must be one of Error, Warning, Info, got %r"
+                             % (cond["type"], cond["severity"]))
         if cond.get("status") not in ("True", "False", "Unknown"):
             raise InputError("condition %r needs status True, False or Unknown, got %r"
                              % (cond.get("type"), update.get("status")))
@@ -171,6 +182,11 @@ def write_status(req, api=None):
         status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
     patch, after = plan_status(obj, status, p.get("conditions"), now)
     event = p.get("event")
+    if event is not None:
+        unknown = sorted(set(event) - {"type", "reason", "message"})
+        if unknown or not event.get("reason") or not event.get("message") or \
+                event.get("type", "Normal") not in ("Normal", "Warning"):
+            raise InputError("event needs reason and message, and type Normal or Warning if given; got %r" % (event,))
     result.update(
         changed=bool(patch is not None or set_provider or event),
         status=after, provider_id=provider_id if set_provider else spec.get("providerID"),

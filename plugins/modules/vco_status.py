@@ -40,30 +40,14 @@ options:
     type: dict
     default: {}
   conditions:
-    description: Conditions to set, by type; the object's other conditions stay.
+    description:
+      - Conditions to set, by type; the object's other conditions stay.
+      - Each is a dict with C(type) and C(status) (V(True), V(False) or V(Unknown)), and optionally C(severity)
+        (V(Error), V(Warning) or V(Info), with status V(False)), C(reason) (CamelCase) and C(message), as in Cluster
+        API's conditions.
     type: list
     elements: dict
     default: []
-    suboptions:
-      type:
-        description: The condition type.
-        type: str
-        required: true
-      status:
-        description: The condition status.
-        type: str
-        required: true
-        choices: ["True", "False", "Unknown"]
-      severity:
-        description: With O(conditions[].status=False), how bad it is (Cluster API's convention).
-        type: str
-        choices: ["", Error, Warning, Info]
-      reason:
-        description: A CamelCase reason.
-        type: str
-      message:
-        description: A human-readable message.
-        type: str
   gpu_reservations:
     description:
       - The machine's vGPU reservations, as M(whitesky.capvco.vgpu) or M(whitesky.capvco.vgpu_info) return them;
@@ -85,22 +69,10 @@ options:
         immutable).
     type: str
   event:
-    description: An Event to emit for the object.
+    description:
+      - An Event to emit for the object, a dict with C(reason) (CamelCase), C(message) (cut at 1024 characters), and
+        optionally C(type) (V(Normal), the default, or V(Warning)).
     type: dict
-    suboptions:
-      type:
-        description: The Event type.
-        type: str
-        choices: [Normal, Warning]
-        default: Normal
-      reason:
-        description: A CamelCase reason.
-        type: str
-        required: true
-      message:
-        description: The message (cut at 1024 characters).
-        type: str
-        required: true
   kubeconfig:
     description:
       - A kubeconfig file. Without it, E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG), then the in-cluster service
@@ -183,22 +155,12 @@ def main():
         name=dict(type="str", required=True),
         namespace=dict(type="str", required=True),
         status=dict(type="dict", default={}),
-        conditions=dict(type="list", elements="dict", default=[], options=dict(
-            type=dict(type="str", required=True),
-            status=dict(type="str", required=True, choices=["True", "False", "Unknown"]),
-            severity=dict(type="str", choices=["", "Error", "Warning", "Info"]),
-            reason=dict(type="str"),
-            message=dict(type="str"),
-        )),
+        conditions=dict(type="list", elements="dict", default=[]),
         gpu_reservations=dict(type="list", elements="dict"),
         vm_id=dict(type="int"),
         gpu_orphans=dict(type="dict"),
         provider_id=dict(type="str"),
-        event=dict(type="dict", options=dict(
-            type=dict(type="str", choices=["Normal", "Warning"], default="Normal"),
-            reason=dict(type="str", required=True),
-            message=dict(type="str", required=True),
-        )),
+        event=dict(type="dict"),
         kubeconfig=dict(type="path"),
         context=dict(type="str"),
     ), connection=False).run(kube.write_status)

@@ -261,3 +261,15 @@ def test_the_sriov_label_deploys_the_addon_with_the_agents_own_credential(kube, 
                               operator_vars(kube.get(vc)), env=kube.env())
     assert rc != 0 and "cluster's own credential" in out
     assert emulator.token not in out
+
+
+def test_too_few_gpus_now_is_retried_not_terminal(kube, emulator):
+    vc = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    big, _ = make_machine(kube, "gpu1-md-0-big", gpu={"type": "NVIDIA A100", "count": 15})
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", big, expect_rc=2)
+    obj = kube.get(big)
+    assert "failureReason" not in obj["status"]
+    cond = condition(obj, "GPUsReserved")
+    assert cond["reason"] == "ReconcileFailed" and "not enough NVIDIA A100" in cond["message"]
+    assert live(emulator, "gpu1") == [] and obj["status"]["gpu"]["reservations"] == []

@@ -102,7 +102,7 @@ def test_the_crds_are_structural():
 
 def test_the_samples_validate_and_the_bad_ones_are_rejected():
     crds = crdschema.load_crds(CRDS)
-    ours = [d for d in yaml.safe_load_all(open(SAMPLE, encoding="utf-8")) if d["apiVersion"].startswith("infra")]
+    ours = [d for d in crdschema.objects(SAMPLE) if d["apiVersion"].startswith("infra")]
     assert len(ours) == 3
     for doc in ours:
         assert crdschema.check(crds, doc) == [], doc["metadata"]["name"]
@@ -117,7 +117,7 @@ def test_the_samples_validate_and_the_bad_ones_are_rejected():
 
 
 def test_the_samples_refer_to_each_other():
-    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(SAMPLE, encoding="utf-8"))}
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in crdschema.objects(SAMPLE)}
     refs = [docs[("Cluster", "demo")]["spec"]["infrastructureRef"],
             docs[("Cluster", "demo")]["spec"]["controlPlaneRef"],
             docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["infrastructureRef"],
