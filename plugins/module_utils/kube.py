@@ -168,6 +168,8 @@ def write_status(req, api=None):
     spec = obj.get("spec") or {}
     result = {"changed": False}
     provider_id = p.get("provider_id")
+    if provider_id and kind != "VCOMachine":
+        raise InputError("provider_id is a VCOMachine's; %s %s/%s has none" % (kind, ns, name))
     set_provider = bool(provider_id) and spec.get("providerID") != provider_id
     if set_provider and spec.get("providerID"):
         raise InputError("%s %s/%s already has providerID %r; it cannot change to %r"

@@ -72,10 +72,10 @@ PLAY = textwrap.dedent("""\
     """)
 
 
-def three_ways(emu, tmp_path, module, args):
+def three_ways(emu, tmp_path, module, args, env=None):
     play = tmp_path / ("%s.yml" % module)
     play.write_text(PLAY % {"module": module, "args": args})
-    rc, out, data = run_playbook(str(play), emu, diff=True)
+    rc, out, data = run_playbook(str(play), emu, diff=True, env=env)
     assert rc == 0, out[-3000:]
     return [task_results(data, n)[0] for n in ("check", "apply", "again")]
 
