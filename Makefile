@@ -37,7 +37,7 @@ unit: link
 	$(BIN)/python -m pytest -q tests/unit
 
 integration: link
-	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) tests/integration
 
 # System packages the tests use (network namespaces, ping, podman for the container scenarios).
 deps:

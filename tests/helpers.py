@@ -22,7 +22,10 @@ def ensure_collection_link():
     link = os.path.join(COLLECTIONS, "ansible_collections", "whitesky", "capvco")
     if not os.path.islink(link):
         os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
+        try:
+            os.symlink(ROOT, link)
+        except FileExistsError:  # another pytest worker made it first
+            pass
     if COLLECTIONS not in sys.path:
         sys.path.insert(0, COLLECTIONS)
 
