@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tests", "e2e"), os.path.join(ROOT, "tests")]
 
 from helpers import Emulator, ensure_collection_link  # noqa: E402
-from lab import Lab, can_run  # noqa: E402
+from lab import Lab, missing  # noqa: E402
 
 
 def main():
@@ -32,8 +32,9 @@ def main():
     ap.add_argument("--cloudspace-id", required=True)
     ap.add_argument("--location", required=True)
     args = ap.parse_args()
-    if not can_run():
-        print(json.dumps({"skipped": "the node agent needs root and iproute2 (network namespaces)"}))
+    lacking = missing()
+    if lacking:
+        print(json.dumps({"skipped": "the pod NIC step needs %s on this machine" % ", ".join(lacking)}))
         return 0
     ensure_collection_link()
     emu = Emulator(tempfile.mkdtemp(), token=os.environ["WHITESKY_API_TOKEN"])

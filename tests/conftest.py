@@ -1,4 +1,11 @@
-"""pytest wiring: the collection on sys.path, and a fresh emulator per test that wants one."""
+"""pytest wiring: the collection on sys.path, a fresh emulator per test that wants one, and the skip rules.
+
+``helpers.require(ok, why)`` is how a suite that needs root, network namespaces or
+podman says what it lacks: a skip on a developer's machine, but a failure
+when ``CAPVCO_REQUIRE_ALL=1`` (``make e2e``, ``make containers`` and ``make
+molecule`` set it, after installing those prerequisites), so a suite that
+skipped everything can never count as green.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from helpers import Emulator, ensure_collection_link  # noqa: E402
+from helpers import SPEC_ABSENT, Emulator, ensure_collection_link  # noqa: E402
 
 ensure_collection_link()
 
@@ -19,3 +26,12 @@ def emulator(tmp_path):
     emu = Emulator(tmp_path / "emulator-state").start()
     yield emu
     emu.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say in one line when the contract tests did not run, so a clone without the spec shows it ran fewer."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    absent = sum(1 for rep in skipped if SPEC_ABSENT in str(rep.longrepr))
+    if absent:
+        terminalreporter.write_line("NOTE: %d contract test(s) skipped: %s, so the client and the emulator were not "
+                                    "checked against the platform's spec" % (absent, SPEC_ABSENT))

@@ -99,6 +99,8 @@ class Stats:
         self.ops = defaultdict(lambda: {"count": 0, "statuses": defaultdict(int), "query": set(), "body": set()})
         self.faults = defaultdict(int)
         self.vm_lock_conflicts = 0
+        self.requests = 0  # API requests received
+        self.in_flight = 0  # API requests received and not yet answered
 
     def as_dict(self):
         return {
@@ -106,6 +108,8 @@ class Stats:
                                 "body": sorted(s["body"])} for op, s in self.ops.items()},
             "faults": dict(self.faults),
             "vm_lock_conflicts": self.vm_lock_conflicts,
+            "requests": self.requests,
+            "in_flight": self.in_flight,
         }
 
 
@@ -339,6 +343,14 @@ def op(method, path, operation_id, mutating=False):
 
 def make_endpoint(emu, operation_id, mutating, func):
     async def endpoint(request):
+        emu.stats.requests += 1
+        emu.stats.in_flight += 1
+        try:
+            return await answer(request)
+        finally:
+            emu.stats.in_flight -= 1
+
+    async def answer(request):
         stats = emu.stats.ops[operation_id]
         stats["count"] += 1
         stats["query"].update(request.query_params.keys())

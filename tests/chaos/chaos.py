@@ -72,7 +72,7 @@ class Chaos:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     self.kills += 1
-                    time.sleep(1.0)  # what was already sent lands before the re-run, as for an operator
+                    self.emu.quiesce()  # what was already sent lands before the re-run, as for an operator
                     self.reruns += 1
                     continue
             out, _ = proc.communicate()

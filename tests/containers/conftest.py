@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from aptrepo import FlakyRepo, build_repo  # noqa: E402
-from helpers import ROOT  # noqa: E402
+from helpers import ROOT, require, wait_for  # noqa: E402
 
 IMAGE = "localhost/capvco-debian:bookworm"
 
@@ -25,8 +24,8 @@ def podman(*args, check=True):
 
 @pytest.fixture(scope="session")
 def image():
-    if os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("dpkg-deb"):
-        pytest.skip("needs root, podman and dpkg-deb")
+    require(os.geteuid() == 0 and shutil.which("podman") and shutil.which("dpkg-deb"),
+            "the container tests need root, podman and dpkg-deb")
     subprocess.run([os.path.join(ROOT, "hack", "build-test-image.sh"), IMAGE], check=True)
     return IMAGE
 
@@ -62,8 +61,9 @@ class Container:
                 "open('/tmp/locked', 'w').close()\n"
                 "time.sleep(%s)\n" % seconds)
         holder = subprocess.Popen(["podman", "exec", self.name, "python3", "-c", hold])
-        while not self.exists("/tmp/locked"):
-            time.sleep(0.1)
+        if not wait_for(lambda: self.exists("/tmp/locked"), timeout=60, interval=0.1):
+            holder.kill()
+            raise AssertionError("the dpkg lock holder did not take the lock within 60 s")
         return holder
 
     def exists(self, path):

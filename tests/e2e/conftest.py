@@ -9,13 +9,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from lab import Lab, can_run  # noqa: E402
+from helpers import require  # noqa: E402
+from lab import Lab, missing  # noqa: E402
 
 
 @pytest.fixture
 def lab(tmp_path, request):
-    if not can_run():
-        pytest.skip("needs root and iproute2 (network namespaces)")
+    require(not missing(), "the netns lab needs %s" % missing())
     opts = getattr(request, "param", {}) or {}
     lab = Lab(tmp_path).up(**opts)
     yield lab

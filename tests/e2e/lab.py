@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -31,8 +32,19 @@ def sh(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
-def can_run():
-    return os.geteuid() == 0 and shutil.which("ip") is not None
+@functools.lru_cache(maxsize=1)
+def missing():
+    """What this machine lacks for the lab, as words ("root", "ping", ...); empty when it can run."""
+    out = [] if os.geteuid() == 0 else ["root"]
+    out += [tool for tool in ("ip", "ping") if shutil.which(tool) is None]
+    if not out:  # root with iproute2 may still be refused network namespaces (an unprivileged container)
+        probe = "cvprobe%d" % os.getpid()
+        made = sh("ip", "netns", "add", probe, check=False)
+        if made.returncode != 0:
+            out.append("network namespaces (ip netns add: %s)" % made.stderr.strip())
+        else:
+            sh("ip", "netns", "del", probe, check=False)
+    return out
 
 
 class Lab:

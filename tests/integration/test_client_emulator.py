@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from helpers import CUSTOMER, Emulator, run_playbook, task_results
+from helpers import CUSTOMER, Emulator, run_playbook, task_results, wait_for
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, WhiteskyClient
 
@@ -131,16 +131,13 @@ def test_billing_accrues_while_reserved_and_detached_and_stops_at_permanent_dele
 
     client.detach_vgpu(CS, vm, vgpu)
     a = seconds()
-    time.sleep(0.3)
-    b = seconds()
-    assert b - a >= 0.25, "a detached vGPU still bills"
+    assert wait_for(lambda: seconds() - a >= 0.25, timeout=10), "a detached vGPU still bills"
     client.delete_vgpu(LOC, vgpu, permanently=False)  # soft delete: still billed
-    time.sleep(0.3)
-    c = seconds()
-    assert c - b >= 0.25, "a soft-deleted vGPU still bills"
+    b = seconds()
+    assert wait_for(lambda: seconds() - b >= 0.25, timeout=10), "a soft-deleted vGPU still bills"
     client.delete_vgpu(LOC, vgpu, permanently=True)
     d = seconds()
-    time.sleep(0.3)
+    time.sleep(0.3)  # not a synchronisation: nothing may accrue over this interval
     assert seconds() == d, "billing stops at permanent deletion"
     assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)} == before
     # the platform's own consumption report agrees (unit-hours of vGPU)
@@ -152,12 +149,11 @@ def test_vm_lock_refuses_a_concurrent_operation(emulator):
     client = emulator.client()
     vm = new_vm(client)
     vgpu = client.reserve_vgpu(LOC, "nvidia-a100-20c", "lock-test")
-    emulator.faults(vm_op_seconds=0.6)
+    emulator.faults(vm_op_seconds=3)  # long enough for the conflicting call below on a loaded machine
     worker = threading.Thread(target=client.attach_vgpu, args=(CS, vm, vgpu))
     worker.start()
-    time.sleep(0.2)
     other = emulator.client()
-    assert other.get_vm(CS, vm)["locked"] is True
+    assert wait_for(lambda: other.get_vm(CS, vm)["locked"], timeout=10), "the attach holds the VM's lock"
     with pytest.raises(ApiError) as err:
         other.attach_nic(CS, vm, 101)
     assert err.value.status == 409 and "locked" in err.value.message

@@ -160,7 +160,7 @@ def test_sigkill_between_reservations_then_rerun_converges_without_leaks(emulato
     assert wait_for(lambda: len(live(emulator)) >= 2, timeout=20)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)  # a request already sent when the run died still lands (latency 150 ms) before the re-run
+    emulator.quiesce()  # a request already sent when the run died still lands (latency 150 ms) before the re-run
     assert 2 <= len(live(emulator)) < 6
     emulator.faults()
     assert ensure(emulator, machine="w0", count=6)["changed"]

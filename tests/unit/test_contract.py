@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, SPEC_ABSENT
 from spec import load_spec, operations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import OPERATIONS
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "emulator"))
 from whitesky_emulator.app import OPS  # noqa: E402
 
 SPEC = load_spec()
-pytestmark = pytest.mark.skipif(SPEC is None, reason="../shared/reference/whitesky-api.json is not present")
+pytestmark = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
 
 
 def placeholders(path):
