@@ -24,11 +24,14 @@ LAYERS ?= unit integration molecule sanity lint fresh
 
 all: test
 
+# The dev venv: the tools, the emulator and lab (emulator/) and the node agent (node/) as editable packages,
+# and a .pth that puts the collection (.build/collections, see link) on the venv's path.
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt emulator/pyproject.toml node/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
+	echo "$(COLLECTIONS)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/capvco-collection.pth"
 	touch $@
 
 link: venv
@@ -98,7 +101,10 @@ build: link
 sanity: build
 	hack/ansible-test-sanity.sh
 
+# Every Python file of the repository (ruff, pyproject.toml), then the Ansible content.
 lint: link
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
 
 clean:

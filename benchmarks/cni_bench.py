@@ -26,25 +26,35 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "e2e"))
+from capvco_lab.netlab import NETNS_DIR, Lab, missing, sh
 
-from helpers import ensure_collection_link  # noqa: E402
-from lab import NETNS_DIR, Lab, can_run, sh  # noqa: E402
-
-ensure_collection_link()
 GO_PLUGINS = "/usr/lib/cni"
 
 
 def host_device(lab, pod, command, device):
-    conf = {"cniVersion": "1.0.0", "name": "hd", "type": "host-device", "device": device,
-            "ipam": {"type": "static", "addresses": [{"address": "198.51.100.200/24"}]}}
-    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": "hd", "CNI_IFNAME": "net1",
-           "CNI_NETNS": os.path.join(NETNS_DIR, pod), "CNI_PATH": GO_PLUGINS, "PATH": os.environ["PATH"]}
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "hd",
+        "type": "host-device",
+        "device": device,
+        "ipam": {"type": "static", "addresses": [{"address": "198.51.100.200/24"}]},
+    }
+    env = {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": "hd",
+        "CNI_IFNAME": "net1",
+        "CNI_NETNS": os.path.join(NETNS_DIR, pod),
+        "CNI_PATH": GO_PLUGINS,
+        "PATH": os.environ["PATH"],
+    }
     t0 = time.perf_counter()
-    proc = subprocess.run(["ip", "netns", "exec", lab.node, os.path.join(GO_PLUGINS, "host-device")],
-                          input=json.dumps(conf), env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["ip", "netns", "exec", lab.node, os.path.join(GO_PLUGINS, "host-device")],
+        input=json.dumps(conf),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     took = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return took
@@ -55,7 +65,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--attach-ms", type=float, default=100.0)
     args = ap.parse_args()
-    if not can_run() or not os.path.exists(os.path.join(GO_PLUGINS, "host-device")):
+    if missing() or not os.path.exists(os.path.join(GO_PLUGINS, "host-device")):
         print("needs root, iproute2 and containernetworking-plugins")
         return 1
     lab = Lab(pathlib.Path(tempfile.mkdtemp())).up(grace=600, interval=600)
@@ -82,8 +92,10 @@ def main():
         lab.emu.faults(vm_op_seconds=args.attach_ms / 1000.0)
         pods = [lab.add_pod(10 + i) for i in range(20)]
         results = []
-        threads = [threading.Thread(target=lambda p=p, i=i: results.append(lab.cni("ADD", p, container="p%d" % i)))
-                   for i, p in enumerate(pods)]
+        threads = [
+            threading.Thread(target=lambda p=p, i=i: results.append(lab.cni("ADD", p, container="p%d" % i)))
+            for i, p in enumerate(pods)
+        ]
         t0 = time.perf_counter()
         for t in threads:
             t.start()
@@ -101,12 +113,18 @@ def main():
     print("CNI ADD+DEL, median of %d, platform latency 0:" % args.runs)
     print("  Go host-device:           %6.1f ms" % (med(theirs) * 1000))
     print("  capvco-sriov:             %6.1f ms  = %.2fx host-device" % (med(ours) * 1000, med(ours) / med(theirs)))
-    print("  capvco-sriov, no hot-plug: %5.1f ms  = %.2fx host-device (the emulator's hook creating the VF removed)"
-          % (med(ours_local) * 1000, med(ours_local) / med(theirs)))
-    print("20 concurrent ADDs on one node, attach holds the VM %.0f ms: %.2fs / floor %.2fs = %.2fx, 409s: %d"
-          % (args.attach_ms, conc, floor, conc / floor, conflicts))
-    print("  the same against 20 x (attach + the emulator's hot-plug, %.0f ms median): %.2fs = %.2fx"
-          % (hotplug * 1000, floor_hp, conc / floor_hp))
+    print(
+        "  capvco-sriov, no hot-plug: %5.1f ms  = %.2fx host-device (the emulator's hook creating the VF removed)"
+        % (med(ours_local) * 1000, med(ours_local) / med(theirs))
+    )
+    print(
+        "20 concurrent ADDs on one node, attach holds the VM %.0f ms: %.2fs / floor %.2fs = %.2fx, 409s: %d"
+        % (args.attach_ms, conc, floor, conc / floor, conflicts)
+    )
+    print(
+        "  the same against 20 x (attach + the emulator's hot-plug, %.0f ms median): %.2fs = %.2fx"
+        % (hotplug * 1000, floor_hp, conc / floor_hp)
+    )
     return 0
 
 

@@ -25,15 +25,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
-from helpers import Emulator, ensure_collection_link  # noqa: E402
-
-ensure_collection_link()
-
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership  # noqa: E402
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import PAGE_LIMIT, Request  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from capvco_lab.emulator import Emulator
 
 
 def total_calls(emu):
@@ -51,10 +46,17 @@ def main():
     lat = args.latency_ms / 1000.0
     r = args.machines * args.gpus
     with tempfile.TemporaryDirectory() as tmp:
-        world = {"customers": [{"customer_id": "capvco-demo"}], "locations": [{
-            "name": "be-gen-1", "prices": {"vgu": 730.0},
-            "gpus": [{"id": "a100", "vendor": "NVIDIA", "model": "A100", "available_instances": r + args.scan}],
-            "cloudspaces": [{"cloudspace_id": "cs-demo", "customer_id": "capvco-demo", "name": "bench"}]}]}
+        world = {
+            "customers": [{"customer_id": "capvco-demo"}],
+            "locations": [
+                {
+                    "name": "be-gen-1",
+                    "prices": {"vgu": 730.0},
+                    "gpus": [{"id": "a100", "vendor": "NVIDIA", "model": "A100", "available_instances": r + args.scan}],
+                    "cloudspaces": [{"cloudspace_id": "cs-demo", "customer_id": "capvco-demo", "name": "bench"}],
+                }
+            ],
+        }
         seed = os.path.join(tmp, "seed.json")
         with open(seed, "w", encoding="utf-8") as fh:
             json.dump(world, fh)
@@ -66,9 +68,18 @@ def main():
                 client.create_vm("cs-demo", name=n, description="bench", vcpus=4, memory=8192)
             emu.faults(latency_ms=args.latency_ms)
             emu.reset_stats()
-            params = dict(location="be-gen-1", cloudspace_id="cs-demo", cluster="bench", machine=None,
-                          machines=names, type="NVIDIA A100", count=args.gpus, state="present", permanently=True,
-                          parallel=args.parallel)
+            params = dict(
+                location="be-gen-1",
+                cloudspace_id="cs-demo",
+                cluster="bench",
+                machine=None,
+                machines=names,
+                type="NVIDIA A100",
+                count=args.gpus,
+                state="present",
+                permanently=True,
+                parallel=args.parallel,
+            )
             t0 = time.monotonic()
             gpu.ensure(Request(client, params))
             create_wall = time.monotonic() - t0
@@ -81,8 +92,19 @@ def main():
 
             emu.reset_stats()
             t0 = time.monotonic()
-            gpu.reclaim(Request(client, dict(location="be-gen-1", scope="cluster", cluster="bench", grace_period=0,
-                                             permanently=True, parallel=args.parallel)))
+            sweep.reclaim(
+                Request(
+                    client,
+                    dict(
+                        location="be-gen-1",
+                        scope="cluster",
+                        cluster="bench",
+                        grace_period=0,
+                        permanently=True,
+                        parallel=args.parallel,
+                    ),
+                )
+            )
             teardown_wall = time.monotonic() - t0
             teardown_calls = total_calls(emu)
             teardown_min = pages + r
@@ -92,13 +114,19 @@ def main():
             now = int(time.time())
             orphan_names = [ownership.encode("gone", "m%05d" % i, 0, created=now - 7200) for i in range(args.scan)]
             for i in range(0, len(orphan_names), 2000):
-                emu.admin("POST", "/seed-vgpu", {"location": "be-gen-1", "gpu_id": "a100",
-                                                 "vgpu_names": orphan_names[i:i + 2000]})
+                emu.admin(
+                    "POST",
+                    "/seed-vgpu",
+                    {"location": "be-gen-1", "gpu_id": "a100", "vgpu_names": orphan_names[i : i + 2000]},
+                )
             emu.faults(latency_ms=args.latency_ms)
             emu.reset_stats()
             t0 = time.monotonic()
-            found = gpu.info(Request(client, dict(location="be-gen-1", cluster=None, machine=None,
-                                                  orphans_only=True, with_cost=False)))
+            found = sweep.info(
+                Request(
+                    client, dict(location="be-gen-1", cluster=None, machine=None, orphans_only=True, with_cost=False)
+                )
+            )
             scan_wall = time.monotonic() - t0
             scan_calls = total_calls(emu)
             scan_pages = math.ceil(args.scan / PAGE_LIMIT)
@@ -106,15 +134,29 @@ def main():
         finally:
             emu.stop()
 
-    print("GPU benchmark: %d machines x %d vGPUs (R=%d), %.0f ms latency per call, parallel=%d"
-          % (args.machines, args.gpus, r, args.latency_ms, args.parallel))
-    print("create:   calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
-          % (create_calls, create_min, create_calls / create_min, create_wall, create_floor, create_wall / create_floor))
-    print("teardown: calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
-          % (teardown_calls, teardown_min, teardown_calls / teardown_min, teardown_wall, teardown_floor,
-             teardown_wall / teardown_floor))
-    print("orphan scan over %d reservations: %.2fs (goal <= 2 s), calls %d / pages %d = %.2fx"
-          % (args.scan, scan_wall, scan_calls, scan_pages, scan_calls / scan_pages))
+    print(
+        "GPU benchmark: %d machines x %d vGPUs (R=%d), %.0f ms latency per call, parallel=%d"
+        % (args.machines, args.gpus, r, args.latency_ms, args.parallel)
+    )
+    print(
+        "create:   calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
+        % (create_calls, create_min, create_calls / create_min, create_wall, create_floor, create_wall / create_floor)
+    )
+    print(
+        "teardown: calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
+        % (
+            teardown_calls,
+            teardown_min,
+            teardown_calls / teardown_min,
+            teardown_wall,
+            teardown_floor,
+            teardown_wall / teardown_floor,
+        )
+    )
+    print(
+        "orphan scan over %d reservations: %.2fs (goal <= 2 s), calls %d / pages %d = %.2fx"
+        % (args.scan, scan_wall, scan_calls, scan_pages, scan_calls / scan_pages)
+    )
     return 0
 
 

@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 state=$(mktemp -d)
 out="$state/emulator.out"
-"$here/.venv/bin/python" "$here/bin/whitesky-emulator" --port 0 --state-dir "$state" >"$out" 2>&1 &
+"$here/.venv/bin/whitesky-emulator" --port 0 --state-dir "$state" >"$out" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$state"' EXIT
 for _ in $(seq 1 100); do

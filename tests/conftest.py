@@ -9,14 +9,9 @@ skipped everything can never count as green.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from helpers import SPEC_ABSENT, Emulator, ensure_collection_link  # noqa: E402
+from helpers import SPEC_ABSENT, Emulator, ensure_collection_link
 
 ensure_collection_link()
 
@@ -33,5 +28,7 @@ def pytest_terminal_summary(terminalreporter):
     skipped = terminalreporter.stats.get("skipped", [])
     absent = sum(1 for rep in skipped if SPEC_ABSENT in str(rep.longrepr))
     if absent:
-        terminalreporter.write_line("NOTE: %d contract test(s) skipped: %s, so the client and the emulator were not "
-                                    "checked against the platform's spec" % (absent, SPEC_ABSENT))
+        terminalreporter.write_line(
+            "NOTE: %d contract test(s) skipped: %s, so the client and the emulator were not "
+            "checked against the platform's spec" % (absent, SPEC_ABSENT)
+        )

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
-TOKEN = "capvco-demo-token"
-CUSTOMER = "capvco-demo"
-
+from capvco_lab.emulator import COLLECTIONS, CUSTOMER, ROOT, TOKEN, Emulator, ServerProcess, wait_for  # noqa: F401 (re-exported)
 
 #: The reason the contract tests give when the platform's spec is not beside the checkout.
 SPEC_ABSENT = "../shared/reference/whitesky-api.json is not present"
@@ -32,96 +27,47 @@ def require(ok, why):
     pytest.skip(why)
 
 
+def read_text(path):
+    """A file's text (UTF-8)."""
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
 def ensure_collection_link():
+    """The link ``make link`` makes, for a pytest run without make (Python finds it through the venv's .pth)."""
     link = os.path.join(COLLECTIONS, "ansible_collections", "whitesky", "capvco")
     if not os.path.islink(link):
         os.makedirs(os.path.dirname(link), exist_ok=True)
-        try:
+        with contextlib.suppress(FileExistsError):  # another pytest worker made it first
             os.symlink(ROOT, link)
-        except FileExistsError:  # another pytest worker made it first
-            pass
-    if COLLECTIONS not in sys.path:
-        sys.path.insert(0, COLLECTIONS)
 
 
-class Emulator:
-    """A real emulator process on a free loopback port."""
-
-    def __init__(self, state_dir, token=TOKEN, extra_args=()):
-        self.state_dir = str(state_dir)
-        self.token = token
-        self.extra_args = list(extra_args)
-        self.proc = None
-        self.url = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "bin", "whitesky-emulator"), "--port", "0",
-             "--state-dir", self.state_dir, "--token", self.token] + self.extra_args,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("http"):
-            raise RuntimeError("emulator did not start: %r" % line)
-        self.url = line
-        self.admin_url = line[: -len("/api/1")] + "/_emulator"
-        return self
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(10)
-
-    def admin(self, method, path, body=None):
-        resp = httpx.request(method, self.admin_url + path, json=body, timeout=30)
-        resp.raise_for_status()
-        return resp.json()
-
-    def faults(self, **cfg):
-        return self.admin("POST", "/faults", cfg)
-
-    def stats(self):
-        return self.admin("GET", "/stats")
-
-    def reset_stats(self):
-        return self.admin("DELETE", "/stats")
-
-    def ledger(self):
-        return self.admin("GET", "/ledger")
-
-    def quiesce(self, timeout=30.0, settle=0.2):
-        """Wait until every request already sent has been answered (e.g. those of a killed run).
-
-        Done when no request is in flight and none arrived for ``settle``
-        seconds (a request still in the server's socket buffer lands meanwhile).
-        """
-        seen = [None, time.monotonic()]
-
-        def quiet():
-            stats = self.stats()
-            now = time.monotonic()
-            if stats["in_flight"] or stats["requests"] != seen[0]:
-                seen[:] = [stats["requests"], now]
-                return False
-            return now - seen[1] >= settle
-
-        if not wait_for(quiet, timeout=timeout, interval=settle / 4):
-            raise AssertionError("the emulator still had requests in flight after %ss" % timeout)
-
-    def op_count(self, operation):
-        return self.stats()["operations"].get(operation, {}).get("count", 0)
-
-    def env(self):
-        return {"WHITESKY_API_URL": self.url, "WHITESKY_API_TOKEN": self.token, "WHITESKY_CUSTOMER_ID": CUSTOMER}
-
-    def client(self, **kw):
-        from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-
-        kw.setdefault("timeout", 10)
-        return WhiteskyClient(self.url, self.token, CUSTOMER, **kw)
+def build_collection(output_dir):
+    """``ansible-galaxy collection build`` of this checkout into ``output_dir``; the tarball's path."""
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    subprocess.run(
+        [os.path.join(bindir, "ansible-galaxy"), "collection", "build", "--output-path", str(output_dir), ROOT],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
+    (tarball,) = [os.path.join(output_dir, n) for n in os.listdir(output_dir) if n.startswith("whitesky-capvco-")]
+    return tarball
 
 
-def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=False, env=None, timeout=600,
-                 verbosity=0, inventory=None):
+def run_playbook(
+    playbook,
+    emulator=None,
+    extra_vars=None,
+    check=False,
+    diff=False,
+    env=None,
+    timeout=600,
+    verbosity=0,
+    inventory=None,
+):
     """Run ansible-playbook; return (rc, stdout+stderr, the json callback's document or None)."""
     bindir = os.path.dirname(sys.executable)
     cmd = [os.path.join(bindir, "ansible-playbook"), playbook]
@@ -135,9 +81,14 @@ def run_playbook(playbook, emulator=None, extra_vars=None, check=False, diff=Fal
         cmd.append("--check")
     if diff:
         cmd.append("--diff")
-    full_env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0",
-                    ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
-                    PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    full_env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        ANSIBLE_NOCOLOR="1",
+        PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+    )
     if emulator:
         full_env.update(emulator.env())
     full_env.update(env or {})
@@ -160,39 +111,27 @@ def task_results(data, name):
     return found
 
 
-def wait_for(predicate, timeout=10.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
-
-
-class KubeFake:
+class KubeFake(ServerProcess):
     """The fake Kubernetes API server (tests/kubefake.py) as a process, with a kubeconfig for it."""
 
+    what = "kubefake"
+
     def __init__(self, workdir, ready_after=0.3):
+        super().__init__()
         self.kubeconfig = os.path.join(str(workdir), "kubefake.kubeconfig")
         self.ready_after = ready_after
-        self.proc = None
-        self.url = None
 
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "tests", "kubefake.py"), "--port", "0", "--kubeconfig",
-             self.kubeconfig, "--deployment-ready-after", str(self.ready_after)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("http"):
-            raise RuntimeError("kubefake did not start: %r" % line)
-        self.url = line
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+    def argv(self):
+        return [
+            sys.executable,
+            os.path.join(ROOT, "tests", "kubefake.py"),
+            "--port",
+            "0",
+            "--kubeconfig",
+            self.kubeconfig,
+            "--deployment-ready-after",
+            str(self.ready_after),
+        ]
 
     def env(self):
         return {"K8S_AUTH_KUBECONFIG": self.kubeconfig}
@@ -201,8 +140,13 @@ class KubeFake:
         return httpx.get(self.url + "/_fake/requests", timeout=10).json()
 
     def call(self, method, path, body=None, content_type="application/json"):
-        resp = httpx.request(method, self.url + path, content=json.dumps(body) if body is not None else None,
-                             headers={"Authorization": "Bearer kubefake", "Content-Type": content_type}, timeout=10)
+        resp = httpx.request(
+            method,
+            self.url + path,
+            content=json.dumps(body) if body is not None else None,
+            headers={"Authorization": "Bearer kubefake", "Content-Type": content_type},
+            timeout=10,
+        )
         return resp.status_code, resp.json()
 
     def create(self, obj):
@@ -212,8 +156,17 @@ class KubeFake:
         return out
 
     def get(self, obj_or_kind, name=None, namespace="default"):
-        path = object_path(obj_or_kind) if name is None else object_path(
-            {"apiVersion": obj_or_kind[0], "kind": obj_or_kind[1], "metadata": {"name": name, "namespace": namespace}})
+        path = (
+            object_path(obj_or_kind)
+            if name is None
+            else object_path(
+                {
+                    "apiVersion": obj_or_kind[0],
+                    "kind": obj_or_kind[1],
+                    "metadata": {"name": name, "namespace": namespace},
+                }
+            )
+        )
         code, out = self.call("GET", path)
         return out if code == 200 else None
 
@@ -227,9 +180,17 @@ class KubeFake:
         return self.call("GET", "/api/v1/namespaces/%s/events" % namespace)[1]["items"]
 
 
-PLURAL = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines", "Cluster": "clusters", "Machine": "machines",
-          "Secret": "secrets", "Namespace": "namespaces", "CustomResourceDefinition": "customresourcedefinitions",
-          "Deployment": "deployments", "DaemonSet": "daemonsets"}
+PLURAL = {
+    "VCOCluster": "vcoclusters",
+    "VCOMachine": "vcomachines",
+    "Cluster": "clusters",
+    "Machine": "machines",
+    "Secret": "secrets",
+    "Namespace": "namespaces",
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "Deployment": "deployments",
+    "DaemonSet": "daemonsets",
+}
 
 
 def collection_path(obj):

@@ -32,9 +32,7 @@ import base64
 import copy
 import datetime
 import json
-import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -45,8 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import crdschema  # noqa: E402  (beside this file)
+import crdschema  # beside this file: a script's own folder is on its path
 
 # (group, version, plural, kind, namespaced, status subresource)
 BUILTIN = [
@@ -108,13 +105,12 @@ def json_patch(doc, ops):
                 del parent[idx]
             elif op["op"] == "test" and parent[idx] != op["value"]:
                 raise ValueError("test failed at %s" % op["path"])
-        else:
-            if op["op"] in ("add", "replace"):
-                parent[last] = op["value"]
-            elif op["op"] == "remove":
-                del parent[last]
-            elif op["op"] == "test" and parent.get(last) != op["value"]:
-                raise ValueError("test failed at %s" % op["path"])
+        elif op["op"] in ("add", "replace"):
+            parent[last] = op["value"]
+        elif op["op"] == "remove":
+            del parent[last]
+        elif op["op"] == "test" and parent.get(last) != op["value"]:
+            raise ValueError("test failed at %s" % op["path"])
     return doc
 
 
@@ -157,8 +153,8 @@ class Failure(Exception):
 class Store:
     def __init__(self, ready_after=0.5, token=None):
         self.lock = threading.Lock()
-        self.types = {}      # (group, version, plural) -> dict(kind, namespaced, status, schema)
-        self.objects = {}    # (group, version, plural, namespace, name) -> object
+        self.types = {}  # (group, version, plural) -> dict(kind, namespaced, status, schema)
+        self.objects = {}  # (group, version, plural, namespace, name) -> object
         self.requests = []
         self.rv = 100
         self.ready_after = ready_after
@@ -166,8 +162,10 @@ class Store:
         for g, v, plural, kind, namespaced, status in BUILTIN:
             self.types[(g, v, plural)] = dict(kind=kind, namespaced=namespaced, status=status, schema=None)
         for ns in ("default", "kube-system"):
-            self._put(("", "v1", "namespaces", "", ns), {"apiVersion": "v1", "kind": "Namespace",
-                                                         "metadata": {"name": ns}, "status": {"phase": "Active"}})
+            self._put(
+                ("", "v1", "namespaces", "", ns),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}},
+            )
 
     # -- bookkeeping
     def _next_rv(self):
@@ -186,8 +184,11 @@ class Store:
     def kind_of(self, g, v, plural):
         t = self.types.get((g, v, plural))
         if t is None:
-            raise Failure(404, "NotFound", "the server could not find the requested resource (%s/%s %s)"
-                          % (g or "core", v, plural))
+            raise Failure(
+                404,
+                "NotFound",
+                "the server could not find the requested resource (%s/%s %s)" % (g or "core", v, plural),
+            )
         return t
 
     def view(self, obj):
@@ -195,18 +196,31 @@ class Store:
         ready_at = out.pop("_ready_at", "absent")
         if ready_at != "absent" and out["kind"] == "DaemonSet":
             ok = ready_at is not None and time.time() >= ready_at
-            out["status"] = {"desiredNumberScheduled": 2, "currentNumberScheduled": 2, "numberReady": 2 if ok else 0,
-                             "numberAvailable": 2 if ok else 0, "updatedNumberScheduled": 2}
+            out["status"] = {
+                "desiredNumberScheduled": 2,
+                "currentNumberScheduled": 2,
+                "numberReady": 2 if ok else 0,
+                "numberAvailable": 2 if ok else 0,
+                "updatedNumberScheduled": 2,
+            }
         elif ready_at != "absent":
             replicas = out.get("spec", {}).get("replicas", 1)
             ok = ready_at is not None and time.time() >= ready_at
             out["status"] = {
-                "observedGeneration": out["metadata"].get("generation", 1), "replicas": replicas,
-                "updatedReplicas": replicas, "readyReplicas": replicas if ok else 0,
+                "observedGeneration": out["metadata"].get("generation", 1),
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": replicas if ok else 0,
                 "availableReplicas": replicas if ok else 0,
-                "conditions": [{"type": "Available", "status": "True" if ok else "False",
-                                "reason": "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
-                                "lastTransitionTime": out["metadata"]["creationTimestamp"]}]}
+                "conditions": [
+                    {
+                        "type": "Available",
+                        "status": "True" if ok else "False",
+                        "reason": "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
+                        "lastTransitionTime": out["metadata"]["creationTimestamp"],
+                    }
+                ],
+            }
         return out
 
     # -- CRDs
@@ -214,11 +228,15 @@ class Store:
         spec = crd["spec"]
         for version in spec["versions"]:
             self.types[(spec["group"], version["name"], spec["names"]["plural"])] = dict(
-                kind=spec["names"]["kind"], namespaced=spec["scope"] == "Namespaced",
+                kind=spec["names"]["kind"],
+                namespaced=spec["scope"] == "Namespaced",
                 status="status" in (version.get("subresources") or {}),
-                schema=version["schema"]["openAPIV3Schema"])
-        crd["status"] = {"conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
-                         "acceptedNames": spec["names"]}
+                schema=version["schema"]["openAPIV3Schema"],
+            )
+        crd["status"] = {
+            "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
+            "acceptedNames": spec["names"],
+        }
 
     @staticmethod
     def _string_data(plural, obj):
@@ -234,18 +252,30 @@ class Store:
             return obj
         obj, errors = crdschema.validate(t["schema"], obj)
         if errors:
-            raise Failure(422, "Invalid", "%s %r is invalid: %s" % (
-                t["kind"], obj.get("metadata", {}).get("name"), "; ".join(errors)))
+            raise Failure(
+                422,
+                "Invalid",
+                "%s %r is invalid: %s" % (t["kind"], obj.get("metadata", {}).get("name"), "; ".join(errors)),
+            )
         return obj
 
     # -- verbs
     def list(self, g, v, plural, ns, labels=None, fields=None):
         t = self.kind_of(g, v, plural)
-        items = [self.view(o) for (og, ov, op, ons, _), o in sorted(self.objects.items())
-                 if (og, ov, op) == (g, v, plural) and (ns is None or ons == ns)
-                 and selector_match(labels, o["metadata"].get("labels") or {}) and field_match(fields, o)]
-        return {"apiVersion": "%s/%s" % (g, v) if g else v, "kind": t["kind"] + "List",
-                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+        items = [
+            self.view(o)
+            for (og, ov, op, ons, _), o in sorted(self.objects.items())
+            if (og, ov, op) == (g, v, plural)
+            and (ns is None or ons == ns)
+            and selector_match(labels, o["metadata"].get("labels") or {})
+            and field_match(fields, o)
+        ]
+        return {
+            "apiVersion": "%s/%s" % (g, v) if g else v,
+            "kind": t["kind"] + "List",
+            "metadata": {"resourceVersion": str(self.rv)},
+            "items": items,
+        }
 
     def get(self, g, v, plural, ns, name):
         self.kind_of(g, v, plural)
@@ -285,16 +315,24 @@ class Store:
         old = self.get(g, v, plural, ns, name)
         rv = (new.get("metadata") or {}).get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
-            raise Failure(409, "Conflict", "the object has been modified; please apply your changes to the latest "
-                                           "version and try again")
+            raise Failure(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
         if sub == "status":
             merged = copy.deepcopy(old)
             merged["status"] = new.get("status") or {}
         else:
             merged = copy.deepcopy(new)
-            merged["metadata"] = merge_patch(old["metadata"], {
-                k: new.get("metadata", {}).get(k) for k in ("labels", "annotations", "finalizers", "ownerReferences")
-                if k in new.get("metadata", {})})
+            merged["metadata"] = merge_patch(
+                old["metadata"],
+                {
+                    k: new.get("metadata", {}).get(k)
+                    for k in ("labels", "annotations", "finalizers", "ownerReferences")
+                    if k in new.get("metadata", {})
+                },
+            )
             if t["status"]:
                 merged.pop("status", None)
                 if "status" in old:
@@ -325,9 +363,11 @@ class Store:
 
 def _route(path):
     """(group, version, namespace, plural, name, subresource) of an API path."""
-    m = re.match(r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
-                 r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$",
-                 path)
+    m = re.match(
+        r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
+        r"(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$",
+        path,
+    )
     if not m:
         return None
     g, v = ("", "v1") if m.group("cv") else (m.group("g"), m.group("v"))
@@ -337,15 +377,26 @@ def _route(path):
 
 def make_app(store):
     def status(exc):
-        return JSONResponse({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                             "message": exc.message, "reason": exc.reason, "code": exc.code}, status_code=exc.code)
+        return JSONResponse(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": exc.message,
+                "reason": exc.reason,
+                "code": exc.code,
+            },
+            status_code=exc.code,
+        )
 
     def discovery(request: Request):
         path = request.url.path.rstrip("/")
         with store.lock:
             if path == "/version":
-                return JSONResponse({"major": "1", "minor": "30", "gitVersion": "v1.30.0-kubefake",
-                                     "platform": "linux/amd64"})
+                return JSONResponse(
+                    {"major": "1", "minor": "30", "gitVersion": "v1.30.0-kubefake", "platform": "linux/amd64"}
+                )
             if path == "/api":
                 return JSONResponse({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
             if path == "/apis":
@@ -355,31 +406,61 @@ def make_app(store):
                         groups.setdefault(g, [])
                         if v not in groups[g]:
                             groups[g].append(v)
-                return JSONResponse({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                    {"name": g, "versions": [{"groupVersion": "%s/%s" % (g, v), "version": v} for v in vs],
-                     "preferredVersion": {"groupVersion": "%s/%s" % (g, vs[0]), "version": vs[0]}}
-                    for g, vs in sorted(groups.items())]})
+                return JSONResponse(
+                    {
+                        "kind": "APIGroupList",
+                        "apiVersion": "v1",
+                        "groups": [
+                            {
+                                "name": g,
+                                "versions": [{"groupVersion": "%s/%s" % (g, v), "version": v} for v in vs],
+                                "preferredVersion": {"groupVersion": "%s/%s" % (g, vs[0]), "version": vs[0]},
+                            }
+                            for g, vs in sorted(groups.items())
+                        ],
+                    }
+                )
             g, v = ("", "v1") if path == "/api/v1" else tuple(path.split("/")[2:4])
             resources = []
             for (tg, tv, plural), t in sorted(store.types.items()):
                 if (tg, tv) != (g, v):
                     continue
-                resources.append({"name": plural, "singularName": t["kind"].lower(), "namespaced": t["namespaced"],
-                                  "kind": t["kind"], "verbs": ["create", "delete", "get", "list", "patch", "update",
-                                                               "watch"]})
+                resources.append(
+                    {
+                        "name": plural,
+                        "singularName": t["kind"].lower(),
+                        "namespaced": t["namespaced"],
+                        "kind": t["kind"],
+                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                    }
+                )
                 if t["status"]:
-                    resources.append({"name": plural + "/status", "singularName": "", "namespaced": t["namespaced"],
-                                      "kind": t["kind"], "verbs": ["get", "patch", "update"]})
+                    resources.append(
+                        {
+                            "name": plural + "/status",
+                            "singularName": "",
+                            "namespaced": t["namespaced"],
+                            "kind": t["kind"],
+                            "verbs": ["get", "patch", "update"],
+                        }
+                    )
             if not resources:
                 return status(Failure(404, "NotFound", "no group version %s/%s" % (g, v)))
-            return JSONResponse({"kind": "APIResourceList", "apiVersion": "v1",
-                                 "groupVersion": "%s/%s" % (g, v) if g else v, "resources": resources})
+            return JSONResponse(
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": "%s/%s" % (g, v) if g else v,
+                    "resources": resources,
+                }
+            )
 
     async def api(request: Request):
         path = request.url.path.rstrip("/")
         ctype = request.headers.get("content-type", "").split(";")[0]
-        store.requests.append({"method": request.method, "path": path, "query": dict(request.query_params),
-                               "content_type": ctype})
+        store.requests.append(
+            {"method": request.method, "path": path, "query": dict(request.query_params), "content_type": ctype}
+        )
         if store.token and request.headers.get("authorization") != "Bearer " + store.token:
             return status(Failure(401, "Unauthorized", "Unauthorized"))
         if path in ("/version", "/api", "/apis", "/api/v1") or re.match(r"^/apis/[^/]+/[^/]+$", path):
@@ -395,6 +476,7 @@ def make_app(store):
                 body = json.loads(raw) if raw else {}
             except ValueError:
                 import yaml
+
                 body = yaml.safe_load(raw)
         q = request.query_params
         try:
@@ -403,8 +485,9 @@ def make_app(store):
                     if request.query_params.get("watch") in ("1", "true"):
                         raise Failure(405, "MethodNotAllowed", "watch is not served by this fake")
                     if name is None:
-                        return JSONResponse(store.list(g, v, plural, ns, q.get("labelSelector"),
-                                                       q.get("fieldSelector")))
+                        return JSONResponse(
+                            store.list(g, v, plural, ns, q.get("labelSelector"), q.get("fieldSelector"))
+                        )
                     return JSONResponse(store.view(store.get(g, v, plural, ns, name)))
                 if request.method == "POST" and name is None:
                     return JSONResponse(store.view(store.create(g, v, plural, ns, body)), status_code=201)
@@ -432,18 +515,24 @@ def make_app(store):
             store.requests.clear()
         return JSONResponse(list(store.requests))
 
-    return Starlette(routes=[
-        Route("/_fake/requests", requests_log, methods=["GET", "DELETE"]),
-        Route("/{path:path}", api, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/_fake/requests", requests_log, methods=["GET", "DELETE"]),
+            Route("/{path:path}", api, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        ]
+    )
 
 
 def kubeconfig(url, token="kubefake"):
     """A kubeconfig document for the fake."""
-    return {"apiVersion": "v1", "kind": "Config", "current-context": "kubefake",
-            "clusters": [{"name": "kubefake", "cluster": {"server": url}}],
-            "users": [{"name": "kubefake", "user": {"token": token}}],
-            "contexts": [{"name": "kubefake", "context": {"cluster": "kubefake", "user": "kubefake"}}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "kubefake",
+        "clusters": [{"name": "kubefake", "cluster": {"server": url}}],
+        "users": [{"name": "kubefake", "user": {"token": token}}],
+        "contexts": [{"name": "kubefake", "context": {"cluster": "kubefake", "user": "kubefake"}}],
+    }
 
 
 def main(argv=None):

@@ -22,8 +22,7 @@ import sys
 import httpx
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import PLURAL, ROOT, operator_vars  # noqa: E402
+from helpers import PLURAL, ROOT, operator_vars  # beside this file: a script's own folder is on its path
 
 PREFIX = "/usr/share/ansible/collections/ansible_collections/whitesky/capvco/"
 
@@ -33,19 +32,29 @@ def main(argv):
     with open(os.path.join(ROOT, "operator", "watches.yaml"), encoding="utf-8") as fh:
         watch = next(w for w in yaml.safe_load(fh) if w["kind"] == kind)
     target = watch["finalizer"] if action == "finalize" else watch
-    playbook = os.path.join(ROOT, target["playbook"][len(PREFIX):])
+    playbook = os.path.join(ROOT, target["playbook"][len(PREFIX) :])
     with open(os.environ["K8S_AUTH_KUBECONFIG"], encoding="utf-8") as fh:
         config = yaml.safe_load(fh)
     server = config["clusters"][0]["cluster"]["server"]
     headers = {"Authorization": "Bearer " + config["users"][0]["user"]["token"]}
-    path = "%s/apis/%s/%s/namespaces/%s/%s/%s" % (server, watch["group"], watch["version"], namespace,
-                                                  PLURAL[kind], name)
+    path = "%s/apis/%s/%s/namespaces/%s/%s/%s" % (
+        server,
+        watch["group"],
+        watch["version"],
+        namespace,
+        PLURAL[kind],
+        name,
+    )
     obj = httpx.get(path, headers=headers, timeout=10).raise_for_status().json()
     if action == "finalize":
         httpx.delete(path, headers=headers, timeout=10).raise_for_status()
         obj = httpx.get(path, headers=headers, timeout=10).raise_for_status().json()
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook,
-           "-e", json.dumps(operator_vars(obj))]
+    cmd = [
+        os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+        playbook,
+        "-e",
+        json.dumps(operator_vars(obj)),
+    ]
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -53,8 +62,12 @@ def main(argv):
         return proc.returncode
     if action == "finalize":
         fins = [f for f in obj["metadata"].get("finalizers", []) if f != watch["finalizer"]["name"]]
-        httpx.patch(path, headers=dict(headers, **{"Content-Type": "application/merge-patch+json"}),
-                    content=json.dumps({"metadata": {"finalizers": fins or None}}), timeout=10).raise_for_status()
+        httpx.patch(
+            path,
+            headers=dict(headers, **{"Content-Type": "application/merge-patch+json"}),
+            content=json.dumps({"metadata": {"finalizers": fins or None}}),
+            timeout=10,
+        ).raise_for_status()
     stats = json.loads(proc.stdout)["stats"]
     print(json.dumps({"changed": sum(h["changed"] for h in stats.values())}))
     return 0

@@ -18,10 +18,16 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="whitesky-emulator", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8742, help="port to listen on; 0 picks a free one (default 8742)")
-    p.add_argument("--state-dir", default=os.path.expanduser("~/.cache/whitesky-emulator"),
-                   help="folder for the persisted state (state.db)")
-    p.add_argument("--token", default=os.environ.get("WHITESKY_EMULATOR_TOKEN", DEMO_TOKEN),
-                   help="the accepted bearer token (default: %s)" % DEMO_TOKEN)
+    p.add_argument(
+        "--state-dir",
+        default=os.path.expanduser("~/.cache/whitesky-emulator"),
+        help="folder for the persisted state (state.db)",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("WHITESKY_EMULATOR_TOKEN", DEMO_TOKEN),
+        help="the accepted bearer token (default: %s)" % DEMO_TOKEN,
+    )
     p.add_argument("--config", help="seed file (JSON or YAML) used when the state is empty")
     p.add_argument("--nic-hook", help="shell command run on each NIC attach (EMU_* variables describe the NIC)")
     return p.parse_args(argv)
@@ -47,8 +53,9 @@ def main(argv=None):
     args = parse_args(argv)
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
     emu = Emulator(args.state_dir, args.token, load_world(args.config), nic_hook=args.nic_hook)
-    config = uvicorn.Config(build_app(emu), host=args.host, port=args.port, log_level="warning",
-                            access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        build_app(emu), host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"
+    )
     server = Server(config)
     asyncio.run(server.serve())
     return 0

@@ -51,24 +51,36 @@ class DropResponse(Response):
         super().__init__(b"", status_code=200)
 
     async def __call__(self, scope, receive, send):
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"64")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"64")],
+            }
+        )
         await send({"type": "http.response.body", "body": b'{"vgpu', "more_body": True})
         raise ConnectionAbortedError("emulator: response dropped after commit (fault injection)")
+
+
+def found(row, message):
+    """The row, or a 404 with the message."""
+    if not row:
+        raise HTTPError(404, message)
+    return row
 
 
 class Faults:
     """Per-test fault injection, set through ``POST /_emulator/faults``."""
 
     FIELDS = {
-        "latency_ms": 0.0,          # added to every API request
-        "error_rates": {},          # {"503": 0.2, "429": 0.1}: answered before processing
-        "retry_after": 1,           # seconds, in the Retry-After header of a 429
-        "operations": None,         # limit error_rates / drop_rate to these operationIds
-        "drop_after_commit": {},    # {"operationId": N}: the next N responses are lost after commit
-        "drop_rate": 0.0,           # fraction of mutating responses lost after commit
-        "fail_next": {},            # {"operationId": [status, N]}: the next N calls fail before processing
-        "vm_op_seconds": 0.0,       # how long one VM mutation holds the VM's lock
+        "latency_ms": 0.0,  # added to every API request
+        "error_rates": {},  # {"503": 0.2, "429": 0.1}: answered before processing
+        "retry_after": 1,  # seconds, in the Retry-After header of a 429
+        "operations": None,  # limit error_rates / drop_rate to these operationIds
+        "drop_after_commit": {},  # {"operationId": N}: the next N responses are lost after commit
+        "drop_rate": 0.0,  # fraction of mutating responses lost after commit
+        "fail_next": {},  # {"operationId": [status, N]}: the next N calls fail before processing
+        "vm_op_seconds": 0.0,  # how long one VM mutation holds the VM's lock
         "seed": None,
     }
 
@@ -104,8 +116,15 @@ class Stats:
 
     def as_dict(self):
         return {
-            "operations": {op: {"count": s["count"], "statuses": dict(s["statuses"]), "query": sorted(s["query"]),
-                                "body": sorted(s["body"])} for op, s in self.ops.items()},
+            "operations": {
+                op: {
+                    "count": s["count"],
+                    "statuses": dict(s["statuses"]),
+                    "query": sorted(s["query"]),
+                    "body": sorted(s["body"]),
+                }
+                for op, s in self.ops.items()
+            },
             "faults": dict(self.faults),
             "vm_lock_conflicts": self.vm_lock_conflicts,
             "requests": self.requests,
@@ -194,35 +213,42 @@ class Emulator:
             return
         full = dict(os.environ, EMU_EVENT=event, **{k: str(v) for k, v in env.items()})
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_shell(cmd, env=full, stdout=asyncio.subprocess.PIPE,
-                                                     stderr=asyncio.subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_shell(
+            cmd, env=full, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
         out, _ = await proc.communicate()
-        self.hook_log.append({"event": event, "rc": proc.returncode, "output": out.decode(errors="replace")[-2000:],
-                              "seconds": time.monotonic() - started, **env})
+        self.hook_log.append(
+            {
+                "event": event,
+                "rc": proc.returncode,
+                "output": out.decode(errors="replace")[-2000:],
+                "seconds": time.monotonic() - started,
+                **env,
+            }
+        )
 
     # -- lookups -----------------------------------------------------------
     def location(self, name):
-        row = self.store.one("SELECT * FROM locations WHERE name=?", name)
-        if not row:
-            raise HTTPError(404, "location %r not found" % name)
-        return row
+        return found(self.store.one("SELECT * FROM locations WHERE name=?", name), "location %r not found" % name)
 
     def cloudspace(self, cid, cs_id):
-        row = self.store.one("SELECT * FROM cloudspaces WHERE cloudspace_id=? AND customer_id=? AND deleted_at IS NULL",
-                             cs_id, cid)
-        if not row:
-            raise HTTPError(404, "cloudspace %r not found" % cs_id)
-        return row
+        return found(
+            self.store.one(
+                "SELECT * FROM cloudspaces WHERE cloudspace_id=? AND customer_id=? AND deleted_at IS NULL", cs_id, cid
+            ),
+            "cloudspace %r not found" % cs_id,
+        )
 
     def vm(self, cs_id, vm_id):
-        row = self.store.one("SELECT * FROM vms WHERE vm_id=? AND cloudspace_id=? AND deleted_at IS NULL", vm_id, cs_id)
-        if not row:
-            raise HTTPError(404, "virtual machine %s not found in cloudspace %r" % (vm_id, cs_id))
-        return row
+        return found(
+            self.store.one("SELECT * FROM vms WHERE vm_id=? AND cloudspace_id=? AND deleted_at IS NULL", vm_id, cs_id),
+            "virtual machine %s not found in cloudspace %r" % (vm_id, cs_id),
+        )
 
     def vgpu(self, cid, vgpu_id, location=None, deleted=False):
-        row = self.store.one("SELECT * FROM vgpus WHERE vgpu_id=? AND customer_id=? AND deleted_at IS NULL",
-                             vgpu_id, cid)
+        row = self.store.one(
+            "SELECT * FROM vgpus WHERE vgpu_id=? AND customer_id=? AND deleted_at IS NULL", vgpu_id, cid
+        )
         if not row or (location and row["location"] != location):
             raise HTTPError(404, "vgpu %r not found" % vgpu_id)
         if not deleted and row["soft_deleted_at"] is not None:
@@ -230,45 +256,80 @@ class Emulator:
         return row
 
     def profile(self, location, gpu_id):
-        row = self.store.one("SELECT * FROM gpu_profiles WHERE id=? AND location=?", gpu_id, location)
-        if not row:
-            raise HTTPError(404, "GPU profile %r not found in location %r" % (gpu_id, location))
-        return row
+        return found(
+            self.store.one("SELECT * FROM gpu_profiles WHERE id=? AND location=?", gpu_id, location),
+            "GPU profile %r not found in location %r" % (gpu_id, location),
+        )
 
     def vgpu_info(self, row):
         vm = None
         if row["vm_id"] is not None:
-            v = self.store.one("SELECT vms.vm_id, vms.name, vms.cloudspace_id, cloudspaces.name AS cs_name FROM vms"
-                               " JOIN cloudspaces USING (cloudspace_id) WHERE vm_id=?", row["vm_id"])
-            vm = {"id": v["vm_id"], "name": v["name"], "cloudspace_id": v["cloudspace_id"],
-                  "cloudspace_name": v["cs_name"]}
+            v = self.store.one(
+                "SELECT vms.vm_id, vms.name, vms.cloudspace_id, cloudspaces.name AS cs_name FROM vms"
+                " JOIN cloudspaces USING (cloudspace_id) WHERE vm_id=?",
+                row["vm_id"],
+            )
+            vm = {
+                "id": v["vm_id"],
+                "name": v["name"],
+                "cloudspace_id": v["cloudspace_id"],
+                "cloudspace_name": v["cs_name"],
+            }
         prof = self.store.one("SELECT * FROM gpu_profiles WHERE id=?", row["gpu_id"])
         cust = self.store.one("SELECT * FROM customers WHERE customer_id=?", row["customer_id"])
         if row["soft_deleted_at"] is not None:
             status = "DELETED"
         else:
             status = "ATTACHED" if row["vm_id"] is not None else "RESERVED"
-        return {"account_id": 1, "customer_name": cust["name"], "customer_id": row["customer_id"],
-                "vgpu_id": row["vgpu_id"], "vgpu_name": row["vgpu_name"], "gpu_id": row["gpu_id"],
-                "description": prof["description"] if prof else "", "status": status, "virtual_machine": vm,
-                "deletion_time": int(row["soft_deleted_at"] or 0), "location": row["location"]}
+        return {
+            "account_id": 1,
+            "customer_name": cust["name"],
+            "customer_id": row["customer_id"],
+            "vgpu_id": row["vgpu_id"],
+            "vgpu_name": row["vgpu_name"],
+            "gpu_id": row["gpu_id"],
+            "description": prof["description"] if prof else "",
+            "status": status,
+            "virtual_machine": vm,
+            "deletion_time": int(row["soft_deleted_at"] or 0),
+            "location": row["location"],
+        }
 
     def nic_info(self, nic):
-        return {"device_name": nic["device_name"], "mac_address": nic["mac_address"], "ip_address": nic["ip_address"],
-                "network_id": nic["network_id"], "nic_type": "external", "model": nic["model"],
-                "external_cloudspace_id": ""}
+        return {
+            "device_name": nic["device_name"],
+            "mac_address": nic["mac_address"],
+            "ip_address": nic["ip_address"],
+            "network_id": nic["network_id"],
+            "nic_type": "external",
+            "model": nic["model"],
+            "external_cloudspace_id": "",
+        }
 
     def vm_info(self, vm):
         nics = self.store.q("SELECT * FROM nics WHERE vm_id=? AND detached_at IS NULL ORDER BY nic_id", vm["vm_id"])
         vgpus = self.store.q("SELECT * FROM vgpus WHERE vm_id=? AND deleted_at IS NULL", vm["vm_id"])
         return {
-            "vm_id": vm["vm_id"], "name": vm["name"], "description": vm["description"],
-            "cloudspace_id": vm["cloudspace_id"], "status": vm["status"], "creation_time": vm["created"],
-            "update_time": vm["updated"], "vcpus": vm["vcpus"], "memory": vm["memory"], "storage": vm["disk_size"] or 0,
-            "image_id": vm["image_id"] or 0, "locked": vm["vm_id"] in self.locks, "hostname": vm["name"],
-            "agent_status": "RUNNING", "network_interfaces": [self.nic_info(n) for n in nics],
+            "vm_id": vm["vm_id"],
+            "name": vm["name"],
+            "description": vm["description"],
+            "cloudspace_id": vm["cloudspace_id"],
+            "status": vm["status"],
+            "creation_time": vm["created"],
+            "update_time": vm["updated"],
+            "vcpus": vm["vcpus"],
+            "memory": vm["memory"],
+            "storage": vm["disk_size"] or 0,
+            "image_id": vm["image_id"] or 0,
+            "locked": vm["vm_id"] in self.locks,
+            "hostname": vm["name"],
+            "agent_status": "RUNNING",
+            "network_interfaces": [self.nic_info(n) for n in nics],
             "devices": [{"reference_id": g["vgpu_id"], "type": "VGPU", "description": g["vgpu_name"]} for g in vgpus],
-            "disks": [], "boot_type": "bios", "appliance": False, "tpm_enabled": False,
+            "disks": [],
+            "boot_type": "bios",
+            "appliance": False,
+            "tpm_enabled": False,
         }
 
 
@@ -384,8 +445,10 @@ async def list_locations(ctx):
     ctx.customer()
     rows = ctx.store.q("SELECT * FROM locations ORDER BY name")
     currency = rows[0]["currency"] if rows else "EUR"
-    return {"currency": currency, "locations": [{"location": r["name"], "resources": json.loads(r["prices"])}
-                                                for r in rows]}
+    return {
+        "currency": currency,
+        "locations": [{"location": r["name"], "resources": json.loads(r["prices"])} for r in rows],
+    }
 
 
 @op("GET", LOC + "/gpus", "listAvailableGPUProfiles")
@@ -393,8 +456,18 @@ async def list_gpus(ctx):
     ctx.customer()
     ctx.emu.location(ctx.path["location"])
     rows = ctx.store.q("SELECT * FROM gpu_profiles WHERE location=? ORDER BY id", ctx.path["location"])
-    return {"result": [{"id": r["id"], "vendor": r["vendor"], "model": r["model"], "description": r["description"],
-                        "available_instances": r["available_instances"]} for r in rows]}
+    return {
+        "result": [
+            {
+                "id": r["id"],
+                "vendor": r["vendor"],
+                "model": r["model"],
+                "description": r["description"],
+                "available_instances": r["available_instances"],
+            }
+            for r in rows
+        ]
+    }
 
 
 def vgpu_name_from(ctx):
@@ -402,8 +475,9 @@ def vgpu_name_from(ctx):
         raise HTTPError(400, "body field 'vgpu_name' is required")
     name = ctx.body["vgpu_name"]
     if not isinstance(name, str) or not VGPU_NAME.match(name):
-        raise HTTPError(400, "invalid vgpu_name %r: 1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or "
-                             "digit" % (name,))
+        raise HTTPError(
+            400, "invalid vgpu_name %r: 1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit" % (name,)
+        )
     return name
 
 
@@ -440,9 +514,13 @@ async def list_vgpus(ctx):
     elif not include_deleted:
         where += " AND soft_deleted_at IS NULL"
     count = ctx.store.one("SELECT COUNT(*) FROM vgpus WHERE " + where, cid, loc)[0]
-    rows = ctx.store.q("SELECT * FROM vgpus WHERE " + where + " ORDER BY rowid LIMIT ? OFFSET ?", cid, loc, limit, start)
-    return {"pagination": {"limit": limit, "pages": (count + limit - 1) // limit, "count": count},
-            "data": [ctx.emu.vgpu_info(r) for r in rows]}
+    rows = ctx.store.q(
+        "SELECT * FROM vgpus WHERE " + where + " ORDER BY rowid LIMIT ? OFFSET ?", cid, loc, limit, start
+    )
+    return {
+        "pagination": {"limit": limit, "pages": (count + limit - 1) // limit, "count": count},
+        "data": [ctx.emu.vgpu_info(r) for r in rows],
+    }
 
 
 @op("POST", LOC + "/vgpus/{vgpu_id}", "restoreVGPU", mutating=True)
@@ -465,8 +543,10 @@ async def delete_vgpu(ctx):
         raise HTTPError(404, "vgpu %r is already deleted" % row["vgpu_id"])
     if row["vm_id"] is not None:
         if not detach:
-            raise HTTPError(409, "vgpu %r is attached to VM %s; detach it first or pass detach=true"
-                            % (row["vgpu_id"], row["vm_id"]))
+            raise HTTPError(
+                409,
+                "vgpu %r is attached to VM %s; detach it first or pass detach=true" % (row["vgpu_id"], row["vm_id"]),
+            )
         async with ctx.emu.vm_lock(row["vm_id"]):
             row = ctx.emu.vgpu(cid, ctx.path["vgpu_id"], ctx.path["location"], deleted=True)
             if row["vm_id"] is not None:
@@ -537,19 +617,34 @@ async def consumption(ctx):
             unassigned.append({"vgpu_id": row["vgpu_id"], "consumption": {"vgu": rest / VGU_SECONDS}})
     spaces = []
     for cs in ctx.store.q("SELECT * FROM cloudspaces WHERE customer_id=? AND location=?", cid, loc):
-        vms = [{"vm_id": v["vm_id"], "name": v["name"], "consumption": {"vgu": per_vm.get(v["vm_id"], 0.0) / VGU_SECONDS}}
-               for v in ctx.store.q("SELECT * FROM vms WHERE cloudspace_id=?", cs["cloudspace_id"])]
-        spaces.append({"cloudspace_id": cs["cloudspace_id"], "name": cs["name"], "mode": "private",
-                       "consumption": {"vgu": sum(v["consumption"]["vgu"] for v in vms)}, "vms": vms})
-    return {"name": cid, "cloudspaces": spaces, "objectspaces": [], "unassigned_disks": [],
-            "unassigned_vgpus": unassigned, "consumption": {"vgu": total / VGU_SECONDS}}
+        vms = [
+            {"vm_id": v["vm_id"], "name": v["name"], "consumption": {"vgu": per_vm.get(v["vm_id"], 0.0) / VGU_SECONDS}}
+            for v in ctx.store.q("SELECT * FROM vms WHERE cloudspace_id=?", cs["cloudspace_id"])
+        ]
+        spaces.append(
+            {
+                "cloudspace_id": cs["cloudspace_id"],
+                "name": cs["name"],
+                "mode": "private",
+                "consumption": {"vgu": sum(v["consumption"]["vgu"] for v in vms)},
+                "vms": vms,
+            }
+        )
+    return {
+        "name": cid,
+        "cloudspaces": spaces,
+        "objectspaces": [],
+        "unassigned_disks": [],
+        "unassigned_vgpus": unassigned,
+        "consumption": {"vgu": total / VGU_SECONDS},
+    }
 
 
 @op("GET", LOC + "/prices", "getCustomerLocationPricing")
 async def prices(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])
-    resources = {k: 0.0 for k in ("su", "ou", "mu", "vcu", "tu", "wu", "nu", "piu", "vgu", "fsu")}
+    resources = dict.fromkeys(("su", "ou", "mu", "vcu", "tu", "wu", "nu", "piu", "vgu", "fsu"), 0.0)
     resources.update(json.loads(loc["prices"]))
     return {"location": loc["name"], "currency": loc["currency"], "resources": resources}
 
@@ -559,13 +654,32 @@ async def prices(ctx):
 async def list_cloudspaces(ctx):
     cid = ctx.customer()
     include_deleted = q_bool(ctx, "include_deleted")
-    rows = ctx.store.q("SELECT * FROM cloudspaces WHERE customer_id=?" +
-                       ("" if include_deleted else " AND deleted_at IS NULL") + " ORDER BY created", cid)
-    return {"locations": [], "result": [
-        {"cloudspace_id": r["cloudspace_id"], "name": r["name"], "location": r["location"], "status": r["status"],
-         "private_network": r["private_network"], "creation_time": int(r["created"]), "update_time": int(r["created"]),
-         "external_networks": [], "router_type": "vgw", "cloudspace_mode": "private",
-         "deletion_time": str(int(r["deleted_at"] or 0)), "external_network_ip": ""} for r in rows]}
+    rows = ctx.store.q(
+        "SELECT * FROM cloudspaces WHERE customer_id=?"
+        + ("" if include_deleted else " AND deleted_at IS NULL")
+        + " ORDER BY created",
+        cid,
+    )
+    return {
+        "locations": [],
+        "result": [
+            {
+                "cloudspace_id": r["cloudspace_id"],
+                "name": r["name"],
+                "location": r["location"],
+                "status": r["status"],
+                "private_network": r["private_network"],
+                "creation_time": int(r["created"]),
+                "update_time": int(r["created"]),
+                "external_networks": [],
+                "router_type": "vgw",
+                "cloudspace_mode": "private",
+                "deletion_time": str(int(r["deleted_at"] or 0)),
+                "external_network_ip": "",
+            }
+            for r in rows
+        ],
+    }
 
 
 @op("POST", C + "/cloudspaces", "createCloudspace", mutating=True)
@@ -577,18 +691,36 @@ async def create_cloudspace(ctx):
             raise HTTPError(400, "body field %r is required" % field)
     loc = ctx.emu.location(body["location"])["name"]
     cs_id = "cs-%08x" % random.getrandbits(32)
-    ctx.store.x("INSERT INTO cloudspaces VALUES (?, ?, ?, ?, ?, 'DEPLOYED', ?, NULL)", cs_id, cid, body["name"], loc,
-                body.get("private_network") or "192.168.103.0/24", time.time())
+    ctx.store.x(
+        "INSERT INTO cloudspaces VALUES (?, ?, ?, ?, ?, 'DEPLOYED', ?, NULL)",
+        cs_id,
+        cid,
+        body["name"],
+        loc,
+        body.get("private_network") or "192.168.103.0/24",
+        time.time(),
+    )
     return {"cloudspace_id": cs_id}
 
 
 @op("GET", CS, "getCloudspaceInfo")
 async def get_cloudspace(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    return {"cloudspace_id": cs["cloudspace_id"], "name": cs["name"], "location": cs["location"], "status": cs["status"],
-            "private_network": cs["private_network"], "creation_time": int(cs["created"]),
-            "update_time": int(cs["created"]), "router_type": "vgw", "cloudspace_mode": "private",
-            "external_network_ip": "", "external_network_id": "", "local_domain": "", "resource_limits": {}}
+    return {
+        "cloudspace_id": cs["cloudspace_id"],
+        "name": cs["name"],
+        "location": cs["location"],
+        "status": cs["status"],
+        "private_network": cs["private_network"],
+        "creation_time": int(cs["created"]),
+        "update_time": int(cs["created"]),
+        "router_type": "vgw",
+        "cloudspace_mode": "private",
+        "external_network_ip": "",
+        "external_network_id": "",
+        "local_domain": "",
+        "resource_limits": {},
+    }
 
 
 @op("DELETE", CS, "deleteCloudspace", mutating=True)
@@ -596,8 +728,9 @@ async def delete_cloudspace(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     if ctx.store.one("SELECT 1 FROM vms WHERE cloudspace_id=? AND deleted_at IS NULL", cs["cloudspace_id"]):
         raise HTTPError(409, "cloudspace %r still has virtual machines" % cs["cloudspace_id"])
-    ctx.store.x("UPDATE cloudspaces SET deleted_at=?, status='DELETED' WHERE cloudspace_id=?", time.time(),
-                cs["cloudspace_id"])
+    ctx.store.x(
+        "UPDATE cloudspaces SET deleted_at=?, status='DELETED' WHERE cloudspace_id=?", time.time(), cs["cloudspace_id"]
+    )
     return {"success": True}
 
 
@@ -605,13 +738,33 @@ async def delete_cloudspace(ctx):
 async def list_vms(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     include_deleted = q_bool(ctx, "include_deleted")
-    rows = ctx.store.q("SELECT * FROM vms WHERE cloudspace_id=?" + ("" if include_deleted else " AND deleted_at IS NULL")
-                       + " ORDER BY vm_id", cs["cloudspace_id"])
+    rows = ctx.store.q(
+        "SELECT * FROM vms WHERE cloudspace_id=?"
+        + ("" if include_deleted else " AND deleted_at IS NULL")
+        + " ORDER BY vm_id",
+        cs["cloudspace_id"],
+    )
     result = []
     for v in rows:
         info = ctx.emu.vm_info(v)
-        result.append({k: info[k] for k in ("vm_id", "name", "status", "creation_time", "update_time", "vcpus",
-                                            "memory", "image_id", "storage", "network_interfaces", "devices")})
+        result.append(
+            {
+                k: info[k]
+                for k in (
+                    "vm_id",
+                    "name",
+                    "status",
+                    "creation_time",
+                    "update_time",
+                    "vcpus",
+                    "memory",
+                    "image_id",
+                    "storage",
+                    "network_interfaces",
+                    "devices",
+                )
+            }
+        )
         result[-1]["cloudspace_id"] = cs["cloudspace_id"]
     return {"result": result}
 
@@ -626,8 +779,9 @@ async def create_vm(ctx):
     memory = q_int(ctx, "memory", required=True)
     if vcpus < 1 or memory < 128:
         raise HTTPError(400, "vcpus must be >= 1 and memory >= 128 (MiB)")
-    if ctx.store.one("SELECT 1 FROM vms WHERE cloudspace_id=? AND name=? AND deleted_at IS NULL",
-                     cs["cloudspace_id"], name):
+    if ctx.store.one(
+        "SELECT 1 FROM vms WHERE cloudspace_id=? AND name=? AND deleted_at IS NULL", cs["cloudspace_id"], name
+    ):
         raise HTTPError(409, "a virtual machine named %r already exists in cloudspace %r" % (name, cs["cloudspace_id"]))
     body = ctx.body if isinstance(ctx.body, dict) else {}
     gpu_id, vgpu_name = body.get("gpu_id") or "", body.get("vgpu_name") or ""
@@ -635,10 +789,20 @@ async def create_vm(ctx):
         vgpu_name_from(ctx)
         take_instance(ctx, cs["location"], gpu_id)
     now = time.time()
-    cur = ctx.store.x("INSERT INTO vms (cloudspace_id, name, description, vcpus, memory, image_id, disk_size, user_data,"
-                      " status, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)",
-                      cs["cloudspace_id"], name, description, vcpus, memory, q_int(ctx, "image_id"),
-                      q_int(ctx, "disk_size"), q_str(ctx, "user_data"), now, now)
+    cur = ctx.store.x(
+        "INSERT INTO vms (cloudspace_id, name, description, vcpus, memory, image_id, disk_size, user_data,"
+        " status, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)",
+        cs["cloudspace_id"],
+        name,
+        description,
+        vcpus,
+        memory,
+        q_int(ctx, "image_id"),
+        q_int(ctx, "disk_size"),
+        q_str(ctx, "user_data"),
+        now,
+        now,
+    )
     vm_id = cur.lastrowid
     if gpu_id:
         ctx.store.new_vgpu(cid, cs["location"], gpu_id, vgpu_name, vm_id)
@@ -658,23 +822,32 @@ async def delete_vm(ctx):
     async with ctx.emu.vm_lock(vm_id):
         attached = ctx.store.q("SELECT * FROM vgpus WHERE vm_id=? AND deleted_at IS NULL", vm_id)
         if attached and not detach_gpu:
-            raise HTTPError(409, "virtual machine %s has %d vGPU(s) attached; pass detach_gpu=true"
-                            % (vm_id, len(attached)))
+            raise HTTPError(
+                409, "virtual machine %s has %d vGPU(s) attached; pass detach_gpu=true" % (vm_id, len(attached))
+            )
         for g in attached:
             ctx.store.detach_vgpu(g["vgpu_id"])
         nics = ctx.store.q("SELECT * FROM nics WHERE vm_id=? AND detached_at IS NULL", vm_id)
         ctx.store.x("UPDATE nics SET detached_at=? WHERE vm_id=? AND detached_at IS NULL", time.time(), vm_id)
         ctx.store.x("UPDATE vms SET deleted_at=?, status='DELETED' WHERE vm_id=?", time.time(), vm_id)
     for nic in nics:
-        await ctx.emu.run_hook("nic_detach", {"EMU_VM_ID": vm_id, "EMU_MAC": nic["mac_address"],
-                                              "EMU_IP": nic["ip_address"]})
+        await ctx.emu.run_hook(
+            "nic_detach", {"EMU_VM_ID": vm_id, "EMU_MAC": nic["mac_address"], "EMU_IP": nic["ip_address"]}
+        )
     return {"success": True}
 
 
 # -- external networks, NICs ---------------------------------------------------
 def net_info(r):
-    return {"external_network_id": r["external_network_id"], "name": r["name"], "network": r["network"],
-            "gateway": r["gateway"], "subnet_mask": r["subnet_mask"], "dhcp": bool(r["dhcp"]), "public": bool(r["public"])}
+    return {
+        "external_network_id": r["external_network_id"],
+        "name": r["name"],
+        "network": r["network"],
+        "gateway": r["gateway"],
+        "subnet_mask": r["subnet_mask"],
+        "dhcp": bool(r["dhcp"]),
+        "public": bool(r["public"]),
+    }
 
 
 @op("GET", LOC + "/external-networks", "listExternalNetworks")
@@ -689,8 +862,11 @@ async def list_networks(ctx):
 async def get_network(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
-    row = ctx.store.one("SELECT * FROM external_networks WHERE location=? AND external_network_id=?", loc,
-                        int(ctx.path["external_network_id"]))
+    row = ctx.store.one(
+        "SELECT * FROM external_networks WHERE location=? AND external_network_id=?",
+        loc,
+        int(ctx.path["external_network_id"]),
+    )
     if not row:
         raise HTTPError(404, "external network %s not found" % ctx.path["external_network_id"])
     return net_info(row)
@@ -706,8 +882,11 @@ async def list_nics(ctx):
 @op("GET", VM + "/external-nics/{external_ip_address}", "getExternalNetworksVirtualMachine")
 async def get_nic(ctx):
     _cid, cs, vm = ctx.target_vm()
-    row = ctx.store.one("SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND detached_at IS NULL", vm["vm_id"],
-                        ctx.path["external_ip_address"])
+    row = ctx.store.one(
+        "SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND detached_at IS NULL",
+        vm["vm_id"],
+        ctx.path["external_ip_address"],
+    )
     if not row:
         raise HTTPError(404, "no external NIC with address %s" % ctx.path["external_ip_address"])
     return ctx.emu.nic_info(row)
@@ -720,8 +899,9 @@ async def attach_nic(ctx):
     model = q_str(ctx, "model", "virtio", choices=NIC_MODELS)
     q_str(ctx, "external_network_type", "external", choices=("external", "cloudspace"))
     wanted = q_str(ctx, "external_network_ip")
-    net = ctx.store.one("SELECT * FROM external_networks WHERE external_network_id=? AND location=?", net_id,
-                        cs["location"])
+    net = ctx.store.one(
+        "SELECT * FROM external_networks WHERE external_network_id=? AND location=?", net_id, cs["location"]
+    )
     if not net:
         raise HTTPError(404, "external network %s not found in location %r" % (net_id, cs["location"]))
     if wanted:
@@ -732,14 +912,26 @@ async def attach_nic(ctx):
     async with ctx.emu.vm_lock(vm["vm_id"]):
         ip_address = ctx.store.free_ip(net, wanted)
         if not ip_address:
-            raise HTTPError(409, "no free address on external network %s" % net_id if not wanted
-                            else "address %s is not available on external network %s" % (wanted, net_id))
+            raise HTTPError(
+                409,
+                "no free address on external network %s" % net_id
+                if not wanted
+                else "address %s is not available on external network %s" % (wanted, net_id),
+            )
         nic = ctx.store.new_nic(vm["vm_id"], net, ip_address, model)
         prefix = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
-        await ctx.emu.run_hook("nic_attach", {"EMU_VM_ID": vm["vm_id"], "EMU_VM_NAME": vm["name"],
-                                              "EMU_MAC": nic["mac_address"], "EMU_IP": ip_address,
-                                              "EMU_PREFIX": prefix, "EMU_NETWORK_ID": net_id,
-                                              "EMU_GATEWAY": net["gateway"]})
+        await ctx.emu.run_hook(
+            "nic_attach",
+            {
+                "EMU_VM_ID": vm["vm_id"],
+                "EMU_VM_NAME": vm["name"],
+                "EMU_MAC": nic["mac_address"],
+                "EMU_IP": ip_address,
+                "EMU_PREFIX": prefix,
+                "EMU_NETWORK_ID": net_id,
+                "EMU_GATEWAY": net["gateway"],
+            },
+        )
     return {"success": True}
 
 
@@ -749,14 +941,20 @@ async def detach_nic(ctx):
     net_id = q_int(ctx, "external_network_id", required=True)
     q_str(ctx, "external_network_type", required=True, choices=("external", "cloudspace"))
     async with ctx.emu.vm_lock(vm["vm_id"]):
-        row = ctx.store.one("SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND network_id=? AND detached_at IS NULL",
-                            vm["vm_id"], ctx.path["external_ip_address"], net_id)
+        row = ctx.store.one(
+            "SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND network_id=? AND detached_at IS NULL",
+            vm["vm_id"],
+            ctx.path["external_ip_address"],
+            net_id,
+        )
         if not row:
-            raise HTTPError(404, "no external NIC with address %s on network %s" % (ctx.path["external_ip_address"],
-                                                                                  net_id))
+            raise HTTPError(
+                404, "no external NIC with address %s on network %s" % (ctx.path["external_ip_address"], net_id)
+            )
         ctx.store.x("UPDATE nics SET detached_at=? WHERE nic_id=?", time.time(), row["nic_id"])
-        await ctx.emu.run_hook("nic_detach", {"EMU_VM_ID": vm["vm_id"], "EMU_MAC": row["mac_address"],
-                                              "EMU_IP": row["ip_address"]})
+        await ctx.emu.run_hook(
+            "nic_detach", {"EMU_VM_ID": vm["vm_id"], "EMU_MAC": row["mac_address"], "EMU_IP": row["ip_address"]}
+        )
     return {"success": True}
 
 
@@ -780,15 +978,33 @@ def admin_routes(emu):
     async def ledger(request):
         now = time.time()
         rows = emu.store.q("SELECT * FROM vgpus ORDER BY rowid")
-        res = [{"vgpu_id": r["vgpu_id"], "vgpu_name": r["vgpu_name"], "customer_id": r["customer_id"],
-                "location": r["location"], "gpu_id": r["gpu_id"], "vm_id": r["vm_id"], "reserved_at": r["reserved_at"],
-                "soft_deleted_at": r["soft_deleted_at"], "deleted_at": r["deleted_at"],
-                "vgpu_seconds": emu.store.vgpu_seconds(r), "accruing": r["deleted_at"] is None,
-                "touched": r["touched"], "duplicate": bool(r["duplicate"])} for r in rows]
-        return JSONResponse({"now": now, "reservations": res,
-                             "double_reservations": sum(1 for r in res if r["duplicate"]),
-                             "accruing": sum(1 for r in res if r["accruing"]),
-                             "vgpu_seconds": sum(r["vgpu_seconds"] for r in res)})
+        res = [
+            {
+                "vgpu_id": r["vgpu_id"],
+                "vgpu_name": r["vgpu_name"],
+                "customer_id": r["customer_id"],
+                "location": r["location"],
+                "gpu_id": r["gpu_id"],
+                "vm_id": r["vm_id"],
+                "reserved_at": r["reserved_at"],
+                "soft_deleted_at": r["soft_deleted_at"],
+                "deleted_at": r["deleted_at"],
+                "vgpu_seconds": emu.store.vgpu_seconds(r),
+                "accruing": r["deleted_at"] is None,
+                "touched": r["touched"],
+                "duplicate": bool(r["duplicate"]),
+            }
+            for r in rows
+        ]
+        return JSONResponse(
+            {
+                "now": now,
+                "reservations": res,
+                "double_reservations": sum(1 for r in res if r["duplicate"]),
+                "accruing": sum(1 for r in res if r["accruing"]),
+                "vgpu_seconds": sum(r["vgpu_seconds"] for r in res),
+            }
+        )
 
     async def hooks(request):
         if request.method == "POST":
@@ -826,8 +1042,10 @@ def admin_routes(emu):
 
 
 def build_app(emu):
-    api = [Route(path, make_endpoint(emu, operation_id, mutating, func), methods=[method], name=operation_id)
-           for method, path, operation_id, mutating, func in OPS]
+    api = [
+        Route(path, make_endpoint(emu, operation_id, mutating, func), methods=[method], name=operation_id)
+        for method, path, operation_id, mutating, func in OPS
+    ]
     app = Starlette(routes=[Mount(API, routes=api), Mount("/_emulator", routes=admin_routes(emu))])
     app.state.emulator = emu
     return app

@@ -68,32 +68,70 @@ class Store:
         with self.db:
             self.x("BEGIN")
             for cust in world["customers"]:
-                self.x("INSERT INTO customers VALUES (?, ?)", cust["customer_id"], cust.get("name", cust["customer_id"]))
+                self.x(
+                    "INSERT INTO customers VALUES (?, ?)", cust["customer_id"], cust.get("name", cust["customer_id"])
+                )
             for loc in world["locations"]:
-                self.x("INSERT INTO locations VALUES (?, ?, ?)", loc["name"], loc.get("currency", "EUR"),
-                       json.dumps(loc.get("prices", {})))
+                self.x(
+                    "INSERT INTO locations VALUES (?, ?, ?)",
+                    loc["name"],
+                    loc.get("currency", "EUR"),
+                    json.dumps(loc.get("prices", {})),
+                )
                 for gpu in loc.get("gpus", []):
-                    self.x("INSERT INTO gpu_profiles VALUES (?, ?, ?, ?, ?, ?)", gpu["id"], loc["name"], gpu["vendor"],
-                           gpu["model"], gpu.get("description", ""), int(gpu["available_instances"]))
+                    self.x(
+                        "INSERT INTO gpu_profiles VALUES (?, ?, ?, ?, ?, ?)",
+                        gpu["id"],
+                        loc["name"],
+                        gpu["vendor"],
+                        gpu["model"],
+                        gpu.get("description", ""),
+                        int(gpu["available_instances"]),
+                    )
                 for net in loc.get("external_networks", []):
-                    self.x("INSERT INTO external_networks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           int(net["external_network_id"]), loc["name"], net["name"], net["network"], net["gateway"],
-                           net["subnet_mask"], int(net.get("dhcp", False)), int(net.get("public", False)))
+                    self.x(
+                        "INSERT INTO external_networks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        int(net["external_network_id"]),
+                        loc["name"],
+                        net["name"],
+                        net["network"],
+                        net["gateway"],
+                        net["subnet_mask"],
+                        int(net.get("dhcp", False)),
+                        int(net.get("public", False)),
+                    )
                 for cs in loc.get("cloudspaces", []):
-                    self.x("INSERT INTO cloudspaces VALUES (?, ?, ?, ?, ?, 'DEPLOYED', ?, NULL)", cs["cloudspace_id"],
-                           cs["customer_id"], cs["name"], loc["name"], cs.get("private_network", "192.168.103.0/24"),
-                           time.time())
+                    self.x(
+                        "INSERT INTO cloudspaces VALUES (?, ?, ?, ?, ?, 'DEPLOYED', ?, NULL)",
+                        cs["cloudspace_id"],
+                        cs["customer_id"],
+                        cs["name"],
+                        loc["name"],
+                        cs.get("private_network", "192.168.103.0/24"),
+                        time.time(),
+                    )
             self.x("COMMIT")
 
     # -- vGPUs -------------------------------------------------------------
     def new_vgpu(self, customer_id, location, gpu_id, name, vm_id=None):
         now = time.time()
         vgpu_id = "vgpu-" + uuid.uuid4().hex[:16]
-        live = self.one("SELECT COUNT(*) FROM vgpus WHERE customer_id=? AND vgpu_name=? AND deleted_at IS NULL",
-                        customer_id, name)[0]
+        live = self.one(
+            "SELECT COUNT(*) FROM vgpus WHERE customer_id=? AND vgpu_name=? AND deleted_at IS NULL", customer_id, name
+        )[0]
         self.x("UPDATE gpu_profiles SET available_instances = available_instances - 1 WHERE id=?", gpu_id)
-        self.x("INSERT INTO vgpus (vgpu_id, customer_id, location, gpu_id, vgpu_name, vm_id, reserved_at, duplicate)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", vgpu_id, customer_id, location, gpu_id, name, vm_id, now, int(live > 0))
+        self.x(
+            "INSERT INTO vgpus (vgpu_id, customer_id, location, gpu_id, vgpu_name, vm_id, reserved_at, duplicate)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            vgpu_id,
+            customer_id,
+            location,
+            gpu_id,
+            name,
+            vm_id,
+            now,
+            int(live > 0),
+        )
         if vm_id is not None:
             self.x("INSERT INTO vgpu_attachments VALUES (?, ?, ?, NULL)", vgpu_id, vm_id, now)
         return vgpu_id
@@ -134,8 +172,12 @@ class Store:
     # -- NICs --------------------------------------------------------------
     def free_ip(self, net, wanted=None):
         network = ipaddress.ip_network("%s/%s" % (net["network"], net["subnet_mask"]), strict=False)
-        used = {r[0] for r in self.q("SELECT ip_address FROM nics WHERE network_id=? AND detached_at IS NULL",
-                                     net["external_network_id"])}
+        used = {
+            r[0]
+            for r in self.q(
+                "SELECT ip_address FROM nics WHERE network_id=? AND detached_at IS NULL", net["external_network_id"]
+            )
+        }
         used.add(net["gateway"])
         if wanted:
             if ipaddress.ip_address(wanted) not in network or wanted in used or wanted == str(network.network_address):
@@ -147,11 +189,22 @@ class Store:
         return None
 
     def new_nic(self, vm_id, net, ip_address, model):
-        cur = self.x("INSERT INTO nics (vm_id, network_id, ip_address, mac_address, device_name, model, attached_at)"
-                     " VALUES (?, ?, ?, '', '', ?, ?)", vm_id, net["external_network_id"], ip_address, model, time.time())
+        cur = self.x(
+            "INSERT INTO nics (vm_id, network_id, ip_address, mac_address, device_name, model, attached_at)"
+            " VALUES (?, ?, ?, '', '', ?, ?)",
+            vm_id,
+            net["external_network_id"],
+            ip_address,
+            model,
+            time.time(),
+        )
         nic_id = cur.lastrowid
-        mac = "52:54:%02x:%02x:%02x:%02x" % ((nic_id >> 24) & 0xFF, (nic_id >> 16) & 0xFF, (nic_id >> 8) & 0xFF,
-                                             nic_id & 0xFF)
+        mac = "52:54:%02x:%02x:%02x:%02x" % (
+            (nic_id >> 24) & 0xFF,
+            (nic_id >> 16) & 0xFF,
+            (nic_id >> 8) & 0xFF,
+            nic_id & 0xFF,
+        )
         count = self.one("SELECT COUNT(*) FROM nics WHERE vm_id=?", vm_id)[0]
         self.x("UPDATE nics SET mac_address=?, device_name=? WHERE nic_id=?", mac, "eth%d" % count, nic_id)
         return self.one("SELECT * FROM nics WHERE nic_id=?", nic_id)

@@ -3,13 +3,12 @@
 It holds the platform credential (read from a file that a Secret mounts; it
 refuses to start without one and never falls back to any other credential),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
-reclaimer.  The logic is the collection's core (``plugins/module_utils/sriov``).
+reclaimer.  The logic is in ``sriov``, on the collection's platform client and NIC operations.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import socketserver
@@ -17,28 +16,26 @@ import sys
 import threading
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
-from ansible_collections.whitesky.capvco.plugins.module_utils.sriov import (
-    IO_FAILURE,
-    CniError,
-    Ledger,
-    NicAgent,
-    parse_request,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
+from capvco_sriov.shim import IO_FAILURE, decode_request, encode_reply
+from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 
 LOG = logging.getLogger("capvco-sriov-agent")
 
 
 def read_credential(path):
     if not path:
-        raise SystemExit("capvco-sriov-agent: --credential-file is required (the agent credential Secret); "
-                         "refusing to start without it")
+        raise SystemExit(
+            "capvco-sriov-agent: --credential-file is required (the agent credential Secret); "
+            "refusing to start without it"
+        )
     try:
         with open(path, encoding="utf-8") as fh:
             token = fh.read().strip()
     except OSError as exc:
-        raise SystemExit("capvco-sriov-agent: cannot read the credential file %s: %s; refusing to start"
-                         % (path, exc.strerror)) from None
+        raise SystemExit(
+            "capvco-sriov-agent: cannot read the credential file %s: %s; refusing to start" % (path, exc.strerror)
+        ) from None
     if not token:
         raise SystemExit("capvco-sriov-agent: the credential file %s is empty; refusing to start" % path)
     return token
@@ -47,8 +44,8 @@ def read_credential(path):
 def serve_one(agent, raw):
     """One request from the CNI plugin -> (exit code, JSON document)."""
     try:
-        msg = json.loads(raw)
-        req = parse_request(msg.get("env") or {}, msg.get("stdin") or "")
+        env, stdin = decode_request(raw)
+        req = parse_request(env, stdin)
     except CniError as exc:
         return 1, exc.to_dict()
     except ValueError as exc:
@@ -65,8 +62,7 @@ def serve_one(agent, raw):
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
         raw = self.rfile.readline()
-        code, doc = serve_one(self.server.agent, raw)
-        self.wfile.write(json.dumps({"code": code, "result": doc}).encode() + b"\n")
+        self.wfile.write(encode_reply(*serve_one(self.server.agent, raw)))
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -96,8 +92,8 @@ def parse_args(argv=None):
 
 
 def build(args):
-    from .netlink import Netlink
-    from .pods import KubePods
+    from capvco_sriov.netlink import Netlink
+    from capvco_sriov.pods import KubePods
 
     token = read_credential(args.credential_file)
     client = WhiteskyClient(args.api_url, token, args.customer_id, validate_certs=not args.no_verify, timeout=30)
@@ -105,9 +101,18 @@ def build(args):
     vm_id = args.vm_id
     if vm_id is None:
         ((vm_id, _name),) = resolve_machines(client.vms(args.cloudspace_id), [args.vm_name], args.cloudspace_id)
-    return NicAgent(client, args.location, args.cloudspace_id, vm_id, Ledger(args.ledger_dir),
-                    Netlink(args.host_netns), pods=pods, model=args.model, grace_period=args.grace_period,
-                    wait_timeout=args.wait_timeout)
+    return NicAgent(
+        client,
+        args.location,
+        args.cloudspace_id,
+        vm_id,
+        Ledger(args.ledger_dir),
+        Netlink(args.host_netns),
+        pods=pods,
+        model=args.model,
+        grace_period=args.grace_period,
+        wait_timeout=args.wait_timeout,
+    )
 
 
 def main(argv=None):

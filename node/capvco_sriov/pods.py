@@ -20,8 +20,9 @@ class KubePods:
 
     def __call__(self):
         try:
-            pods = self.api().list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.node_name,
-                                                          watch=False)
+            pods = self.api().list_pod_for_all_namespaces(
+                field_selector="spec.nodeName=%s" % self.node_name, watch=False
+            )
         except Exception:  # unknown is not gone: the other signals still work
             return None
         return {p.metadata.uid for p in pods.items}

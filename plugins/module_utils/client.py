@@ -21,6 +21,8 @@ import traceback
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, WhiteskyError
+
 try:
     import httpx
 except ImportError:  # pragma: no cover - reported by the module base
@@ -59,7 +61,8 @@ OPERATIONS = {
     "deleteCloudspace": ("DELETE", CS, ("permanently",), ()),
     "listCloudspaceVirtualMachines": ("GET", CS + "/vms", ("include_deleted",), ()),
     "createVirtualMachine": (
-        "POST", CS + "/vms",
+        "POST",
+        CS + "/vms",
         ("name", "description", "vcpus", "memory", "image_id", "disk_size", "user_data", "start_vm"),
         ("gpu_id", "vgpu_name"),
     ),
@@ -69,63 +72,20 @@ OPERATIONS = {
     "getExternalNetwork": ("GET", LOC + "/external-networks/{external_network_id}", (), ()),
     "listExternalNetworksVirtualMachine": ("GET", VM + "/external-nics", (), ()),
     "attachExternalNetworksVirtualMachine": (
-        "POST", VM + "/external-nics",
-        ("external_network_id", "external_network_ip", "model", "external_network_type"), (),
+        "POST",
+        VM + "/external-nics",
+        ("external_network_id", "external_network_ip", "model", "external_network_type"),
+        (),
     ),
     "detachExternalNetworksVirtualMachine": (
-        "DELETE", VM + "/external-nics/{external_ip_address}",
-        ("external_network_id", "external_network_type"), (),
+        "DELETE",
+        VM + "/external-nics/{external_ip_address}",
+        ("external_network_id", "external_network_type"),
+        (),
     ),
     "getCustomerConsumption": ("GET", LOC + "/consumption", ("start", "end"), ()),
     "getCustomerLocationPricing": ("GET", LOC + "/prices", (), ()),
 }
-
-
-class WhiteskyError(Exception):
-    """Base of every error the core raises."""
-
-
-class InputError(WhiteskyError, ValueError):
-    """Bad input from the user: the message names the value and what is valid."""
-
-
-class InsufficientCapacity(WhiteskyError):
-    """The location has too few instances of a GPU type now; capacity may free up, so a retry can help."""
-
-
-class ApiError(WhiteskyError):
-    """One platform call failed.
-
-    ``status`` is the HTTP status, or ``None`` when no response came (a
-    timeout, a dropped connection).  The token is never part of it.
-    """
-
-    def __init__(self, method, path, status, message):
-        self.method = method
-        self.path = path
-        self.status = status
-        self.message = message
-        where = "%s %s" % (method, path) if method else "whitesky API"
-        code = "HTTP %s" % status if status is not None else "no response"
-        super().__init__("%s failed: %s: %s" % (where, code, message))
-
-    @property
-    def no_response(self):
-        """True when the request may or may not have been committed."""
-        return self.status is None
-
-    def to_dict(self):
-        return {"msg": str(self), "status": self.status, "method": self.method, "path": self.path}
-
-
-class Request:
-    """What a core function gets: the client, its own parameters, and the mode."""
-
-    def __init__(self, client, params, check_mode=False, diff=False):
-        self.client = client
-        self.params = params
-        self.check_mode = check_mode
-        self.diff = diff
 
 
 def jwt_expiry(token):
@@ -175,8 +135,18 @@ class WhiteskyClient:
     :param token: the JWT; checked for expiry now, never printed.
     """
 
-    def __init__(self, api_url, token, customer_id, validate_certs=True, timeout=30.0,
-                 max_attempts=6, backoff=0.5, max_backoff=20.0, sleep=time.sleep):
+    def __init__(
+        self,
+        api_url,
+        token,
+        customer_id,
+        validate_certs=True,
+        timeout=30.0,
+        max_attempts=6,
+        backoff=0.5,
+        max_backoff=20.0,
+        sleep=time.sleep,
+    ):
         if httpx is None:
             raise WhiteskyError("the Python library httpx is required")
         if not api_url:
@@ -187,8 +157,13 @@ class WhiteskyClient:
             raise InputError("customer_id is required (or set WHITESKY_CUSTOMER_ID)")
         exp = jwt_expiry(token)
         if exp is not None and exp <= time.time():
-            raise ApiError(None, None, 401, "the API token (JWT) expired at %s UTC; get a new one"
-                           % time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(exp)))
+            raise ApiError(
+                None,
+                None,
+                401,
+                "the API token (JWT) expired at %s UTC; get a new one"
+                % time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(exp)),
+            )
         url = api_url.rstrip("/")
         if not url.endswith("/api/1"):
             url += "/api/1"
@@ -203,7 +178,8 @@ class WhiteskyClient:
         self.calls = Counter()
         self.retries = 0
         self._http = httpx.Client(
-            verify=validate_certs, timeout=self.timeout,
+            verify=validate_certs,
+            timeout=self.timeout,
             headers={"Authorization": "Bearer " + token, "Accept": "application/json"},
         )
 
@@ -239,8 +215,9 @@ class WhiteskyClient:
             attempt += 1
             self.calls[method] += 1
             try:
-                resp = self._http.request(method, self.base_url + path, params=query,
-                                          json=body if body is not None else None)
+                resp = self._http.request(
+                    method, self.base_url + path, params=query, json=body if body is not None else None
+                )
             except httpx.TransportError as exc:
                 unsent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
                 if (retry or unsent) and attempt < self.max_attempts:
@@ -277,6 +254,7 @@ class WhiteskyClient:
         The first page's ``pagination.count`` tells how many pages follow; they
         are fetched up to ``parallel`` at a time.
         """
+
         def page(start):
             body = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
             return body.get("data") or [], (body.get("pagination") or {}).get("count")
@@ -312,8 +290,13 @@ class WhiteskyClient:
         return self.call("reserveVGPU", body={"vgpu_name": vgpu_name}, location=location, gpu_id=gpu_id)["vgpu_id"]
 
     def reserve_attach_vgpu(self, cloudspace_id, vm_id, gpu_id, vgpu_name):
-        return self.call("reserveAndAttachVGPUToVM", body={"vgpu_name": vgpu_name},
-                         cloudspace_id=cloudspace_id, vm_id=vm_id, gpu_id=gpu_id)["vgpu_id"]
+        return self.call(
+            "reserveAndAttachVGPUToVM",
+            body={"vgpu_name": vgpu_name},
+            cloudspace_id=cloudspace_id,
+            vm_id=vm_id,
+            gpu_id=gpu_id,
+        )["vgpu_id"]
 
     def attach_vgpu(self, cloudspace_id, vm_id, vgpu_id):
         return self.call("attachVGPUToVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id)
@@ -322,8 +305,9 @@ class WhiteskyClient:
         return self.call("detachVGPUFromVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id)
 
     def delete_vgpu(self, location, vgpu_id, detach=True, permanently=True):
-        return self.call("deleteVGPU", query={"detach": detach, "permanently": permanently},
-                         location=location, vgpu_id=vgpu_id)
+        return self.call(
+            "deleteVGPU", query={"detach": detach, "permanently": permanently}, location=location, vgpu_id=vgpu_id
+        )
 
     def consumption(self, location, start, end):
         return self.call("getCustomerConsumption", query={"start": int(start), "end": int(end)}, location=location)
@@ -353,16 +337,38 @@ class WhiteskyClient:
     def get_vm(self, cloudspace_id, vm_id):
         return self.call("getVirtualMachineInfo", cloudspace_id=cloudspace_id, vm_id=vm_id)
 
-    def create_vm(self, cloudspace_id, name, description, vcpus, memory, image_id=None, disk_size=None,
-                  user_data=None, gpu_id=None, vgpu_name=None):
-        query = {"name": name, "description": description, "vcpus": vcpus, "memory": memory,
-                 "image_id": image_id, "disk_size": disk_size, "user_data": user_data}
+    def create_vm(
+        self,
+        cloudspace_id,
+        name,
+        description,
+        vcpus,
+        memory,
+        image_id=None,
+        disk_size=None,
+        user_data=None,
+        gpu_id=None,
+        vgpu_name=None,
+    ):
+        query = {
+            "name": name,
+            "description": description,
+            "vcpus": vcpus,
+            "memory": memory,
+            "image_id": image_id,
+            "disk_size": disk_size,
+            "user_data": user_data,
+        }
         body = {"gpu_id": gpu_id, "vgpu_name": vgpu_name} if gpu_id else None
         return self.call("createVirtualMachine", query=query, body=body, cloudspace_id=cloudspace_id)["vm_id"]
 
     def delete_vm(self, cloudspace_id, vm_id, permanently=True, detach_gpu=False):
-        return self.call("deleteVirtualMachine", query={"permanently": permanently, "detach_gpu": detach_gpu},
-                         cloudspace_id=cloudspace_id, vm_id=vm_id)
+        return self.call(
+            "deleteVirtualMachine",
+            query={"permanently": permanently, "detach_gpu": detach_gpu},
+            cloudspace_id=cloudspace_id,
+            vm_id=vm_id,
+        )
 
     # -- external networks and NICs ---------------------------------------
     def external_networks(self, location):
@@ -372,12 +378,19 @@ class WhiteskyClient:
         return self.result("listExternalNetworksVirtualMachine", cloudspace_id=cloudspace_id, vm_id=vm_id)
 
     def attach_nic(self, cloudspace_id, vm_id, external_network_id, model=None, ip_address=None):
-        query = {"external_network_id": external_network_id, "model": model,
-                 "external_network_ip": ip_address, "external_network_type": "external"}
-        return self.call("attachExternalNetworksVirtualMachine", query=query,
-                         cloudspace_id=cloudspace_id, vm_id=vm_id)
+        query = {
+            "external_network_id": external_network_id,
+            "model": model,
+            "external_network_ip": ip_address,
+            "external_network_type": "external",
+        }
+        return self.call("attachExternalNetworksVirtualMachine", query=query, cloudspace_id=cloudspace_id, vm_id=vm_id)
 
     def detach_nic(self, cloudspace_id, vm_id, ip_address, external_network_id):
-        return self.call("detachExternalNetworksVirtualMachine",
-                         query={"external_network_id": external_network_id, "external_network_type": "external"},
-                         cloudspace_id=cloudspace_id, vm_id=vm_id, external_ip_address=ip_address)
+        return self.call(
+            "detachExternalNetworksVirtualMachine",
+            query={"external_network_id": external_network_id, "external_network_type": "external"},
+            cloudspace_id=cloudspace_id,
+            vm_id=vm_id,
+            external_ip_address=ip_address,
+        )

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
 
 
 def find(client, name, location):
@@ -56,10 +56,9 @@ def ensure(req):
     result.update(changed=True, diff={"before": view(cs), "after": {}})
     if not req.check_mode:
         try:
-            client.delete_cloudspace(cs["cloudspace_id"], permanently=True)
+            gone_is_done(client.delete_cloudspace, cs["cloudspace_id"], permanently=True)
         except ApiError as exc:
             if exc.status == 409:
                 raise InputError("cloudspace %r still has machines: %s" % (p["name"], exc.message)) from None
-            if exc.status != 404:
-                raise
+            raise
     return result

@@ -20,7 +20,7 @@ import shlex
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
 STATE_DIR = "/var/lib/capvco"
 STATUS_FILE = STATE_DIR + "/first-boot.status"
@@ -102,8 +102,7 @@ mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet || fail "could not
 _PROVIDER_ID = re.compile(r"^[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+$")
 
 
-def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, state_dir=STATE_DIR,
-           provider_id=None):
+def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, state_dir=STATE_DIR, provider_id=None):
     """The user data for a new machine.
 
     A ``bootstrap`` script runs after the packages, inside the first boot, and
@@ -127,8 +126,13 @@ def render(packages=(), bootstrap=None, attempts=5, delay=5, lock_timeout=600, s
         data = base64.b64encode(bootstrap.encode("utf-8")).decode("ascii")
         block = BOOTSTRAP % {"data": shlex.quote(data)}
     return TEMPLATE % {
-        "state_dir": shlex.quote(state_dir), "packages": shlex.quote(" ".join(packages)), "attempts": attempts,
-        "delay": delay, "lock_timeout": lock_timeout, "bootstrap": block, "provider": provider,
+        "state_dir": shlex.quote(state_dir),
+        "packages": shlex.quote(" ".join(packages)),
+        "attempts": attempts,
+        "delay": delay,
+        "lock_timeout": lock_timeout,
+        "bootstrap": block,
+        "provider": provider,
     }
 
 

@@ -22,7 +22,7 @@ import datetime
 import os
 import traceback
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
 
 try:
     from kubernetes import client as k8s_client
@@ -45,8 +45,9 @@ class KubeError(WhiteskyError):
     def __init__(self, action, exc):
         self.status = getattr(exc, "status", None)
         reason = getattr(exc, "reason", None) or str(exc)
-        super().__init__("%s failed: %s%s" % (action, "%s " % self.status if self.status else "", reason))
-        self.details = {"status": self.status}
+        super().__init__(
+            "%s failed: %s%s" % (action, "%s " % self.status if self.status else "", reason), {"status": self.status}
+        )
 
 
 def now_iso(now=None):
@@ -78,18 +79,24 @@ def merge_conditions(existing, updates, now):
     for update in updates or []:
         unknown = sorted(set(update) - set(CONDITION_KEYS))
         if unknown or not update.get("type"):
-            raise InputError("a condition has the keys %s (type required), got %r"
-                             % (", ".join(CONDITION_KEYS), update))
+            raise InputError(
+                "a condition has the keys %s (type required), got %r" % (", ".join(CONDITION_KEYS), update)
+            )
         cond = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
         if cond.get("severity") not in (None,) + SEVERITIES:
-            raise InputError("condition %r: severity must be one of Error, Warning, Info, got %r"
-                             % (cond["type"], cond["severity"]))
+            raise InputError(
+                "condition %r: severity must be one of Error, Warning, Info, got %r" % (cond["type"], cond["severity"])
+            )
         if cond.get("status") not in ("True", "False", "Unknown"):
-            raise InputError("condition %r needs status True, False or Unknown, got %r"
-                             % (cond.get("type"), update.get("status")))
+            raise InputError(
+                "condition %r needs status True, False or Unknown, got %r" % (cond.get("type"), update.get("status"))
+            )
         old = merged[index[cond["type"]]] if cond["type"] in index else None
-        cond["lastTransitionTime"] = (old.get("lastTransitionTime") if old and old.get("status") == cond["status"]
-                                      and old.get("lastTransitionTime") else now)
+        cond["lastTransitionTime"] = (
+            old.get("lastTransitionTime")
+            if old and old.get("status") == cond["status"] and old.get("lastTransitionTime")
+            else now
+        )
         if old is None:
             index[cond["type"]] = len(merged)
             merged.append(cond)
@@ -110,9 +117,15 @@ def plan_status(obj, status, conditions, now):
 
 def reservation_status(items):
     """``status.gpu.reservations`` from the reservations the vgpu modules return."""
-    return [{"name": r.get("vgpu_name"), "vgpuID": r.get("vgpu_id"), "profile": r.get("gpu_id"),
-             "attached": r.get("status") == "ATTACHED"}
-            for r in sorted(items, key=lambda r: r.get("vgpu_name") or "")]
+    return [
+        {
+            "name": r.get("vgpu_name"),
+            "vgpuID": r.get("vgpu_id"),
+            "profile": r.get("gpu_id"),
+            "attached": r.get("status") == "ATTACHED",
+        }
+        for r in sorted(items, key=lambda r: r.get("vgpu_name") or "")
+    ]
 
 
 def orphan_status(rows, cost_per_hour=None, currency=None):
@@ -139,14 +152,25 @@ def api_client(kubeconfig=None, context=None):
 def event_body(obj, etype, reason, message, now):
     meta = obj["metadata"]
     return {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"generateName": meta["name"] + ".", "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
-                           "namespace": meta["namespace"], "uid": meta.get("uid"),
-                           "resourceVersion": meta.get("resourceVersion")},
-        "type": etype, "reason": reason, "message": message[:1024],
-        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": etype,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
     }
 
 
@@ -172,38 +196,54 @@ def write_status(req, api=None):
         raise InputError("provider_id is a VCOMachine's; %s %s/%s has none" % (kind, ns, name))
     set_provider = bool(provider_id) and spec.get("providerID") != provider_id
     if set_provider and spec.get("providerID"):
-        raise InputError("%s %s/%s already has providerID %r; it cannot change to %r"
-                         % (kind, ns, name, spec["providerID"], provider_id))
+        raise InputError(
+            "%s %s/%s already has providerID %r; it cannot change to %r"
+            % (kind, ns, name, spec["providerID"], provider_id)
+        )
     status = dict(p.get("status") or {})
     if p.get("vm_id") is not None:
         status["vmID"] = p["vm_id"]
     if p.get("gpu_orphans") is not None:
-        status["gpu"] = orphan_status(p["gpu_orphans"].get("reservations") or [], p["gpu_orphans"].get("cost_per_hour"),
-                                      p["gpu_orphans"].get("currency"))
+        status["gpu"] = orphan_status(
+            p["gpu_orphans"].get("reservations") or [],
+            p["gpu_orphans"].get("cost_per_hour"),
+            p["gpu_orphans"].get("currency"),
+        )
     if p.get("gpu_reservations") is not None:
         status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
     patch, after = plan_status(obj, status, p.get("conditions"), now)
     event = p.get("event")
     if event is not None:
         unknown = sorted(set(event) - {"type", "reason", "message"})
-        if unknown or not event.get("reason") or not event.get("message") or \
-                event.get("type", "Normal") not in ("Normal", "Warning"):
+        if (
+            unknown
+            or not event.get("reason")
+            or not event.get("message")
+            or event.get("type", "Normal") not in ("Normal", "Warning")
+        ):
             raise InputError("event needs reason and message, and type Normal or Warning if given; got %r" % (event,))
     result.update(
         changed=bool(patch is not None or set_provider or event),
-        status=after, provider_id=provider_id if set_provider else spec.get("providerID"),
-        diff={"before": {"providerID": spec.get("providerID"), "status": obj.get("status") or {}},
-              "after": {"providerID": provider_id if set_provider else spec.get("providerID"), "status": after}})
+        status=after,
+        provider_id=provider_id if set_provider else spec.get("providerID"),
+        diff={
+            "before": {"providerID": spec.get("providerID"), "status": obj.get("status") or {}},
+            "after": {"providerID": provider_id if set_provider else spec.get("providerID"), "status": after},
+        },
+    )
     if req.check_mode:
         return result
     try:
         if set_provider:
-            custom.patch_namespaced_custom_object(GROUP, VERSION, ns, plural, name, {"spec": {"providerID": provider_id}})
+            custom.patch_namespaced_custom_object(
+                GROUP, VERSION, ns, plural, name, {"spec": {"providerID": provider_id}}
+            )
         if patch is not None:
             custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, plural, name, {"status": patch})
         if event:
             created = k8s_client.CoreV1Api(api).create_namespaced_event(
-                ns, event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now))
+                ns, event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
+            )
             result["event"] = created.metadata.name
     except ApiException as exc:
         raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None

@@ -1,49 +1,34 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Machines (VMs in a cloudspace): finding them by name or id (pure Python)."""
+"""Machines (VMs in a cloudspace): create with the first boot, delete gracefully or by force (pure Python)."""
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError
-
-
-def resolve_machines(vms, wanted, cloudspace_id):
-    """``[(vm_id, name)]`` for machine names or ids; an unknown one fails naming what exists."""
-    by_name = {v["name"]: v for v in vms}
-    by_id = {str(v["vm_id"]): v for v in vms}
-    out = []
-    for machine in wanted:
-        vm = by_name.get(str(machine)) or by_id.get(str(machine))
-        if vm is None:
-            raise InputError("machine %r not found in cloudspace %r; it has: %s"
-                             % (machine, cloudspace_id, ", ".join(sorted(by_name)) or "no VMs"))
-        out.append((vm["vm_id"], vm["name"]))
-    return out
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm
+from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 
 def vm_view(vm):
     return {
-        "vm_id": vm.get("vm_id"), "name": vm.get("name"), "status": vm.get("status"), "vcpus": vm.get("vcpus"),
-        "memory": vm.get("memory"), "image_id": vm.get("image_id"),
+        "vm_id": vm.get("vm_id"),
+        "name": vm.get("name"),
+        "status": vm.get("status"),
+        "vcpus": vm.get("vcpus"),
+        "memory": vm.get("memory"),
+        "image_id": vm.get("image_id"),
         "vgpus": [d.get("reference_id") for d in vm.get("devices") or [] if d.get("type") == "VGPU"],
-        "nics": [{"ip_address": n.get("ip_address"), "mac_address": n.get("mac_address"),
-                  "network_id": n.get("network_id")} for n in vm.get("network_interfaces") or []],
+        "nics": [
+            {"ip_address": n.get("ip_address"), "mac_address": n.get("mac_address"), "network_id": n.get("network_id")}
+            for n in vm.get("network_interfaces") or []
+        ],
     }
-
-
-def find_vm(client, cloudspace_id, name):
-    for vm in client.vms(cloudspace_id):
-        if vm["name"] == name:
-            return vm
-    return None
 
 
 def ensure(req):
     """Core of ``machine``: a VM exists (created with first-boot user data), or is gone."""
-    # imported here: gpu imports this module for resolve_machines
-    from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, gpu
-
     p = req.params
     client = req.client
     cs, name = p["cloudspace_id"], p["name"]
@@ -55,26 +40,38 @@ def ensure(req):
             wanted = {k: p[k] for k in ("vcpus", "memory") if p.get(k) is not None}
             differs = {k: (vm.get(k), v) for k, v in wanted.items() if vm.get(k) != v}
             if differs:
-                result["warnings"] = ["machine %r exists with %s; it is not resized" % (
-                    name, ", ".join("%s=%s (wanted %s)" % (k, a, b) for k, (a, b) in differs.items()))]
+                result["warnings"] = [
+                    "machine %r exists with %s; it is not resized"
+                    % (name, ", ".join("%s=%s (wanted %s)" % (k, a, b) for k, (a, b) in differs.items()))
+                ]
             result["diff"] = {"before": before, "after": before}
             return result
         if not p.get("vcpus") or not p.get("memory"):
             raise InputError("creating machine %r needs vcpus and memory" % name)
         fb = p.get("first_boot") or {}
         user_data = p.get("user_data") or firstboot.render(
-            fb.get("packages") or [], p.get("bootstrap_data"), attempts=fb.get("attempts") or 5,
+            fb.get("packages") or [],
+            p.get("bootstrap_data"),
+            attempts=fb.get("attempts") or 5,
             delay=fb.get("delay") if fb.get("delay") is not None else 5,
             lock_timeout=fb.get("lock_timeout") if fb.get("lock_timeout") is not None else 600,
-            provider_id=p.get("provider_id"))
+            provider_id=p.get("provider_id"),
+        )
         after = {"name": name, "vcpus": p["vcpus"], "memory": p["memory"], "image_id": p.get("image_id")}
         result.update(changed=True, diff={"before": {}, "after": after})
         if req.check_mode:
             return result
         try:
-            vm_id = client.create_vm(cs, name=name, description=p.get("description") or "capvco machine",
-                                     vcpus=p["vcpus"], memory=p["memory"], image_id=p.get("image_id"),
-                                     disk_size=p.get("disk_size"), user_data=user_data)
+            vm_id = client.create_vm(
+                cs,
+                name=name,
+                description=p.get("description") or "capvco machine",
+                vcpus=p["vcpus"],
+                memory=p["memory"],
+                image_id=p.get("image_id"),
+                disk_size=p.get("disk_size"),
+                user_data=user_data,
+            )
         except ApiError as exc:
             found = find_vm(client, cs, name) if exc.no_response else None  # created after all?
             if found is None:
@@ -88,27 +85,29 @@ def ensure(req):
     result.update(changed=True, diff={"before": before, "after": {}})
     force = p.get("force")
     if not force and not (p.get("cluster") and p.get("location")):
-        raise InputError("a graceful delete of %r needs cluster and location, to release its vGPUs first "
-                         "(or force: true, which leaves them to the teardown and orphan sweeps)" % name)
+        raise InputError(
+            "a graceful delete of %r needs cluster and location, to release its vGPUs first "
+            "(or force: true, which leaves them to the teardown and orphan sweeps)" % name
+        )
     released = []
     if not force:
-        owned = gpu.Inventory(client, p["location"]).owned(p["cluster"], name)
+        owned = Inventory(client, p["location"]).owned(p["cluster"], name)
         released = [i["vgpu_name"] for i in owned]
         result["released_vgpus"] = released
     if req.check_mode:
         return result
     if not force:
-        ops = gpu.Ops(client, p["location"], cs, permanently=True)
+        ops = Ops(client, p["location"], cs, permanently=True)
         for item in owned:
             ops.release(item)
     try:
-        client.delete_vm(cs, vm["vm_id"], permanently=True, detach_gpu=bool(force))
+        gone_is_done(client.delete_vm, cs, vm["vm_id"], permanently=True, detach_gpu=bool(force))
     except ApiError as exc:
-        if exc.status == 404:
-            return result
         if exc.status == 409 and not force:
-            raise InputError("machine %r still has vGPUs this cluster does not own (%s); release them, or delete "
-                             "with force: true" % (name, exc.message)) from None
+            raise InputError(
+                "machine %r still has vGPUs this cluster does not own (%s); release them, or delete "
+                "with force: true" % (name, exc.message)
+            ) from None
         raise
     return result
 

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import (
-    HTTPX_IMPORT_ERROR,
-    ApiError,
-    InputError,
-    Request,
-    WhiteskyClient,
-    WhiteskyError,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import HTTPX_IMPORT_ERROR, WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
 CONNECTION_SPEC = dict(
     api_url=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_API_URL"])),
@@ -41,8 +36,9 @@ class WhiteskyModule:
 
     def client(self):
         p = self.module.params
-        return WhiteskyClient(p["api_url"], p["api_token"], p["customer_id"],
-                              validate_certs=p["validate_certs"], timeout=p["timeout"])
+        return WhiteskyClient(
+            p["api_url"], p["api_token"], p["customer_id"], validate_certs=p["validate_certs"], timeout=p["timeout"]
+        )
 
     def run(self, func):
         """Call ``func(Request) -> dict`` and exit with its result.
@@ -59,12 +55,9 @@ class WhiteskyModule:
                     result = func(Request(client, params, self.module.check_mode, self.module._diff))
             else:
                 result = func(Request(None, params, self.module.check_mode, self.module._diff))
-        except ApiError as exc:
-            self.module.fail_json(**exc.to_dict())
         except WhiteskyError as exc:
             # invalid_input tells a caller (the controller) that a retry cannot help
-            self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError),
-                                  **getattr(exc, "details", {}))
+            self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError), **exc.details)
         result.setdefault("changed", False)
         if not self.module._diff:
             result.pop("diff", None)

@@ -10,8 +10,8 @@ answer is resolved the same way: list again and diff before any retry.
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
 
 NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
 
@@ -21,9 +21,14 @@ def find_network(networks, wanted, location):
     for net in networks:
         if str(net["external_network_id"]) == str(wanted) or net.get("name") == wanted:
             return net
-    raise InputError("external network %r not found in location %r; it has: %s" % (
-        wanted, location, ", ".join("%s (%s)" % (n.get("name"), n["external_network_id"]) for n in networks)
-        or "none"))
+    raise InputError(
+        "external network %r not found in location %r; it has: %s"
+        % (
+            wanted,
+            location,
+            ", ".join("%s (%s)" % (n.get("name"), n["external_network_id"]) for n in networks) or "none",
+        )
+    )
 
 
 def nic_view(nic):
@@ -43,23 +48,24 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None
     except ApiError as exc:
         if not exc.no_response:
             raise
-    new = [n for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
-           if (n["mac_address"], n["ip_address"]) not in known]
+    new = [
+        n
+        for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
+        if (n["mac_address"], n["ip_address"]) not in known
+    ]
     if len(new) != 1:
-        raise ApiError("POST", "external-nics", None, "expected one new NIC on network %s after attaching, found %d"
-                       % (net_id, len(new)))
+        raise ApiError(
+            "POST",
+            "external-nics",
+            None,
+            "expected one new NIC on network %s after attaching, found %d" % (net_id, len(new)),
+        )
     return new[0]
 
 
 def detach(client, cloudspace_id, vm_id, ip_address, net_id):
     """Detach a NIC by its address; one that is already gone counts as detached."""
-    try:
-        client.detach_nic(cloudspace_id, vm_id, ip_address, net_id)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-        return False
-    return True
+    return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
 
 
 def network_info(req):

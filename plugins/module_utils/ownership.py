@@ -22,7 +22,7 @@ import re
 import time
 from collections import namedtuple
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
 PREFIX = "capvco"
 MAX_NAME = 64

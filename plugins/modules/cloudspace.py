@@ -73,12 +73,14 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        name=dict(type="str", required=True),
-        location=dict(type="str", required=True),
-        private_network=dict(type="str"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    )).run(cloudspaces.ensure)
+    WhiteskyModule(
+        dict(
+            name=dict(type="str", required=True),
+            location=dict(type="str", required=True),
+            private_network=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    ).run(cloudspaces.ensure)
 
 
 if __name__ == "__main__":

@@ -57,10 +57,12 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        name=dict(type="str"),
-        location=dict(type="str"),
-    )).run(cloudspaces.info)
+    WhiteskyModule(
+        dict(
+            name=dict(type="str"),
+            location=dict(type="str"),
+        )
+    ).run(cloudspaces.info)
 
 
 if __name__ == "__main__":

@@ -65,10 +65,12 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        location=dict(type="str", required=True),
-        name=dict(type="str"),
-    )).run(nics.network_info)
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            name=dict(type="str"),
+        )
+    ).run(nics.network_info)
 
 
 if __name__ == "__main__":

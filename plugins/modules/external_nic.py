@@ -122,16 +122,21 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        location=dict(type="str", required=True),
-        cloudspace_id=dict(type="str", required=True),
-        machine=dict(type="str", required=True),
-        network=dict(type="str", required=True),
-        ip_address=dict(type="str"),
-        model=dict(type="str", default="virtio",
-                   choices=["virtio", "e1000", "rtl8139", "ne2k_pci", "i82551", "i82557b", "i82559er", "pcnet"]),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    )).run(nics.ensure)
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            cloudspace_id=dict(type="str", required=True),
+            machine=dict(type="str", required=True),
+            network=dict(type="str", required=True),
+            ip_address=dict(type="str"),
+            model=dict(
+                type="str",
+                default="virtio",
+                choices=["virtio", "e1000", "rtl8139", "ne2k_pci", "i82551", "i82557b", "i82559er", "pcnet"],
+            ),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    ).run(nics.ensure)
 
 
 if __name__ == "__main__":

@@ -79,12 +79,15 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        expected_version=dict(type="str", default=""),
-        expected_count=dict(type="int", default=1),
-        nvidia_smi=dict(type="str", default="nvidia-smi"),
-        timeout=dict(type="int", default=60),
-    ), connection=False).run(nvidia.verify)
+    WhiteskyModule(
+        dict(
+            expected_version=dict(type="str", default=""),
+            expected_count=dict(type="int", default=1),
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            timeout=dict(type="int", default=60),
+        ),
+        connection=False,
+    ).run(nvidia.verify)
 
 
 if __name__ == "__main__":

@@ -93,10 +93,12 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        location=dict(type="str", required=True),
-        type=dict(type="str"),
-    )).run(gpu.profile_info)
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            type=dict(type="str"),
+        )
+    ).run(gpu.profile_info)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ options:
       - A Cluster API providerID (C(whitesky://LOCATION/CLOUDSPACE/NAME)). The first boot hands it to the kubelet
         (C(--provider-id) in C(/etc/default/kubelet)) before the bootstrap data runs, so that the Node carries it.
     type: str
-    version_added: 0.2.0
+    version_added: 0.1.0
   user_data:
     description: Raw user data instead of the first-boot script (not recommended; nothing then fails loudly).
     type: str
@@ -171,28 +171,33 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        cloudspace_id=dict(type="str", required=True),
-        name=dict(type="str", required=True),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        force=dict(type="bool", default=False),
-        cluster=dict(type="str"),
-        location=dict(type="str"),
-        vcpus=dict(type="int"),
-        memory=dict(type="int"),
-        image_id=dict(type="int"),
-        disk_size=dict(type="int"),
-        description=dict(type="str"),
-        first_boot=dict(type="dict", options=dict(
-            packages=dict(type="list", elements="str", default=[]),
-            attempts=dict(type="int", default=5),
-            delay=dict(type="int", default=5),
-            lock_timeout=dict(type="int", default=600),
-        )),
-        bootstrap_data=dict(type="str", no_log=True),
-        provider_id=dict(type="str"),
-        user_data=dict(type="str", no_log=True),
-    )).run(machines.ensure)
+    WhiteskyModule(
+        dict(
+            cloudspace_id=dict(type="str", required=True),
+            name=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            force=dict(type="bool", default=False),
+            cluster=dict(type="str"),
+            location=dict(type="str"),
+            vcpus=dict(type="int"),
+            memory=dict(type="int"),
+            image_id=dict(type="int"),
+            disk_size=dict(type="int"),
+            description=dict(type="str"),
+            first_boot=dict(
+                type="dict",
+                options=dict(
+                    packages=dict(type="list", elements="str", default=[]),
+                    attempts=dict(type="int", default=5),
+                    delay=dict(type="int", default=5),
+                    lock_timeout=dict(type="int", default=600),
+                ),
+            ),
+            bootstrap_data=dict(type="str", no_log=True),
+            provider_id=dict(type="str"),
+            user_data=dict(type="str", no_log=True),
+        )
+    ).run(machines.ensure)
 
 
 if __name__ == "__main__":

@@ -70,11 +70,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        cloudspace_id=dict(type="str", required=True),
-        name=dict(type="str"),
-        name_prefix=dict(type="str"),
-    )).run(machines.info)
+    WhiteskyModule(
+        dict(
+            cloudspace_id=dict(type="str", required=True),
+            name=dict(type="str"),
+            name_prefix=dict(type="str"),
+        )
+    ).run(machines.info)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: vco_status
 short_description: Record a VCOCluster's or VCOMachine's status, providerID and Events (the controller's write seam)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - The controller's reconcile playbooks write everything they find out through this module. It merges O(status)
     into the object's C(status) subresource (a JSON merge patch; a V(null) value removes a field), merges
@@ -150,20 +150,23 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 
 
 def main():
-    WhiteskyModule(dict(
-        kind=dict(type="str", choices=sorted(kube.PLURALS), required=True),
-        name=dict(type="str", required=True),
-        namespace=dict(type="str", required=True),
-        status=dict(type="dict", default={}),
-        conditions=dict(type="list", elements="dict", default=[]),
-        gpu_reservations=dict(type="list", elements="dict"),
-        vm_id=dict(type="int"),
-        gpu_orphans=dict(type="dict"),
-        provider_id=dict(type="str"),
-        event=dict(type="dict"),
-        kubeconfig=dict(type="path"),
-        context=dict(type="str"),
-    ), connection=False).run(kube.write_status)
+    WhiteskyModule(
+        dict(
+            kind=dict(type="str", choices=sorted(kube.PLURALS), required=True),
+            name=dict(type="str", required=True),
+            namespace=dict(type="str", required=True),
+            status=dict(type="dict", default={}),
+            conditions=dict(type="list", elements="dict", default=[]),
+            gpu_reservations=dict(type="list", elements="dict"),
+            vm_id=dict(type="int"),
+            gpu_orphans=dict(type="dict"),
+            provider_id=dict(type="str"),
+            event=dict(type="dict"),
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+        ),
+        connection=False,
+    ).run(kube.write_status)
 
 
 if __name__ == "__main__":

@@ -63,15 +63,17 @@ unassigned_vgpus:
   type: int
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
 def main():
-    WhiteskyModule(dict(
-        location=dict(type="str", required=True),
-        since=dict(type="int"),
-    )).run(gpu.billing)
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            since=dict(type="int"),
+        )
+    ).run(billing.billing)
 
 
 if __name__ == "__main__":

@@ -132,18 +132,20 @@ total_cost:
   type: float
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
 def main():
-    WhiteskyModule(dict(
-        location=dict(type="str", required=True),
-        cluster=dict(type="str"),
-        machine=dict(type="str"),
-        orphans_only=dict(type="bool", default=False),
-        with_cost=dict(type="bool", default=False),
-    )).run(gpu.info)
+    WhiteskyModule(
+        dict(
+            location=dict(type="str", required=True),
+            cluster=dict(type="str"),
+            machine=dict(type="str"),
+            orphans_only=dict(type="bool", default=False),
+            with_cost=dict(type="bool", default=False),
+        )
+    ).run(sweep.info)
 
 
 if __name__ == "__main__":

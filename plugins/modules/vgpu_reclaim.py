@@ -99,7 +99,7 @@ currency:
   type: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -114,7 +114,7 @@ def main():
             parallel=dict(type="int", default=8),
         ),
         required_if=[("scope", "cluster", ("cluster",))],
-    ).run(gpu.reclaim)
+    ).run(sweep.reclaim)
 
 
 if __name__ == "__main__":

@@ -29,24 +29,27 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-from helpers import COLLECTIONS, ROOT, Emulator, ensure_collection_link  # noqa: E402
-
-ensure_collection_link()
-
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
 PLAYS = os.path.join(ROOT, "playbooks")
 BIN = os.path.dirname(sys.executable)
 
 
 def spec(name, gpu_replicas):
-    return {"cluster": {"name": name, "location": "be-gen-1", "cloudspace": name + "-cs"},
-            "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
-            "pools": [{"name": "gpu", "replicas": gpu_replicas, "vcpus": 4, "memory": 8192,
-                       "gpu": {"type": "NVIDIA A100", "count": 2}}]}
+    return {
+        "cluster": {"name": name, "location": "be-gen-1", "cloudspace": name + "-cs"},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": gpu_replicas,
+                "vcpus": 4,
+                "memory": 8192,
+                "gpu": {"type": "NVIDIA A100", "count": 2},
+            }
+        ],
+    }
 
 
 class Chaos:
@@ -63,8 +66,9 @@ class Chaos:
         cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(PLAYS, name), "-e", json.dumps(extra)]
         for attempt in range(12):
             self.runs += 1
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            )
             if attempt == 0 and self.rng.random() < self.kill_rate:
                 try:
                     proc.wait(self.rng.uniform(1.5, 6.0))
@@ -82,11 +86,18 @@ class Chaos:
         raise RuntimeError("%s did not converge:\n%s" % (name, out[-3000:]))
 
     def random_faults(self):
-        cfg = {"latency_ms": self.rng.choice([0, 5, 20, 50]),
-               "error_rates": {"503": self.rng.choice([0, 0.05, 0.15]), "502": self.rng.choice([0, 0.03]),
-                               "429": self.rng.choice([0, 0.05, 0.1])},
-               "retry_after": 0.05, "drop_rate": self.rng.choice([0, 0.05, 0.1]),
-               "vm_op_seconds": self.rng.choice([0, 0.05, 0.2]), "seed": self.rng.randrange(1 << 30)}
+        cfg = {
+            "latency_ms": self.rng.choice([0, 5, 20, 50]),
+            "error_rates": {
+                "503": self.rng.choice([0, 0.05, 0.15]),
+                "502": self.rng.choice([0, 0.03]),
+                "429": self.rng.choice([0, 0.05, 0.1]),
+            },
+            "retry_after": 0.05,
+            "drop_rate": self.rng.choice([0, 0.05, 0.1]),
+            "vm_op_seconds": self.rng.choice([0, 0.05, 0.2]),
+            "seed": self.rng.randrange(1 << 30),
+        }
         self.emu.faults(**cfg)
         return cfg
 
@@ -110,16 +121,22 @@ def noisy_neighbour(emu, cluster_cs, stop, rng):
 
 def check(emu, cluster):
     ledger = emu.ledger()
-    owned = [r for r in ledger["reservations"]
-             if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
+    owned = [r for r in ledger["reservations"] if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
     left = [r for r in owned if r["deleted_at"] is None]
     accruing_before = sum(r["vgpu_seconds"] for r in owned)
     time.sleep(0.3)
-    accruing_after = sum(r["vgpu_seconds"] for r in emu.ledger()["reservations"]
-                         if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster))
+    accruing_after = sum(
+        r["vgpu_seconds"]
+        for r in emu.ledger()["reservations"]
+        if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)
+    )
     unowned_touched = sum(r["touched"] for r in ledger["reservations"] if r["vgpu_name"].startswith("ops-"))
-    return {"left": len(left), "double": ledger["double_reservations"], "unowned_touched": unowned_touched,
-            "accruing": round(accruing_after - accruing_before, 6)}
+    return {
+        "left": len(left),
+        "double": ledger["double_reservations"],
+        "unowned_touched": unowned_touched,
+        "accruing": round(accruing_after - accruing_before, 6),
+    }
 
 
 def main():
@@ -159,18 +176,33 @@ def main():
                 result = check(emu, name)
                 bad = result["left"] or result["double"] or result["unowned_touched"] or result["accruing"]
                 leaks += result["left"]
-                print("loop %3d: faults %s -> %s%s" % (loop, {k: v for k, v in cfg.items() if k != "seed" and v},
-                                                      result, "  <-- FAIL" if bad else ""), flush=True)
+                print(
+                    "loop %3d: faults %s -> %s%s"
+                    % (loop, {k: v for k, v in cfg.items() if k != "seed" and v}, result, "  <-- FAIL" if bad else ""),
+                    flush=True,
+                )
                 if bad:
                     break
             stats = emu.stats()
             lock_conflicts = stats["vm_lock_conflicts"]
         finally:
             emu.stop()
-    print("chaos: %d loop(s), seed %d: runs %d (re-runs %d), faults injected %d, VM-lock conflicts %d, kills %d, "
-          "leaks %d, double reservations %d, unowned touched %d"
-          % (loop + 1, args.seed, chaos.runs, chaos.reruns, faults_total, lock_conflicts, chaos.kills, leaks,
-             result["double"], result["unowned_touched"]))
+    print(
+        "chaos: %d loop(s), seed %d: runs %d (re-runs %d), faults injected %d, VM-lock conflicts %d, kills %d, "
+        "leaks %d, double reservations %d, unowned touched %d"
+        % (
+            loop + 1,
+            args.seed,
+            chaos.runs,
+            chaos.reruns,
+            faults_total,
+            lock_conflicts,
+            chaos.kills,
+            leaks,
+            result["double"],
+            result["unowned_touched"],
+        )
+    )
     return 1 if bad else 0
 
 

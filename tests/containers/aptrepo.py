@@ -22,7 +22,8 @@ NVIDIA_SMI = r"""#!/bin/sh
 # stub nvidia-smi (whitesky.capvco tests)
 . /etc/nvidia-stub.conf
 if [ "${FAIL:-0}" != 0 ]; then
-  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "\
+"Make sure that the latest NVIDIA driver is installed and running."
   exit 9
 fi
 case "$*" in
@@ -39,8 +40,10 @@ def _deb(workdir, name, version, files=None, conffiles=()):
     root = os.path.join(workdir, "%s_%s" % (name, version))
     os.makedirs(os.path.join(root, "DEBIAN"), exist_ok=True)
     with open(os.path.join(root, "DEBIAN", "control"), "w", encoding="utf-8") as fh:
-        fh.write("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: capvco tests <t@example.invalid>\n"
-                 "Description: stub of %s for whitesky.capvco tests\n" % (name, version, name))
+        fh.write(
+            "Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: capvco tests <t@example.invalid>\n"
+            "Description: stub of %s for whitesky.capvco tests\n" % (name, version, name)
+        )
     if conffiles:
         with open(os.path.join(root, "DEBIAN", "conffiles"), "w", encoding="utf-8") as fh:
             fh.write("".join(c + "\n" for c in conffiles))
@@ -51,8 +54,7 @@ def _deb(workdir, name, version, files=None, conffiles=()):
             fh.write(content)
         os.chmod(full, mode)
     out = os.path.join(workdir, "repo", "%s_%s_all.deb" % (name, version))
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, out], check=True,
-                   capture_output=True)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, out], check=True, capture_output=True)
 
 
 def build_repo(workdir, branches=(("550", "550.127.05"),), count=2, name="NVIDIA A100-SXM4-40GB"):
@@ -60,22 +62,41 @@ def build_repo(workdir, branches=(("550", "550.127.05"),), count=2, name="NVIDIA
     repo = os.path.join(workdir, "repo")
     os.makedirs(repo, exist_ok=True)
     for branch, version in branches:
-        conf = "VERSION=%s\nCOUNT=%d\nNAME=\"%s\"\nFAIL=0\n" % (version, count, name)
-        _deb(workdir, "nvidia-headless-%s-server" % branch, version,
-             {"/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755), "/etc/nvidia-stub.conf": (conf, 0o644)},
-             conffiles=["/etc/nvidia-stub.conf"])
-        _deb(workdir, "nvidia-utils-%s-server" % branch, version,
-             {"/usr/share/doc/nvidia-utils-%s-server/README" % branch: ("stub\n", 0o644)})
-    _deb(workdir, "linux-headers-%s" % platform.release(), "1.0",
-         {"/usr/src/linux-headers-%s/README" % platform.release(): ("stub\n", 0o644)})
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True,
-                              capture_output=True).stdout
+        conf = 'VERSION=%s\nCOUNT=%d\nNAME="%s"\nFAIL=0\n' % (version, count, name)
+        _deb(
+            workdir,
+            "nvidia-headless-%s-server" % branch,
+            version,
+            {"/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755), "/etc/nvidia-stub.conf": (conf, 0o644)},
+            conffiles=["/etc/nvidia-stub.conf"],
+        )
+        _deb(
+            workdir,
+            "nvidia-utils-%s-server" % branch,
+            version,
+            {"/usr/share/doc/nvidia-utils-%s-server/README" % branch: ("stub\n", 0o644)},
+        )
+    _deb(
+        workdir,
+        "linux-headers-%s" % platform.release(),
+        "1.0",
+        {"/usr/src/linux-headers-%s/README" % platform.release(): ("stub\n", 0o644)},
+    )
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True
+    ).stdout
     with open(os.path.join(repo, "Packages"), "wb") as fh:
         fh.write(packages)
     with gzip.open(os.path.join(repo, "Packages.gz"), "wb") as fh:
         fh.write(packages)
-    lines = ["Origin: capvco-tests", "Label: capvco-tests", "Suite: stable", "Codename: stable",
-             "Architectures: all amd64 arm64", "SHA256:"]
+    lines = [
+        "Origin: capvco-tests",
+        "Label: capvco-tests",
+        "Suite: stable",
+        "Codename: stable",
+        "Architectures: all amd64 arm64",
+        "SHA256:",
+    ]
     for fname in ("Packages", "Packages.gz"):
         with open(os.path.join(repo, fname), "rb") as fh:
             data = fh.read()

@@ -8,17 +8,21 @@ import subprocess
 import textwrap
 import time
 
-from helpers import ROOT, run_playbook
-
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+
+from helpers import ROOT, run_playbook
 
 BOOTSTRAP = "#!/bin/sh\necho joined > /tmp/bootstrapped\n"
 
 
 def boot(container, packages=("nvidia-utils-550-server",), bootstrap=BOOTSTRAP, attempts=4, delay=1):
     script = firstboot.render(list(packages), bootstrap, attempts=attempts, delay=delay, lock_timeout=60)
-    subprocess.run(["podman", "exec", "-i", container.name, "sh", "-c", "cat > /tmp/first-boot.sh"],
-                   input=script, text=True, check=True)
+    subprocess.run(
+        ["podman", "exec", "-i", container.name, "sh", "-c", "cat > /tmp/first-boot.sh"],
+        input=script,
+        text=True,
+        check=True,
+    )
     proc = container.sh("sh /tmp/first-boot.sh", check=False)
     status = json.loads(container.sh("cat /var/lib/capvco/first-boot.status").stdout)
     return proc, status
@@ -69,22 +73,26 @@ def test_a_failing_bootstrap_fails_the_first_boot(container):
     assert "exited 3" in status["reason"] and "kubeadm join failed" in status["log_tail"]
 
 
-WAIT = textwrap.dedent("""\
+WAIT = (
+    textwrap.dedent("""\
     - name: Wait for the first boot
       hosts: all
       gather_facts: false
       tasks:
         - name: Wait
           ansible.builtin.import_tasks: %s/playbooks/tasks/wait_first_boot.yml
-    """) % ROOT
+    """)
+    % ROOT
+)
 
 
 def wait(container, tmp_path, deadline):
     play = tmp_path / "wait.yml"
     play.write_text(WAIT)
     t0 = time.monotonic()
-    rc, out, data = run_playbook(str(play), extra_vars={"capvco_deadline": deadline},
-                                 inventory=str(container.inventory))
+    rc, out, data = run_playbook(
+        str(play), extra_vars={"capvco_deadline": deadline}, inventory=str(container.inventory)
+    )
     return rc, out, time.monotonic() - t0
 
 

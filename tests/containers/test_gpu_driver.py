@@ -12,8 +12,14 @@ MARKER = "/run/capvco/gpu-driver.ready"
 
 
 def role(container, **variables):
-    base = {"gpu_driver_version": "550", "gpu_driver_expected_count": 2, "gpu_driver_reboot": False,
-            "gpu_driver_retries": 4, "gpu_driver_delay": 1, "gpu_driver_lock_timeout": 60}
+    base = {
+        "gpu_driver_version": "550",
+        "gpu_driver_expected_count": 2,
+        "gpu_driver_reboot": False,
+        "gpu_driver_retries": 4,
+        "gpu_driver_delay": 1,
+        "gpu_driver_lock_timeout": 60,
+    }
     base.update(variables)
     rc, out, data = run_playbook(PLAYBOOK, extra_vars=base, inventory=str(container.inventory))
     stats = data["stats"][container.name] if data else {}

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capvco_lab.netlab import Lab, missing
 
-from helpers import require  # noqa: E402
-from lab import Lab, missing  # noqa: E402
+from helpers import require
 
 
 @pytest.fixture

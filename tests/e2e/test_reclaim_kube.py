@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from types import SimpleNamespace
 
-from helpers import ROOT
-from lab import NETNS_DIR
-
-sys.path.insert(0, os.path.join(ROOT, "node"))
-
-from capvco_sriov.netlink import Netlink  # noqa: E402
-from capvco_sriov.pods import KubePods  # noqa: E402
-
-from ansible_collections.whitesky.capvco.plugins.module_utils.sriov import Ledger, NicAgent, parse_request  # noqa: E402
+from capvco_lab.netlab import NETNS_DIR
+from capvco_sriov.netlink import Netlink
+from capvco_sriov.pods import KubePods
+from capvco_sriov.sriov import Ledger, NicAgent, parse_request
 
 
 class FakeCoreV1:
@@ -37,12 +31,25 @@ def test_pod_gone_from_the_api_is_reclaimed_after_grace(lab, tmp_path):
     pods = KubePods("node-a", api=api)
     clock = [1000.0]
     with lab.emu.client() as client:
-        agent = NicAgent(client, "be-gen-1", "cs-demo", lab.vm_id, Ledger(str(tmp_path / "l2")),
-                         Netlink(os.path.join(NETNS_DIR, lab.node)), pods=pods, grace_period=5.0,
-                         clock=lambda: clock[0])
+        agent = NicAgent(
+            client,
+            "be-gen-1",
+            "cs-demo",
+            lab.vm_id,
+            Ledger(str(tmp_path / "l2")),
+            Netlink(os.path.join(NETNS_DIR, lab.node)),
+            pods=pods,
+            grace_period=5.0,
+            clock=lambda: clock[0],
+        )
         pod = lab.add_pod(1)
-        env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "k1", "CNI_IFNAME": "net1",
-               "CNI_NETNS": os.path.join(NETNS_DIR, pod), "CNI_ARGS": "K8S_POD_UID=uid-1"}
+        env = {
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "k1",
+            "CNI_IFNAME": "net1",
+            "CNI_NETNS": os.path.join(NETNS_DIR, pod),
+            "CNI_ARGS": "K8S_POD_UID=uid-1",
+        }
         agent.handle(parse_request(env, '{"cniVersion": "1.0.0", "network": "101"}'))
         api.uids = {"uid-1"}
         assert agent.reclaim_once() == [] and len(lab.platform_nics()) == 1

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from capvco_lab.netlab import sh
+
 from helpers import wait_for
-from lab import sh
 
 
 def test_add_gives_net1_with_the_platform_address_and_del_returns_it(lab):
@@ -132,17 +133,20 @@ def test_add_failure_rolls_back(lab):
     assert "net1" not in sh("ip", "-n", pod, "link").stdout
 
 
-@pytest.mark.parametrize("case,code", [
-    (dict(ifname="bad/name"), 4),
-    (dict(ifname="x" * 16), 4),
-    (dict(pod="cv-no-such-netns"), 4),
-    (dict(conf={"network": ""}), 7),
-    (dict(conf={"network": "no-such-net"}), 7),
-    (dict(raw="{not json"), 6),
-    (dict(conf={"cniVersion": "0.3.1"}), 1),
-    (dict(env={"CNI_COMMAND": "BOGUS"}), 4),
-    (dict(env={"CNI_CONTAINERID": ""}), 4),
-])
+@pytest.mark.parametrize(
+    "case,code",
+    [
+        (dict(ifname="bad/name"), 4),
+        (dict(ifname="x" * 16), 4),
+        (dict(pod="cv-no-such-netns"), 4),
+        (dict(conf={"network": ""}), 7),
+        (dict(conf={"network": "no-such-net"}), 7),
+        (dict(raw="{not json"), 6),
+        (dict(conf={"cniVersion": "0.3.1"}), 1),
+        (dict(env={"CNI_COMMAND": "BOGUS"}), 4),
+        (dict(env={"CNI_CONTAINERID": ""}), 4),
+    ],
+)
 def test_bad_cni_input_gets_the_spec_code_and_changes_nothing(lab, case, code):
     pod = case.pop("pod", None) or lab.add_pod(1)
     lab.emu.reset_stats()

@@ -12,7 +12,7 @@ import sys
 
 import yaml
 
-from helpers import COLLECTIONS, ROOT
+from helpers import COLLECTIONS, ROOT, build_collection, read_text
 
 BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
@@ -21,12 +21,23 @@ ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1"
 def test_ansible_builder_create(tmp_path):
     awx = tmp_path / "awx"
     shutil.copytree(os.path.join(ROOT, "awx"), awx)
-    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(awx), ROOT],
-                   env=ENV, check=True, capture_output=True, cwd=ROOT)
+    build_collection(awx)
     ctx = tmp_path / "context"
     # the file name is fixed here: by default it depends on whether podman is installed
-    proc = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", str(awx / "execution-environment.yml"),
-                           "-c", str(ctx), "--output-filename", "Containerfile"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            os.path.join(BIN, "ansible-builder"),
+            "create",
+            "-f",
+            str(awx / "execution-environment.yml"),
+            "-c",
+            str(ctx),
+            "--output-filename",
+            "Containerfile",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     containerfile = (ctx / "Containerfile").read_text()
     assert "ansible-galaxy" in containerfile and "COPY _build/collections/ /build/collections/" in containerfile
@@ -36,33 +47,43 @@ def test_ansible_builder_create(tmp_path):
 
 
 def test_register_playbook_syntax():
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "--syntax-check", os.path.join(ROOT, "awx",
-                                                                                              "register.yml")],
-                          env=ENV, capture_output=True, text=True)
+    proc = subprocess.run(
+        [os.path.join(BIN, "ansible-playbook"), "--syntax-check", os.path.join(ROOT, "awx", "register.yml")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def referenced(paths):
-    text = "".join(open(p, encoding="utf-8").read() for p in paths)
+    text = "".join(read_text(p) for p in paths)
     return set(re.findall(r"\b([a-z_][a-z0-9_]*)\b", text))
 
 
 def test_surveys_ask_only_what_the_playbooks_read():
     with open(os.path.join(ROOT, "awx", "job_templates.yml"), encoding="utf-8") as fh:
         templates = yaml.safe_load(fh)["awx_job_templates"]
-    assert {t["name"] for t in templates} == {"capvco - create cluster", "capvco - delete machine",
-                                             "capvco - delete cluster", "capvco - orphans check",
-                                             "capvco - reclaim orphans"}
+    assert {t["name"] for t in templates} == {
+        "capvco - create cluster",
+        "capvco - delete machine",
+        "capvco - delete cluster",
+        "capvco - orphans check",
+        "capvco - reclaim orphans",
+    }
     spec_tasks = os.path.join(ROOT, "playbooks", "tasks", "spec_from_survey.yml")
     for tmpl in templates:
         playbook = os.path.join(ROOT, tmpl["playbook"])
         assert os.path.exists(playbook), tmpl["playbook"]
-        text = open(playbook, encoding="utf-8").read()
+        text = read_text(playbook)
         files = [playbook] + ([spec_tasks] if "spec_from_survey.yml" in text else [])
         names = referenced(files)
         for question in tmpl["survey"]:
-            assert question["variable"] in names, "%s: %s is not read by %s" % (tmpl["name"], question["variable"],
-                                                                              tmpl["playbook"])
+            assert question["variable"] in names, "%s: %s is not read by %s" % (
+                tmpl["name"],
+                question["variable"],
+                tmpl["playbook"],
+            )
             assert question["type"] in ("text", "integer", "multiplechoice", "password", "textarea")
         for var in tmpl.get("extra_vars", {}):
             assert var in names
@@ -72,7 +93,7 @@ def test_credential_type_injects_what_the_modules_read():
     with open(os.path.join(ROOT, "awx", "credential_type.yml"), encoding="utf-8") as fh:
         ctype = yaml.safe_load(fh)
     assert set(ctype["injectors"]["env"]) == {"WHITESKY_API_URL", "WHITESKY_API_TOKEN", "WHITESKY_CUSTOMER_ID"}
-    fragment = open(os.path.join(ROOT, "plugins", "doc_fragments", "connection.py"), encoding="utf-8").read()
+    fragment = read_text(os.path.join(ROOT, "plugins", "doc_fragments", "connection.py"))
     for env in ctype["injectors"]["env"]:
         assert env in fragment
     secret = [f for f in ctype["inputs"]["fields"] if f.get("secret")]

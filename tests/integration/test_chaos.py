@@ -10,8 +10,21 @@ from helpers import ROOT
 
 
 def test_chaos_short_form():
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "chaos", "chaos.py"), "--loops", "2",
-                           "--seed", "20261129", "--kill-rate", "0.5"], capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "tests", "chaos", "chaos.py"),
+            "--loops",
+            "2",
+            "--seed",
+            "20261129",
+            "--kill-rate",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert "leaks 0, double reservations 0, unowned touched 0" in summary, summary

@@ -8,9 +8,10 @@ import time
 import httpx
 import pytest
 
-from helpers import CUSTOMER, Emulator, run_playbook, task_results, wait_for
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError, WhiteskyClient
+from helpers import CUSTOMER, Emulator, run_playbook, task_results, wait_for
 
 LOC = "be-gen-1"
 CS = "cs-demo"
@@ -92,9 +93,11 @@ def test_token_absent_from_every_failure_output(emulator, tmp_path):
     assert err.value.status is None and secret not in str(err.value)
     # and through Ansible, plain and with -vvvv
     play = tmp_path / "p.yml"
-    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: profiles\n"
-                    "      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n"
-                    "        api_token: \"{{ capvco_token | default(omit) }}\"\n")
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: profiles\n"
+        "      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n"
+        '        api_token: "{{ capvco_token | default(omit) }}"\n'
+    )
     rc, out, data = run_playbook(str(play), emulator, env={"WHITESKY_API_TOKEN": secret})
     assert rc != 0
     res = task_results(data, "profiles")[0]
@@ -123,8 +126,9 @@ def test_billing_accrues_while_reserved_and_detached_and_stops_at_permanent_dele
     vm = new_vm(client)
     before = {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}
     vgpu = client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "bill-me")
-    assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}["nvidia-a100-40c"] == \
-        before["nvidia-a100-40c"] - 1
+    assert {p["id"]: p["available_instances"] for p in client.gpu_profiles(LOC)}["nvidia-a100-40c"] == before[
+        "nvidia-a100-40c"
+    ] - 1
 
     def seconds():
         return next(r for r in emulator.ledger()["reservations"] if r["vgpu_id"] == vgpu)["vgpu_seconds"]
@@ -191,7 +195,9 @@ def test_state_survives_a_restart(tmp_path):
 
 def test_parameters_in_the_wrong_place_are_refused(emulator):
     # the platform takes VM fields as query parameters even on POST; a JSON body is not enough
-    resp = httpx.post(emulator.url + "/customers/%s/cloudspaces/%s/vms" % (CUSTOMER, CS),
-                      json={"name": "x", "description": "x", "vcpus": 1, "memory": 1024},
-                      headers={"Authorization": "Bearer " + emulator.token})
+    resp = httpx.post(
+        emulator.url + "/customers/%s/cloudspaces/%s/vms" % (CUSTOMER, CS),
+        json={"name": "x", "description": "x", "vcpus": 1, "memory": 1024},
+        headers={"Authorization": "Bearer " + emulator.token},
+    )
     assert resp.status_code == 400 and "name" in resp.json()["message"]

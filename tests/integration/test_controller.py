@@ -17,8 +17,7 @@ import sqlite3
 import pytest
 import yaml
 
-from helpers import ROOT, KubeFake, operator_vars, run_playbook, task_results
-
+from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
 
 PLAYS = os.path.join(ROOT, "playbooks")
@@ -31,7 +30,7 @@ MUTATING_K8S = ("POST", "PUT", "PATCH", "DELETE")
 @pytest.fixture
 def kube(tmp_path):
     fake = KubeFake(tmp_path).start()
-    for crd in yaml.safe_load(open(CRDS, encoding="utf-8"))["items"]:
+    for crd in yaml.safe_load(read_text(CRDS))["items"]:
         fake.create(crd)
     yield fake
     fake.stop()
@@ -42,8 +41,7 @@ def b64(text):
 
 
 def reconcile(kube, emulator, playbook, obj, expect_rc=0):
-    rc, out, data = run_playbook(os.path.join(PLAYS, playbook), emulator, operator_vars(kube.get(obj)),
-                                 env=kube.env())
+    rc, out, data = run_playbook(os.path.join(PLAYS, playbook), emulator, operator_vars(kube.get(obj)), env=kube.env())
     assert rc == expect_rc, out[-4000:]
     return data
 
@@ -55,28 +53,66 @@ def changed(data):
 def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", labels=None, spec=None):
     if namespace != "default" and kube.get(("v1", "Namespace"), namespace) is None:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    cluster = kube.create({"apiVersion": CV, "kind": "Cluster", "metadata": {"name": name, "namespace": namespace},
-                           "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}}})
-    return kube.create({"apiVersion": IV, "kind": "VCOCluster", "metadata": {
-        "name": name, "namespace": namespace, "labels": labels or {},
-        "finalizers": ["vcocluster.infrastructure.cluster.x-k8s.io"],
-        "ownerReferences": [{"apiVersion": CV, "kind": "Cluster", "name": name, "uid": cluster["metadata"]["uid"]}]},
-        "spec": dict({"location": location, "cloudspace": name + "-cs"}, **(spec or {}))})
+    cluster = kube.create(
+        {
+            "apiVersion": CV,
+            "kind": "Cluster",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}},
+        }
+    )
+    return kube.create(
+        {
+            "apiVersion": IV,
+            "kind": "VCOCluster",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels or {},
+                "finalizers": ["vcocluster.infrastructure.cluster.x-k8s.io"],
+                "ownerReferences": [
+                    {"apiVersion": CV, "kind": "Cluster", "name": name, "uid": cluster["metadata"]["uid"]}
+                ],
+            },
+            "spec": dict({"location": location, "cloudspace": name + "-cs"}, **(spec or {})),
+        }
+    )
 
 
 def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=True):
-    machine = kube.create({"apiVersion": CV, "kind": "Machine", "metadata": {
-        "name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-        "spec": {"clusterName": cluster, "bootstrap": {"dataSecretName": name} if bootstrap else {},
-                 "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name}}})
-    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "default"},
-                 "data": {"value": b64("#cloud-config\nruncmd: [[kubeadm, join, --config, /run/kubeadm.yaml]]\n"),
-                          "format": b64("cloud-config")}})
-    meta = {"name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-            "finalizers": ["vcomachine.infrastructure.cluster.x-k8s.io"]}
+    machine = kube.create(
+        {
+            "apiVersion": CV,
+            "kind": "Machine",
+            "metadata": {"name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {
+                "clusterName": cluster,
+                "bootstrap": {"dataSecretName": name} if bootstrap else {},
+                "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name},
+            },
+        }
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {
+                "value": b64("#cloud-config\nruncmd: [[kubeadm, join, --config, /run/kubeadm.yaml]]\n"),
+                "format": b64("cloud-config"),
+            },
+        }
+    )
+    meta = {
+        "name": name,
+        "namespace": "default",
+        "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        "finalizers": ["vcomachine.infrastructure.cluster.x-k8s.io"],
+    }
     if owned:
-        meta["ownerReferences"] = [{"apiVersion": CV, "kind": "Machine", "name": name,
-                                    "uid": machine["metadata"]["uid"]}]
+        meta["ownerReferences"] = [
+            {"apiVersion": CV, "kind": "Machine", "name": name, "uid": machine["metadata"]["uid"]}
+        ]
     spec = {"vcpus": 4, "memory": 8192}
     if gpu:
         spec["gpu"] = gpu
@@ -106,8 +142,21 @@ def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
     vm, machine = make_machine(kube, "gpu1-md-0-abc", gpu=A100x2, owned=False, bootstrap=False)
     reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
     assert condition(kube.get(vm), "VMProvisioned")["reason"] == "WaitingForOwnerMachine"
-    kube.merge(vm, {"metadata": {"ownerReferences": [{"apiVersion": CV, "kind": "Machine", "name": machine[
-        "metadata"]["name"], "uid": machine["metadata"]["uid"]}]}})
+    kube.merge(
+        vm,
+        {
+            "metadata": {
+                "ownerReferences": [
+                    {
+                        "apiVersion": CV,
+                        "kind": "Machine",
+                        "name": machine["metadata"]["name"],
+                        "uid": machine["metadata"]["uid"],
+                    }
+                ]
+            }
+        },
+    )
     reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
     assert condition(kube.get(vm), "VMProvisioned")["reason"] == "WaitingForBootstrapData"
     assert emulator.op_count("createVirtualMachine") == 0
@@ -129,16 +178,20 @@ def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
     # the bootstrap data is wrapped by the retried first boot, which hands the providerID to the kubelet
     db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
     raw = db.execute("SELECT user_data FROM vms WHERE name='gpu1-md-0-abc'").fetchone()[0]
-    parts = {p.get_content_type(): p.get_payload(decode=True).decode() for p in email.message_from_string(raw).walk()
-             if not p.is_multipart()}
+    parts = {
+        p.get_content_type(): p.get_payload(decode=True).decode()
+        for p in email.message_from_string(raw).walk()
+        if not p.is_multipart()
+    }
     assert set(parts) == {"text/cloud-config", "text/x-shellscript"}
     user_data = "\n".join(parts.values())
     assert "kubeadm, join" in user_data and "capvco first boot" in user_data
     assert "--provider-id=" + obj["spec"]["providerID"] in user_data
     # every write went through the one seam: status, providerID and Events of our own kinds
     writes = write_requests(kube)
-    targets = {(m, "status" if p.endswith("/status") else p.split("/")[-1 if m == "POST" else -2])
-               for m, p, _ in writes}
+    targets = {
+        (m, "status" if p.endswith("/status") else p.split("/")[-1 if m == "POST" else -2]) for m, p, _ in writes
+    }
     assert targets == {("PATCH", "status"), ("PATCH", "vcomachines"), ("POST", "events")}
     assert all(ct == "application/merge-patch+json" for m, _, ct in writes if m == "PATCH")
     assert task_results(data, "Record the machine as ready, with its reservations")[0]["changed"]
@@ -238,13 +291,33 @@ def test_a_cluster_name_is_claimed_once_per_location(kube, emulator):
 
 
 def test_the_sriov_label_deploys_the_addon_with_the_agents_own_credential(kube, emulator):
-    kubeconfig = open(kube.kubeconfig, encoding="utf-8").read()  # the workload cluster: the same fake, here
-    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gpu1-kubeconfig", "namespace": "default"},
-                 "data": {"value": b64(kubeconfig)}})
-    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-cred", "namespace": "default"},
-                 "data": {"token": b64("agent-token-123")}})
-    vc = make_cluster(kube, labels={"addons.capvco.whitesky.cloud/sriov": "enabled"}, spec={"sriov": {
-        "credentialSecretRef": {"name": "agent-cred"}, "networks": [{"name": "sriov-ext", "network": "sriov-ext"}]}})
+    kubeconfig = read_text(kube.kubeconfig)  # the workload cluster: the same fake, here
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "gpu1-kubeconfig", "namespace": "default"},
+            "data": {"value": b64(kubeconfig)},
+        }
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "agent-cred", "namespace": "default"},
+            "data": {"token": b64("agent-token-123")},
+        }
+    )
+    vc = make_cluster(
+        kube,
+        labels={"addons.capvco.whitesky.cloud/sriov": "enabled"},
+        spec={
+            "sriov": {
+                "credentialSecretRef": {"name": "agent-cred"},
+                "networks": [{"name": "sriov-ext", "network": "sriov-ext"}],
+            }
+        },
+    )
     reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
     assert condition(kube.get(vc), "SRIOVAddonReady")["status"] == "True"
     ds = kube.get(("apps/v1", "DaemonSet"), "capvco-sriov-agent", "capvco-sriov")
@@ -255,10 +328,13 @@ def test_the_sriov_label_deploys_the_addon_with_the_agents_own_credential(kube, 
     assert nad[0] == 200
 
     # the cluster's own credential is refused as the agent's
-    kube.merge({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-cred", "namespace": "default"}},
-               {"data": {"token": b64(emulator.token)}})
-    rc, out, _ = run_playbook(os.path.join(PLAYS, "vcocluster_reconcile.yml"), emulator,
-                              operator_vars(kube.get(vc)), env=kube.env())
+    kube.merge(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-cred", "namespace": "default"}},
+        {"data": {"token": b64(emulator.token)}},
+    )
+    rc, out, _ = run_playbook(
+        os.path.join(PLAYS, "vcocluster_reconcile.yml"), emulator, operator_vars(kube.get(vc)), env=kube.env()
+    )
     assert rc != 0 and "cluster's own credential" in out
     assert emulator.token not in out
 
@@ -277,27 +353,41 @@ def test_too_few_gpus_now_is_retried_not_terminal(kube, emulator):
 
 def test_vco_status_three_ways_and_bad_input(kube, tmp_path):
     vc = make_cluster(kube)
-    args = ("{kind: VCOCluster, name: gpu1, namespace: default, status: {ready: true, cloudspaceID: cs-1}, "
-            "conditions: [{type: CloudspaceReady, status: 'True', reason: Ready}]}")
+    args = (
+        "{kind: VCOCluster, name: gpu1, namespace: default, status: {ready: true, cloudspaceID: cs-1}, "
+        "conditions: [{type: CloudspaceReady, status: 'True', reason: Ready}]}"
+    )
     check, apply, again = three_ways(None, tmp_path, "vco_status", args, env=kube.env())
     assert check["changed"] and apply["changed"] and not again["changed"]
     assert check["diff"]["before"]["status"] == {} and check["diff"]["after"]["status"]["ready"] is True
     assert apply["status"] == again["status"] and kube.get(vc)["status"]["cloudspaceID"] == "cs-1"
     patches = [r for r in kube.requests() if r["method"] == "PATCH"]
     assert len(patches) == 1 and patches[0]["path"].endswith("/vcoclusters/gpu1/status")
-    for bad, message in [("conditions: [{type: A, status: maybe}]", "needs status True, False or Unknown"),
-                         ("conditions: [{type: A, status: 'True', colour: red}]", "a condition has the keys"),
-                         ("event: {reason: X}", "event needs reason and message"),
-                         ("provider_id: whitesky://x/y/z", "provider_id is a VCOMachine's")]:
+    for bad, message in [
+        ("conditions: [{type: A, status: maybe}]", "needs status True, False or Unknown"),
+        ("conditions: [{type: A, status: 'True', colour: red}]", "a condition has the keys"),
+        ("event: {reason: X}", "event needs reason and message"),
+        ("provider_id: whitesky://x/y/z", "provider_id is a VCOMachine's"),
+    ]:
         play = tmp_path / "bad.yml"
-        play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - whitesky.capvco.vco_status: "
-                        "{kind: VCOCluster, name: gpu1, namespace: default, %s}\n" % bad)
+        play.write_text(
+            "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - whitesky.capvco.vco_status: "
+            "{kind: VCOCluster, name: gpu1, namespace: default, %s}\n" % bad
+        )
         rc, out, _ = run_playbook(str(play), env=kube.env())
         assert rc != 0 and message in out, out[-2000:]
     # providerID is set once: a different one later is refused
-    kube.create({"apiVersion": IV, "kind": "VCOMachine", "metadata": {"name": "m", "namespace": "default"},
-                 "spec": {"vcpus": 1, "memory": 1024, "providerID": "whitesky://a/b/c"}})
-    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - whitesky.capvco.vco_status: "
-                    "{kind: VCOMachine, name: m, namespace: default, provider_id: 'whitesky://a/b/d'}\n")
+    kube.create(
+        {
+            "apiVersion": IV,
+            "kind": "VCOMachine",
+            "metadata": {"name": "m", "namespace": "default"},
+            "spec": {"vcpus": 1, "memory": 1024, "providerID": "whitesky://a/b/c"},
+        }
+    )
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - whitesky.capvco.vco_status: "
+        "{kind: VCOMachine, name: m, namespace: default, provider_id: 'whitesky://a/b/d'}\n"
+    )
     rc, out, _ = run_playbook(str(play), env=kube.env())
     assert rc != 0 and "already has providerID 'whitesky://a/b/c'" in out

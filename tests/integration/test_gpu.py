@@ -11,19 +11,37 @@ import time
 
 import pytest
 
-from helpers import COLLECTIONS, CUSTOMER, ROOT, run_playbook, task_results, wait_for
+from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import Request, WhiteskyError
+from helpers import CUSTOMER, ROOT, run_playbook, task_results, wait_for
 
 LOC, CS = "be-gen-1", "cs-demo"
-MUTATING = ("reserveVGPU", "reserveAndAttachVGPUToVM", "attachVGPUToVM", "detachVGPUFromVM", "deleteVGPU",
-            "restoreVGPU", "deleteVirtualMachine")
+MUTATING = (
+    "reserveVGPU",
+    "reserveAndAttachVGPUToVM",
+    "attachVGPUToVM",
+    "detachVGPUFromVM",
+    "deleteVGPU",
+    "restoreVGPU",
+    "deleteVirtualMachine",
+)
 
 
 def ensure(emu, check=False, **params):
-    base = dict(location=LOC, cloudspace_id=CS, cluster="c1", machine=None, machines=None, type="NVIDIA A100",
-                count=2, state="present", permanently=True, parallel=8)
+    base = dict(
+        location=LOC,
+        cloudspace_id=CS,
+        cluster="c1",
+        machine=None,
+        machines=None,
+        type="NVIDIA A100",
+        count=2,
+        state="present",
+        permanently=True,
+        parallel=8,
+    )
     base.update(params)
     with emu.client(backoff=0.01) as client:
         return gpu.ensure(Request(client, base, check_mode=check))
@@ -33,7 +51,7 @@ def reclaim(emu, check=False, **params):
     base = dict(location=LOC, scope="cluster", cluster="c1", grace_period=0, permanently=True, parallel=8)
     base.update(params)
     with emu.client(backoff=0.01) as client:
-        return gpu.reclaim(Request(client, base, check_mode=check))
+        return sweep.reclaim(Request(client, base, check_mode=check))
 
 
 def vms(emu, *names):
@@ -42,8 +60,11 @@ def vms(emu, *names):
 
 
 def live(emu, cluster="c1"):
-    return [r for r in emu.ledger()["reservations"]
-            if r["deleted_at"] is None and ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
+    return [
+        r
+        for r in emu.ledger()["reservations"]
+        if r["deleted_at"] is None and ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)
+    ]
 
 
 def mutations(emu):
@@ -89,8 +110,9 @@ def test_vgpu_module_three_ways_and_absent(emulator, tmp_path):
     assert check["diff"]["after"]["w0"][0].startswith("00 nvidia-a100")
     assert apply["changed"] and len(apply["reservations"]) == 4
     assert {r["status"] for r in apply["reservations"]} == {"ATTACHED"}
-    assert not again["changed"] and sorted(r["vgpu_id"] for r in again["reservations"]) == \
-        sorted(r["vgpu_id"] for r in apply["reservations"])
+    assert not again["changed"] and sorted(r["vgpu_id"] for r in again["reservations"]) == sorted(
+        r["vgpu_id"] for r in apply["reservations"]
+    )
     assert emulator.op_count("reserveAndAttachVGPUToVM") == 4  # the check run reserved nothing
     assert_converged(emulator, ["w0", "w1"], 2)
     # absent, three ways
@@ -105,13 +127,16 @@ def test_vgpu_reclaim_and_info_modules(emulator, tmp_path):
     ensure(emulator, machine="w0", count=2)
     with emulator.client() as client:
         client.delete_vm(CS, client.vms(CS)[0]["vm_id"], detach_gpu=True)  # force delete: GPUs stay billed
-    check, apply, again = three_ways(emulator, tmp_path, "vgpu_reclaim",
-                                     "{location: be-gen-1, scope: orphans, cluster: c1, grace_period: 0}")
+    check, apply, again = three_ways(
+        emulator, tmp_path, "vgpu_reclaim", "{location: be-gen-1, scope: orphans, cluster: c1, grace_period: 0}"
+    )
     assert check["changed"] and len(check["released"]) == 2 and check["saved_per_hour"] == pytest.approx(2.0)
     assert apply["changed"] and not again["changed"] and live(emulator) == []
     play = tmp_path / "info.yml"
-    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: info\n"
-                    "      whitesky.capvco.vgpu_info: {location: be-gen-1, with_cost: true}\n")
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - name: info\n"
+        "      whitesky.capvco.vgpu_info: {location: be-gen-1, with_cost: true}\n"
+    )
     rc, out, data = run_playbook(str(play), emulator)
     assert rc == 0 and task_results(data, "info")[0]["reservations"] == []
 
@@ -141,10 +166,9 @@ def test_503_and_429_storms_slow_a_run_but_it_converges(emulator):
 
 
 KILLABLE = textwrap.dedent("""\
-    import sys
-    sys.path.insert(0, %(coll)r)
     from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
-    from ansible_collections.whitesky.capvco.plugins.module_utils.client import Request, WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
     client = WhiteskyClient(%(url)r, "capvco-demo-token", %(cust)r)
     gpu.ensure(Request(client, dict(location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machine="w0",
         machines=None, type="NVIDIA A100", count=6, state="present", permanently=True, parallel=1)))
@@ -155,7 +179,7 @@ def test_sigkill_between_reservations_then_rerun_converges_without_leaks(emulato
     vms(emulator, "w0")
     emulator.faults(latency_ms=150)
     script = tmp_path / "run.py"
-    script.write_text(KILLABLE % {"coll": COLLECTIONS, "url": emulator.url, "cust": CUSTOMER})
+    script.write_text(KILLABLE % {"url": emulator.url, "cust": CUSTOMER})
     proc = subprocess.Popen([sys.executable, str(script)])
     assert wait_for(lambda: len(live(emulator)) >= 2, timeout=20)
     proc.send_signal(signal.SIGKILL)
@@ -184,10 +208,12 @@ def test_force_deleted_machine_then_cluster_sweep_leaves_nothing_billing(emulato
 
 def test_unowned_and_other_clusters_reservations_survive_every_sweep(emulator):
     vms(emulator, "w0", "w9")
-    theirs = emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q",
-                                                    "vgpu_name": "hand-made-by-ops"})["vgpu_id"]
-    lookalike = emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q",
-                                                       "vgpu_name": "capvco.c1.w0.00"})["vgpu_id"]
+    theirs = emulator.admin(
+        "POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q", "vgpu_name": "hand-made-by-ops"}
+    )["vgpu_id"]
+    lookalike = emulator.admin(
+        "POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q", "vgpu_name": "capvco.c1.w0.00"}
+    )["vgpu_id"]
     ensure(emulator, machine="w9", cluster="other", count=1)
     ensure(emulator, machine="w0", cluster="c1", count=1)
     with emulator.client() as client:
@@ -200,8 +226,9 @@ def test_unowned_and_other_clusters_reservations_survive_every_sweep(emulator):
     survivors = {r["vgpu_id"]: r for r in emulator.ledger()["reservations"] if r["deleted_at"] is None}
     assert theirs in survivors and lookalike in survivors
     assert survivors[theirs]["touched"] == 0 and survivors[lookalike]["touched"] == 0
-    assert [ownership.decode(r["vgpu_name"]).cluster for r in survivors.values()
-            if ownership.decode(r["vgpu_name"])] == ["other"]
+    assert [
+        ownership.decode(r["vgpu_name"]).cluster for r in survivors.values() if ownership.decode(r["vgpu_name"])
+    ] == ["other"]
 
 
 def test_orphans_honour_the_grace_period(emulator):
@@ -214,13 +241,16 @@ def test_orphans_honour_the_grace_period(emulator):
     assert len(live(emulator)) == 1
 
 
-@pytest.mark.parametrize("params,message", [
-    (dict(type="AMD MI300"), "offers: NVIDIA A100, NVIDIA L4"),
-    (dict(count=15), "not enough NVIDIA A100: need 15 more"),
-    (dict(count=-1), "count must be an integer of 0 or more, got -1"),
-    (dict(machine="ghost"), "machine 'ghost' not found in cloudspace 'cs-demo'; it has: w0"),
-    (dict(cluster="bad.cluster"), "invalid cluster name 'bad.cluster'"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        (dict(type="AMD MI300"), "offers: NVIDIA A100, NVIDIA L4"),
+        (dict(count=15), "not enough NVIDIA A100: need 15 more"),
+        (dict(count=-1), "count must be an integer of 0 or more, got -1"),
+        (dict(machine="ghost"), "machine 'ghost' not found in cloudspace 'cs-demo'; it has: w0"),
+        (dict(cluster="bad.cluster"), "invalid cluster name 'bad.cluster'"),
+    ],
+)
 def test_bad_input_fails_clearly_and_changes_nothing(emulator, params, message):
     vms(emulator, "w0")
     emulator.reset_stats()
@@ -240,8 +270,7 @@ def test_gpu_orphans_playbook_reports_and_fails_then_reclaims(emulator):
     assert rc != 0
     report = task_results(data, "Report every reservation that escaped")[0]
     assert "c1" in report["msg"][1] and "w0" in report["msg"][1]
-    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim": True,
-                                                                  "grace_period": 0})
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim": True, "grace_period": 0})
     assert rc == 0, out[-2000:]
     assert len(live(emulator)) == 1  # w1's, which still exists
     rc, out, data = run_playbook("whitesky.capvco.gpu_orphans", emulator, extra_vars={"location": LOC})

@@ -6,7 +6,6 @@ import os
 import sqlite3
 
 from helpers import ROOT, run_playbook, task_results
-
 from test_gpu import ensure, live, three_ways
 
 PLAYS = os.path.join(ROOT, "playbooks")
@@ -16,9 +15,16 @@ def spec(**overrides):
     base = {
         "cluster": {"name": "life", "location": "be-gen-1", "cloudspace": "life-cs"},
         "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
-        "pools": [{"name": "gpu", "replicas": 2, "vcpus": 4, "memory": 8192,
-                   "gpu": {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}},
-                  {"name": "cpu", "replicas": 1, "vcpus": 2, "memory": 2048}],
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": 2,
+                "vcpus": 4,
+                "memory": 8192,
+                "gpu": {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"},
+            },
+            {"name": "cpu", "replicas": 1, "vcpus": 2, "memory": 2048},
+        ],
     }
     base.update(overrides)
     return base
@@ -31,8 +37,9 @@ def names(emulator, cs_name="life-cs"):
 
 
 def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_path):
-    args = ("{cloudspace_id: cs-demo, name: m0, vcpus: 2, memory: 2048, "
-            "first_boot: {packages: [containerd], attempts: 3}}")
+    args = (
+        "{cloudspace_id: cs-demo, name: m0, vcpus: 2, memory: 2048, first_boot: {packages: [containerd], attempts: 3}}"
+    )
     check, apply, again = three_ways(emulator, tmp_path, "machine", args)
     assert check["changed"] and apply["changed"] and not again["changed"]
     assert apply["machine"]["name"] == "m0" and again["machine"]["vm_id"] == apply["machine"]["vm_id"]
@@ -67,8 +74,9 @@ def test_cluster_create_scales_up_and_down_then_delete_sweeps_everything(emulato
     assert len(live(emulator, "life")) == 2, "the scaled-down machine's vGPUs were released with it"
     # scale up again, then force-delete a machine: its vGPUs stay reserved until the sweep
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
-    rc, out, data = run_playbook(os.path.join(PLAYS, "machine_delete.yml"), emulator,
-                                 extra_vars=dict(spec(), machine="life-gpu-1", force=True))
+    rc, out, data = run_playbook(
+        os.path.join(PLAYS, "machine_delete.yml"), emulator, extra_vars=dict(spec(), machine="life-gpu-1", force=True)
+    )
     assert rc == 0, out[-3000:]
     assert "life-gpu-1" not in names(emulator) and len(live(emulator, "life")) == 4
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator, extra_vars=spec())
@@ -79,22 +87,36 @@ def test_cluster_create_scales_up_and_down_then_delete_sweeps_everything(emulato
 
 
 def test_bad_cluster_spec_is_refused(emulator):
-    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator,
-                                 extra_vars=spec(cluster={"name": "Bad_Name", "location": "be-gen-1",
-                                                          "cloudspace": "x"}))
+    rc, out, data = run_playbook(
+        os.path.join(PLAYS, "cluster_create.yml"),
+        emulator,
+        extra_vars=spec(cluster={"name": "Bad_Name", "location": "be-gen-1", "cloudspace": "x"}),
+    )
     assert rc != 0 and "The cluster spec needs cluster.name" in out
     assert names(emulator, "x") == []
 
 
 def test_survey_answers_drive_the_playbooks(emulator):
-    answers = {"cluster_name": "awx", "cluster_location": "be-gen-1", "gpu_replicas": "2", "gpu_type": "NVIDIA A100",
-               "gpu_count": "1", "gpu_driver_version": "550"}
+    answers = {
+        "cluster_name": "awx",
+        "cluster_location": "be-gen-1",
+        "gpu_replicas": "2",
+        "gpu_type": "NVIDIA A100",
+        "gpu_count": "1",
+        "gpu_driver_version": "550",
+    }
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=answers)
     assert rc == 0, out[-3000:]
     assert names(emulator, "awx") == ["awx-cp-0", "awx-gpu-0", "awx-gpu-1"] and len(live(emulator, "awx")) == 2
-    rc, out, data = run_playbook(os.path.join(PLAYS, "machine_delete.yml"), emulator,
-                                 extra_vars=dict(answers, machine="awx-gpu-1", force="false"))
+    rc, out, data = run_playbook(
+        os.path.join(PLAYS, "machine_delete.yml"),
+        emulator,
+        extra_vars=dict(answers, machine="awx-gpu-1", force="false"),
+    )
     assert rc == 0 and len(live(emulator, "awx")) == 1, out[-2000:]
-    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator,
-                                 extra_vars={"cluster_name": "awx", "cluster_location": "be-gen-1"})
+    rc, out, data = run_playbook(
+        os.path.join(PLAYS, "cluster_delete.yml"),
+        emulator,
+        extra_vars={"cluster_name": "awx", "cluster_location": "be-gen-1"},
+    )
     assert rc == 0 and names(emulator, "awx") == [] and live(emulator, "awx") == [], out[-2000:]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from test_gpu import three_ways, vms
-
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError, Request
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+
+from test_gpu import three_ways, vms
 
 CS = "cs-demo"
 
@@ -24,8 +25,10 @@ def test_external_nic_three_ways(emulator, tmp_path):
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
     with emulator.client() as client:
         assert [n["mac_address"] for n in client.nics(CS, vm)] == [apply["nic"]["mac_address"]]
-    args = ("{location: be-gen-1, cloudspace_id: cs-demo, machine: n0, network: '101', state: absent, ip_address: %s}"
-            % apply["nic"]["ip_address"])
+    args = (
+        "{location: be-gen-1, cloudspace_id: cs-demo, machine: n0, network: '101', state: absent, ip_address: %s}"
+        % apply["nic"]["ip_address"]
+    )
     check, apply, again = three_ways(emulator, tmp_path, "external_nic", args)
     assert check["changed"] and apply["changed"] and not again["changed"]
     with emulator.client() as client:
@@ -35,8 +38,15 @@ def test_external_nic_three_ways(emulator, tmp_path):
 def test_lost_attach_answer_is_found_by_diff_not_attached_twice(emulator):
     vms(emulator, "n0")
     emulator.faults(drop_after_commit={"attachExternalNetworksVirtualMachine": 1})
-    params = dict(location="be-gen-1", cloudspace_id=CS, machine="n0", network="sriov-ext", ip_address=None,
-                  model="virtio", state="present")
+    params = dict(
+        location="be-gen-1",
+        cloudspace_id=CS,
+        machine="n0",
+        network="sriov-ext",
+        ip_address=None,
+        model="virtio",
+        state="present",
+    )
     with emulator.client() as client:
         result = nics.ensure(Request(client, params))
         assert result["changed"] and result["nic"]["mac_address"]
@@ -49,5 +59,7 @@ def test_unknown_network_lists_the_networks(emulator):
         with pytest.raises(InputError) as err:
             nics.network_info(Request(client, {"location": "be-gen-1", "name": "nope"}))
         assert "sriov-ext (101)" in str(err.value)
-        assert nics.network_info(Request(client, {"location": "be-gen-1", "name": None}))["networks"][0][
-            "subnet_mask"] == "255.255.255.0"
+        assert (
+            nics.network_info(Request(client, {"location": "be-gen-1", "name": None}))["networks"][0]["subnet_mask"]
+            == "255.255.255.0"
+        )

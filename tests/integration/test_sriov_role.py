@@ -20,13 +20,17 @@ PLAY = textwrap.dedent("""\
         - role: whitesky.capvco.sriov_agent
     """)
 BASE = {
-    "sriov_agent_enabled": True, "sriov_agent_credential": "agent-token-0123456789",
-    "sriov_agent_cluster_credential": "cluster-token-abcdef", "sriov_agent_api_url": "https://portal.example/api/1",
-    "sriov_agent_customer_id": "capvco-demo", "sriov_agent_location": "be-gen-1",
+    "sriov_agent_enabled": True,
+    "sriov_agent_credential": "agent-token-0123456789",
+    "sriov_agent_cluster_credential": "cluster-token-abcdef",
+    "sriov_agent_api_url": "https://portal.example/api/1",
+    "sriov_agent_customer_id": "capvco-demo",
+    "sriov_agent_location": "be-gen-1",
     "sriov_agent_cloudspace_id": "cs-demo",
-    "sriov_agent_networks": [{"name": "sriov-ext", "network": "sriov-ext", "mtu": 1400,
-                              "routes": [{"dst": "203.0.113.0/24"}]},
-                             {"name": "ams", "network": 201, "namespace": "team-a"}],
+    "sriov_agent_networks": [
+        {"name": "sriov-ext", "network": "sriov-ext", "mtu": 1400, "routes": [{"dst": "203.0.113.0/24"}]},
+        {"name": "ams", "network": 201, "namespace": "team-a"},
+    ],
 }
 
 
@@ -45,8 +49,16 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
     rc, out, _data, docs = render(tmp_path)
     assert rc == 0, out[-2000:]
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "DaemonSet",
-                     "NetworkAttachmentDefinition", "NetworkAttachmentDefinition"]
+    assert kinds == [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+        "DaemonSet",
+        "NetworkAttachmentDefinition",
+        "NetworkAttachmentDefinition",
+    ]
     for doc in docs:
         if doc["kind"] != "NetworkAttachmentDefinition":
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -62,15 +74,22 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
     nad = docs[6]
     assert nad["apiVersion"] == "k8s.cni.cncf.io/v1" and nad["metadata"]["namespace"] == "default"
     conf = json.loads(nad["spec"]["config"])
-    assert conf == {"cniVersion": "1.0.0", "name": "sriov-ext", "type": "capvco-sriov", "network": "sriov-ext",
-                    "mtu": 1400, "routes": [{"dst": "203.0.113.0/24"}]}
+    assert conf == {
+        "cniVersion": "1.0.0",
+        "name": "sriov-ext",
+        "type": "capvco-sriov",
+        "network": "sriov-ext",
+        "mtu": 1400,
+        "routes": [{"dst": "203.0.113.0/24"}],
+    }
     assert json.loads(docs[7]["spec"]["config"])["network"] == "201" and docs[7]["metadata"]["namespace"] == "team-a"
     assert "agent-token-0123456789" not in out
 
 
 def test_existing_secret_ref_is_used_and_no_secret_made(tmp_path):
-    rc, out, _data, docs = render(tmp_path, sriov_agent_credential="",
-                                  sriov_agent_credential_secret_ref={"name": "mine", "key": "jwt"})
+    rc, out, _data, docs = render(
+        tmp_path, sriov_agent_credential="", sriov_agent_credential_secret_ref={"name": "mine", "key": "jwt"}
+    )
     assert rc == 0, out[-2000:]
     assert "Secret" not in [d["kind"] for d in docs]
     pod = docs[4]["spec"]["template"]["spec"]
@@ -78,11 +97,14 @@ def test_existing_secret_ref_is_used_and_no_secret_made(tmp_path):
     assert "--credential-file=/etc/capvco/credential/jwt" in pod["containers"][0]["args"]
 
 
-@pytest.mark.parametrize("overrides,message", [
-    ({"sriov_agent_credential": ""}, "needs its own platform credential"),
-    ({"sriov_agent_credential": "cluster-token-abcdef"}, "is the cluster's own credential"),
-    ({"sriov_agent_location": ""}, "sriov_agent_location is required"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"sriov_agent_credential": ""}, "needs its own platform credential"),
+        ({"sriov_agent_credential": "cluster-token-abcdef"}, "is the cluster's own credential"),
+        ({"sriov_agent_location": ""}, "sriov_agent_location is required"),
+    ],
+)
 def test_the_role_fails_on_a_bad_credential(tmp_path, overrides, message):
     rc, out, data, _docs = render(tmp_path, **overrides)
     assert rc != 0 and message in out

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 
 import pytest
 
-from helpers import ROOT, SPEC_ABSENT
-from spec import load_spec, operations
-
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import OPERATIONS
+from whitesky_emulator.app import OPS
 
-sys.path.insert(0, os.path.join(ROOT, "emulator"))
-from whitesky_emulator.app import OPS  # noqa: E402
+from helpers import SPEC_ABSENT
+from spec import load_spec, operations
 
 SPEC = load_spec()
 pytestmark = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
@@ -46,8 +42,11 @@ def test_client_operation_matches_spec(op_id, spec_ops):
         assert name in s_body, "%s: %r is not a body field in the spec" % (op_id, name)
     required = {n for n, where in s_params.items() if where == "query"}
     # every query parameter the spec requires must be one the client can send
-    spec_required = {p["name"] for p in SPEC["paths"][s_path][s_method.lower()].get("parameters", [])
-                     if p.get("required") and p["in"] == "query"}
+    spec_required = {
+        p["name"]
+        for p in SPEC["paths"][s_path][s_method.lower()].get("parameters", [])
+        if p.get("required") and p["in"] == "query"
+    }
     assert spec_required <= set(query), "%s: the client cannot send required %s" % (op_id, spec_required - set(query))
     assert set(query) <= required
 

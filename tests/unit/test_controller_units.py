@@ -8,11 +8,11 @@ import re
 import pytest
 import yaml
 
-import crdschema
-from helpers import ROOT, operator_vars, snake
-
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, kube
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+
+import crdschema
+from helpers import ROOT, operator_vars, read_text, snake
 
 CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
 SAMPLE = os.path.join(ROOT, "docs", "samples", "capi-gpu-cluster.yaml")
@@ -20,30 +20,34 @@ BAD = os.path.join(ROOT, "tests", "unit", "data", "bad-crs.yaml")
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
 
 
-@pytest.mark.parametrize("target,patch,result", [  # RFC 7386's examples
-    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-    ({"a": "b"}, {"a": None}, {}),
-    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
-    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-])
+@pytest.mark.parametrize(
+    "target,patch,result",
+    [  # RFC 7386's examples
+        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+        ({"a": "b"}, {"a": None}, {}),
+        ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+        ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+        ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+        ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
+        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+    ],
+)
 def test_merge_patch_follows_rfc_7386(target, patch, result):
     assert kube.merge_patch(target, patch) == result
 
 
 def test_a_condition_moves_its_transition_time_only_when_its_status_changes():
-    existing = [{"type": "A", "status": "True", "reason": "x", "lastTransitionTime": T0},
-                {"type": "B", "status": "False", "lastTransitionTime": T0}]
+    existing = [
+        {"type": "A", "status": "True", "reason": "x", "lastTransitionTime": T0},
+        {"type": "B", "status": "False", "lastTransitionTime": T0},
+    ]
     same = kube.merge_conditions(existing, [{"type": "A", "status": "True", "reason": "y"}], T1)
     assert same[0] == {"type": "A", "status": "True", "reason": "y", "lastTransitionTime": T0}
-    flipped = kube.merge_conditions(existing, [{"type": "B", "status": "True"}, {"type": "C", "status": "Unknown"}],
-                                    T1)
+    flipped = kube.merge_conditions(existing, [{"type": "B", "status": "True"}, {"type": "C", "status": "Unknown"}], T1)
     assert [(c["type"], c["lastTransitionTime"]) for c in flipped] == [("A", T0), ("B", T1), ("C", T1)]
     with pytest.raises(InputError, match="'A' needs status True, False or Unknown, got 'yes'"):
         kube.merge_conditions([], [{"type": "A", "status": "yes"}], T1)
@@ -58,13 +62,19 @@ def test_a_status_that_would_not_change_is_not_written():
 
 
 def test_reservations_and_orphans_as_status():
-    items = [{"vgpu_name": "capvco.c.m.01.x", "vgpu_id": "v2", "gpu_id": "a100-20c", "status": "RESERVED"},
-             {"vgpu_name": "capvco.c.m.00.x", "vgpu_id": "v1", "gpu_id": "a100-20c", "status": "ATTACHED"}]
+    items = [
+        {"vgpu_name": "capvco.c.m.01.x", "vgpu_id": "v2", "gpu_id": "a100-20c", "status": "RESERVED"},
+        {"vgpu_name": "capvco.c.m.00.x", "vgpu_id": "v1", "gpu_id": "a100-20c", "status": "ATTACHED"},
+    ]
     assert kube.reservation_status(items) == [
         {"name": "capvco.c.m.00.x", "vgpuID": "v1", "profile": "a100-20c", "attached": True},
-        {"name": "capvco.c.m.01.x", "vgpuID": "v2", "profile": "a100-20c", "attached": False}]
-    assert kube.orphan_status(items, 1.5, "EUR") == {"orphans": 2, "orphanNames": ["capvco.c.m.00.x", "capvco.c.m.01.x"],
-                                                     "costPerHour": "1.5 EUR"}
+        {"name": "capvco.c.m.01.x", "vgpuID": "v2", "profile": "a100-20c", "attached": False},
+    ]
+    assert kube.orphan_status(items, 1.5, "EUR") == {
+        "orphans": 2,
+        "orphanNames": ["capvco.c.m.00.x", "capvco.c.m.01.x"],
+        "costPerHour": "1.5 EUR",
+    }
     assert kube.orphan_status([]) == {"orphans": 0, "orphanNames": []}
 
 
@@ -87,7 +97,7 @@ def _walk(schema, path="$"):
 
 
 def test_the_crds_are_structural():
-    crds = yaml.safe_load(open(CRDS, encoding="utf-8"))["items"]
+    crds = yaml.safe_load(read_text(CRDS))["items"]
     assert [c["spec"]["names"]["kind"] for c in crds] == ["VCOCluster", "VCOMachine", "VCOMachineTemplate"]
     for crd in crds:
         assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"] == "v1beta1"  # Cluster API's contract label
@@ -106,10 +116,16 @@ def test_the_samples_validate_and_the_bad_ones_are_rejected():
     assert len(ours) == 3
     for doc in ours:
         assert crdschema.check(crds, doc) == [], doc["metadata"]["name"]
-    expected = {"unknown-gpu-field": "colour", "negative-count": "minimum of 0", "no-gpu-type": "'type' is a required",
-                "no-vcpus": "'vcpus' is a required", "driver-as-number": "not of type 'string'",
-                "no-location": "'location' is a required", "sriov-without-credential": "'credentialSecretRef'"}
-    for doc in yaml.safe_load_all(open(BAD, encoding="utf-8")):
+    expected = {
+        "unknown-gpu-field": "colour",
+        "negative-count": "minimum of 0",
+        "no-gpu-type": "'type' is a required",
+        "no-vcpus": "'vcpus' is a required",
+        "driver-as-number": "not of type 'string'",
+        "no-location": "'location' is a required",
+        "sriov-without-credential": "'credentialSecretRef'",
+    }
+    for doc in yaml.safe_load_all(read_text(BAD)):
         errors = crdschema.check(crds, doc)
         assert any(expected[doc["metadata"]["name"]] in e for e in errors), (doc["metadata"]["name"], errors)
     assert crdschema.main([CRDS, SAMPLE]) == 0 and crdschema.main(["--expect-invalid", CRDS, BAD]) == 0
@@ -118,11 +134,13 @@ def test_the_samples_validate_and_the_bad_ones_are_rejected():
 
 def test_the_samples_refer_to_each_other():
     docs = {(d["kind"], d["metadata"]["name"]): d for d in crdschema.objects(SAMPLE)}
-    refs = [docs[("Cluster", "demo")]["spec"]["infrastructureRef"],
-            docs[("Cluster", "demo")]["spec"]["controlPlaneRef"],
-            docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["infrastructureRef"],
-            docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["infrastructureRef"],
-            docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["bootstrap"]["configRef"]]
+    refs = [
+        docs[("Cluster", "demo")]["spec"]["infrastructureRef"],
+        docs[("Cluster", "demo")]["spec"]["controlPlaneRef"],
+        docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["infrastructureRef"],
+        docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["infrastructureRef"],
+        docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["bootstrap"]["configRef"],
+    ]
     for ref in refs:
         assert (ref["kind"], ref["name"]) in docs
     vco = docs[("VCOCluster", "demo")]
@@ -131,26 +149,30 @@ def test_the_samples_refer_to_each_other():
 
 
 def test_watches_map_each_kind_to_a_playbook_of_the_collection_with_a_finalizer():
-    watches = yaml.safe_load(open(os.path.join(ROOT, "operator", "watches.yaml"), encoding="utf-8"))
+    watches = yaml.safe_load(read_text(os.path.join(ROOT, "operator", "watches.yaml")))
     prefix = "/usr/share/ansible/collections/ansible_collections/whitesky/capvco/"
     assert {w["kind"] for w in watches} == {"VCOCluster", "VCOMachine"}
     for w in watches:
         assert w["group"] == "infrastructure.cluster.x-k8s.io" and w["version"] == "v1beta1"
         assert w["manageStatus"] is False and re.match(r"^\d+m$", w["reconcilePeriod"])
         for path in (w["playbook"], w["finalizer"]["playbook"]):
-            assert path.startswith(prefix) and os.path.isfile(os.path.join(ROOT, path[len(prefix):])), path
+            assert path.startswith(prefix) and os.path.isfile(os.path.join(ROOT, path[len(prefix) :])), path
         assert w["finalizer"]["name"] == w["kind"].lower() + ".infrastructure.cluster.x-k8s.io"
-    containerfile = open(os.path.join(ROOT, "operator", "Containerfile"), encoding="utf-8").read()
+    containerfile = read_text(os.path.join(ROOT, "operator", "Containerfile"))
     assert "quay.io/operator-framework/ansible-operator:" in containerfile
     assert "-p /usr/share/ansible/collections" in containerfile and "watches.yaml ${HOME}/watches.yaml" in containerfile
 
 
 def test_the_operator_variables_are_snake_cased_like_the_operator_does():
-    assert [snake(n) for n in ("providerID", "credentialSecretRef", "driverVersion", "gpuOrphanGracePeriod",
-                               "vcpus")] == ["provider_id", "credential_secret_ref", "driver_version",
-                                             "gpu_orphan_grace_period", "vcpus"]
-    obj = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VCOMachine",
-           "metadata": {"name": "m", "namespace": "ns"}, "spec": {"gpu": {"driverVersion": "550"}}}
+    assert [
+        snake(n) for n in ("providerID", "credentialSecretRef", "driverVersion", "gpuOrphanGracePeriod", "vcpus")
+    ] == ["provider_id", "credential_secret_ref", "driver_version", "gpu_orphan_grace_period", "vcpus"]
+    obj = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "VCOMachine",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {"gpu": {"driverVersion": "550"}},
+    }
     got = operator_vars(obj)
     assert got["ansible_operator_meta"] == {"name": "m", "namespace": "ns"}
     assert got["gpu"] == {"driver_version": "550"} and got["_infrastructure_cluster_x_k8s_io_vcomachine"] is obj

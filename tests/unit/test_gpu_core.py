@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, InsufficientCapacity
 
 PROFILES = [
     {"id": "a100-40", "vendor": "NVIDIA", "model": "A100", "available_instances": 2, "description": ""},
@@ -35,13 +35,24 @@ def test_allocation_picks_a_profile_with_enough_and_fails_before_reserving():
 
 def item(slot, gpu_id="a100-40", vm=7, status="ATTACHED", machine="m0"):
     name = ownership.encode("c", machine, slot, created=1)
-    return {"vgpu_id": "v%d%s" % (slot, status), "vgpu_name": name, "gpu_id": gpu_id, "status": status,
-            "virtual_machine": {"id": vm} if vm else None, "owner": ownership.decode(name)}
+    return {
+        "vgpu_id": "v%d%s" % (slot, status),
+        "vgpu_name": name,
+        "gpu_id": gpu_id,
+        "status": status,
+        "virtual_machine": {"id": vm} if vm else None,
+        "owner": ownership.decode(name),
+    }
 
 
 def test_plan_reserves_missing_fixes_detached_and_releases_extra_and_duplicates():
-    items = [item(0), item(1, vm=None, status="RESERVED"), item(1, status="DELETED", vm=None), item(3),
-             item(2, gpu_id="l4")]
+    items = [
+        item(0),
+        item(1, vm=None, status="RESERVED"),
+        item(1, status="DELETED", vm=None),
+        item(3),
+        item(2, gpu_id="l4"),
+    ]
     plan = gpu.plan_machine(items, 7, 3, {"a100-40", "a100-20"}, present=True)
     assert plan["missing"] == [2]
     assert [i["vgpu_id"] for i in plan["fixes"]] == ["v1RESERVED"]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the emulator's (assumed) rule
 
@@ -44,18 +44,39 @@ def test_long_names_are_shortened_the_same_way_every_time():
     assert a == b and "_" in a
 
 
-@pytest.mark.parametrize("name", [
-    "", "gpu-1", "capvco", "capvco.demo.m.00", "capvco.demo.m.0.0000001", "capvco.demo.m.00.00000!1",
-    "other.demo.m.00.0000001", "capvco.de.mo.m.00.0000001", "capvco.demo.m.xx.0000001", "x" * 80, None, 42,
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "gpu-1",
+        "capvco",
+        "capvco.demo.m.00",
+        "capvco.demo.m.0.0000001",
+        "capvco.demo.m.00.00000!1",
+        "other.demo.m.00.0000001",
+        "capvco.de.mo.m.00.0000001",
+        "capvco.demo.m.xx.0000001",
+        "x" * 80,
+        None,
+        42,
+    ],
+)
 def test_not_ours(name):
     assert ownership.decode(name) is None
     assert not ownership.owned_by(ownership.decode(name), "demo")
 
 
-@pytest.mark.parametrize("cluster,machine,slot", [
-    ("bad.name", "m", 0), ("ok", "bad_name", 0), ("-x", "m", 0), ("ok", "", 0), ("ok", "m", -1), ("ok", "m", 100),
-])
+@pytest.mark.parametrize(
+    "cluster,machine,slot",
+    [
+        ("bad.name", "m", 0),
+        ("ok", "bad_name", 0),
+        ("-x", "m", 0),
+        ("ok", "", 0),
+        ("ok", "m", -1),
+        ("ok", "m", 100),
+    ],
+)
 def test_bad_input_names_the_value(cluster, machine, slot):
     with pytest.raises(InputError) as err:
         ownership.encode(cluster, machine, slot)

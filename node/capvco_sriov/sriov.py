@@ -1,10 +1,8 @@
-# -*- coding: utf-8 -*-
-# Copyright: (c) 2026, whitesky.capvco contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""SR-IOV NICs per pod: the node agent's logic (pure Python).
+"""SR-IOV NICs per pod: the node agent's logic (pure Python, no netlink, no sockets).
 
-The agent (``node/capvco_sriov``) wraps this with a unix socket, pyroute2 and
-the Kubernetes client; everything that decides lives here:
+``agent`` wraps this with the unix socket, ``netlink`` (pyroute2) and ``pods``
+(the Kubernetes client); everything that decides lives here, on the
+collection's own platform client and NIC operations:
 
 - CNI request validation and results, per the CNI spec 1.0.0 / 1.1.0;
 - a ledger on disk, ``(container id, ifname) -> (pod, netns, network, ip, mac)``,
@@ -23,6 +21,7 @@ of pod UIDs on this node (or None when unknown).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -31,21 +30,22 @@ import threading
 import time
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from capvco_sriov.shim import (
+    CHECK_MISMATCH,
+    COMMANDS,
+    DECODE_FAILURE,
+    INCOMPATIBLE_VERSION,
+    INVALID_CONFIG,
+    INVALID_ENV,
+    IO_FAILURE,
+    PLUGIN_NOT_AVAILABLE,
+    TRY_AGAIN_LATER,
+    UNKNOWN_CONTAINER,
+    VERSIONS,
+    error,
+)
 
-SUPPORTED_VERSIONS = ("1.0.0", "1.1.0")
-COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
-# CNI spec error codes
-INCOMPATIBLE_VERSION = 1
-UNSUPPORTED_FIELD = 2
-UNKNOWN_CONTAINER = 3
-INVALID_ENV = 4
-IO_FAILURE = 5
-DECODE_FAILURE = 6
-INVALID_CONFIG = 7
-TRY_AGAIN_LATER = 11
-PLUGIN_NOT_AVAILABLE = 50
-CHECK_MISMATCH = 100  # plugin-specific: live state differs from prevResult
 _IFNAME_BAD = re.compile(r"[/:\s]")
 
 
@@ -56,12 +56,8 @@ class CniError(Exception):
         self.msg = msg
         self.details = details
 
-    def to_dict(self, version="1.1.0"):
-        return {"cniVersion": version, "code": self.code, "msg": self.msg, "details": str(self.details)}
-
-
-def version_result():
-    return {"cniVersion": SUPPORTED_VERSIONS[-1], "supportedVersions": list(SUPPORTED_VERSIONS)}
+    def to_dict(self, version=VERSIONS[-1]):
+        return error(self.code, self.msg, self.details, version)
 
 
 class CniRequest:
@@ -77,7 +73,7 @@ class CniRequest:
 
     @property
     def version(self):
-        return self.config.get("cniVersion", SUPPORTED_VERSIONS[-1])
+        return self.config.get("cniVersion", VERSIONS[-1])
 
     @property
     def key(self):
@@ -95,10 +91,8 @@ def valid_ifname(name):
 def parse_request(env, stdin):
     """Validate the CNI environment and stdin; raise :class:`CniError` with the spec's code."""
     command = env.get("CNI_COMMAND", "")
-    if command not in COMMANDS:
-        raise CniError(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS))
-    if command == "VERSION":
-        return CniRequest(command, "", "", "", {}, {})
+    if command not in COMMANDS or command == "VERSION":  # VERSION is the plugin's own answer
+        raise CniError(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS[:-1]))
     try:
         config = json.loads(stdin or "")
     except ValueError as exc:
@@ -106,9 +100,10 @@ def parse_request(env, stdin):
     if not isinstance(config, dict):
         raise CniError(DECODE_FAILURE, "the network configuration must be a JSON object")
     version = config.get("cniVersion")
-    if version not in SUPPORTED_VERSIONS:
-        raise CniError(INCOMPATIBLE_VERSION, "incompatible CNI version %r" % (version,),
-                       "supported: %s" % ", ".join(SUPPORTED_VERSIONS))
+    if version not in VERSIONS:
+        raise CniError(
+            INCOMPATIBLE_VERSION, "incompatible CNI version %r" % (version,), "supported: %s" % ", ".join(VERSIONS)
+        )
     if command != "STATUS" and not config.get("network"):
         raise CniError(INVALID_CONFIG, "the network configuration needs 'network' (an external network name or id)")
     if "mtu" in config and (not isinstance(config["mtu"], int) or not 576 <= config["mtu"] <= 9216):
@@ -132,8 +127,11 @@ def parse_request(env, stdin):
         if not container_id:
             raise CniError(INVALID_ENV, "CNI_CONTAINERID is required")
         if not valid_ifname(ifname):
-            raise CniError(INVALID_ENV, "invalid CNI_IFNAME %r" % ifname,
-                           "1 to 15 characters, no '/', ':' or white space, not '.' or '..'")
+            raise CniError(
+                INVALID_ENV,
+                "invalid CNI_IFNAME %r" % ifname,
+                "1 to 15 characters, no '/', ':' or white space, not '.' or '..'",
+            )
     if command in ("ADD", "CHECK"):
         if not netns:
             raise CniError(INVALID_ENV, "CNI_NETNS is required")
@@ -173,10 +171,8 @@ class Ledger:
             return None
 
     def delete(self, key):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
-        except FileNotFoundError:
-            pass
 
     def items(self):
         out = {}
@@ -191,8 +187,20 @@ class Ledger:
 class NicAgent:
     """Attach, configure, release and reclaim pod NICs for one VM."""
 
-    def __init__(self, client, location, cloudspace_id, vm_id, ledger, netlink, pods=None, model="virtio",
-                 grace_period=30.0, wait_timeout=30.0, clock=time.time):
+    def __init__(
+        self,
+        client,
+        location,
+        cloudspace_id,
+        vm_id,
+        ledger,
+        netlink,
+        pods=None,
+        model="virtio",
+        grace_period=30.0,
+        wait_timeout=30.0,
+        clock=time.time,
+    ):
         self.client = client
         self.location = location
         self.cloudspace_id = cloudspace_id
@@ -225,8 +233,11 @@ class NicAgent:
     def _detach(self, entry):
         """Detach the entry's NIC, but only if the NIC at that address is still the one it recorded."""
         with self.vm_lock:
-            live = [n for n in self.client.nics(self.cloudspace_id, self.vm_id)
-                    if n["ip_address"] == entry.get("ip") and n["mac_address"] == entry.get("mac")]
+            live = [
+                n
+                for n in self.client.nics(self.cloudspace_id, self.vm_id)
+                if n["ip_address"] == entry.get("ip") and n["mac_address"] == entry.get("mac")
+            ]
             for nic in live:
                 nics.detach(self.client, self.cloudspace_id, self.vm_id, nic["ip_address"], entry["network_id"])
 
@@ -243,8 +254,6 @@ class NicAgent:
 
     # -- CNI commands --------------------------------------------------------
     def handle(self, req):
-        if req.command == "VERSION":
-            return version_result()
         return getattr(self, "cmd_" + req.command.lower())(req)
 
     def cmd_add(self, req):
@@ -254,20 +263,39 @@ class NicAgent:
         net = self.network(req.config["network"])
         prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
         routes = [{"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []]
-        entry = {"state": "attaching", "pod_uid": req.pod_uid, "netns": req.netns, "ifname": req.ifname,
-                 "network": req.config["network"], "network_id": net["external_network_id"], "since": self.clock()}
+        entry = {
+            "state": "attaching",
+            "pod_uid": req.pod_uid,
+            "netns": req.netns,
+            "ifname": req.ifname,
+            "network": req.config["network"],
+            "network_id": net["external_network_id"],
+            "since": self.clock(),
+        }
         with self.vm_lock:
             try:
                 before = self.client.nics(self.cloudspace_id, self.vm_id)
                 entry["before"] = [n["mac_address"] for n in before]
                 self.ledger.put(req.key, entry)  # intent, before the call
-                nic = nics.attach(self.client, self.cloudspace_id, self.vm_id, net["external_network_id"],
-                                  model=req.config.get("model") or self.model, before=before)
+                nic = nics.attach(
+                    self.client,
+                    self.cloudspace_id,
+                    self.vm_id,
+                    net["external_network_id"],
+                    model=req.config.get("model") or self.model,
+                    before=before,
+                )
             except ApiError as exc:
                 self.ledger.delete(req.key)  # nothing was attached (a lost answer would have been found)
                 raise self._platform_error(exc) from None
-            entry.update(state="attached", ip=nic["ip_address"], mac=nic["mac_address"], prefixlen=prefixlen,
-                         routes=routes, mtu=req.config.get("mtu"))
+            entry.update(
+                state="attached",
+                ip=nic["ip_address"],
+                mac=nic["mac_address"],
+                prefixlen=prefixlen,
+                routes=routes,
+                mtu=req.config.get("mtu"),
+            )
             self.ledger.put(req.key, entry)
         try:
             if not self.netlink.wait_for(entry["mac"], self.wait_timeout):
@@ -311,16 +339,18 @@ class NicAgent:
     def cmd_check(self, req):
         entry = self.ledger.get(req.key)
         if entry is None or entry.get("state") != "ready":
-            raise CniError(UNKNOWN_CONTAINER,
-                           "no attachment for container %s, ifname %s" % (req.container_id, req.ifname))
+            raise CniError(
+                UNKNOWN_CONTAINER, "no attachment for container %s, ifname %s" % (req.container_id, req.ifname)
+            )
         prev = req.config.get("prevResult") or {}
         live = self.netlink.inspect(req.netns, req.ifname)
         if live is None:
             raise CniError(CHECK_MISMATCH, "interface %s is missing in %s" % (req.ifname, req.netns))
         want_mac = {i.get("mac") for i in prev.get("interfaces", []) if i.get("name") == req.ifname} or {entry["mac"]}
         if live["mac"] not in want_mac:
-            raise CniError(CHECK_MISMATCH, "interface %s has MAC %s, expected %s" % (req.ifname, live["mac"],
-                                                                                     sorted(want_mac)))
+            raise CniError(
+                CHECK_MISMATCH, "interface %s has MAC %s, expected %s" % (req.ifname, live["mac"], sorted(want_mac))
+            )
         for ip in prev.get("ips", []) or [{"address": "%s/%s" % (entry["ip"], entry["prefixlen"])}]:
             if ip["address"] not in live["addresses"]:
                 raise CniError(CHECK_MISMATCH, "address %s is missing on %s" % (ip["address"], req.ifname))
@@ -332,8 +362,9 @@ class NicAgent:
         return {}
 
     def cmd_gc(self, req):
-        valid = {"%s.%s" % (a.get("containerID"), a.get("ifname"))
-                 for a in req.config.get("cni.dev/valid-attachments") or []}
+        valid = {
+            "%s.%s" % (a.get("containerID"), a.get("ifname")) for a in req.config.get("cni.dev/valid-attachments") or []
+        }
         for key, entry in self.ledger.items().items():
             if entry.get("network") == req.config.get("network") and key not in valid and entry["state"] == "ready":
                 self.release(key, entry)
@@ -361,10 +392,8 @@ class NicAgent:
                         if nic["mac_address"] not in entry.get("before", []) and nic["mac_address"] not in claimed:
                             entry.update(mac=nic["mac_address"], ip=nic["ip_address"])
                             break
-            try:
+            with contextlib.suppress(Exception):
                 self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
-            except Exception:
-                pass
             if entry.get("mac"):
                 self._detach(entry)
             self.ledger.delete(key)

@@ -4,7 +4,7 @@
   (the emulator's network 101 ``sriov-ext`` is 198.51.100.0/24);
 - ``<p>node``: the node VM's netns; the emulator's NIC hook hot-plugs a veth
   with the platform's MAC into it, peered into ``br0``;
-- ``<p>podN``: pods, each with a primary ``eth0`` (192.0.2.0/24 through a bridge
+- ``<p>podN``: pods, each with a primary ``eth0`` (192.0.1.0/24 through a bridge
   in the node netns) that holds the default route;
 - the emulator (loopback), and the node agent in the root netns, working in the
   node's netns through ``--host-netns``.
@@ -21,10 +21,11 @@ import subprocess
 import sys
 import time
 
-from helpers import COLLECTIONS, CUSTOMER, ROOT, Emulator, wait_for
+from capvco_lab.emulator import CUSTOMER, ROOT, Emulator, wait_for
 
-PLUGIN = os.path.join(ROOT, "node", "bin", "capvco-sriov-cni")
-HOOK = os.path.join(ROOT, "tests", "e2e", "hotplug.sh")
+#: The CNI plugin, run as the container runtime runs it (its shebang names the system python3).
+PLUGIN = os.path.join(ROOT, "node", "capvco_sriov", "shim.py")
+HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotplug.sh")
 NETNS_DIR = "/var/run/netns"
 
 
@@ -63,6 +64,7 @@ class Lab:
         self.socket = str(tmp_path / "agent.sock")
         self.ledger = str(tmp_path / "ledger")
         self.agent = None
+        self.agent_log = None
         self.emu = None
         self.vm_id = None
 
@@ -87,26 +89,61 @@ class Lab:
             if self.vm_name:
                 self.vm_id = [v["vm_id"] for v in client.vms(self.cloudspace_id) if v["name"] == self.vm_name][0]
             else:
-                self.vm_id = client.create_vm(self.cloudspace_id, name=self.node, description="node", vcpus=4,
-                                              memory=8192)
-        self.agent_args = ["--grace-period", str(grace), "--reclaim-interval", str(interval),
-                           "--wait-timeout", str(wait_timeout)]
+                self.vm_id = client.create_vm(
+                    self.cloudspace_id, name=self.node, description="node", vcpus=4, memory=8192
+                )
+        self.agent_args = [
+            "--grace-period",
+            str(grace),
+            "--reclaim-interval",
+            str(interval),
+            "--wait-timeout",
+            str(wait_timeout),
+        ]
         self.start_agent()
         return self
 
     def start_agent(self):
         cred = self.tmp / "credential"
-        cred.write_text(self.emu.token + "\n")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "node"), COLLECTIONS]))
-        self.agent_log = open(self.tmp / "agent.log", "a", encoding="utf-8")
+        fd = os.open(cred, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a Secret's file: root only
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.emu.token + "\n")
+        env = dict(os.environ)
+        if self.agent_log:
+            self.agent_log.close()
+        self.agent_log = open(self.tmp / "agent.log", "a", encoding="utf-8")  # noqa: SIM115 (closed in down())
         self.agent = subprocess.Popen(
-            [sys.executable, "-m", "capvco_sriov.agent", "--api-url", self.emu.url, "--customer-id", CUSTOMER,
-             "--credential-file", str(cred), "--location", self.location, "--cloudspace-id", self.cloudspace_id,
-             "--vm-id", str(self.vm_id), "--socket", self.socket, "--ledger-dir", self.ledger,
-             "--host-netns", os.path.join(NETNS_DIR, self.node)] + self.agent_args,
-            env=env, stdout=subprocess.PIPE, stderr=self.agent_log, text=True)
+            [
+                sys.executable,
+                "-m",
+                "capvco_sriov.agent",
+                "--api-url",
+                self.emu.url,
+                "--customer-id",
+                CUSTOMER,
+                "--credential-file",
+                str(cred),
+                "--location",
+                self.location,
+                "--cloudspace-id",
+                self.cloudspace_id,
+                "--vm-id",
+                str(self.vm_id),
+                "--socket",
+                self.socket,
+                "--ledger-dir",
+                self.ledger,
+                "--host-netns",
+                os.path.join(NETNS_DIR, self.node),
+            ]
+            + self.agent_args,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=self.agent_log,
+            text=True,
+        )
         line = self.agent.stdout.readline()
-        assert "serving" in line, open(self.tmp / "agent.log", encoding="utf-8").read()
+        assert "serving" in line, (self.tmp / "agent.log").read_text(encoding="utf-8")
 
     def kill_agent(self):
         self.agent.send_signal(signal.SIGKILL)
@@ -133,6 +170,8 @@ class Lab:
         if self.agent and self.agent.poll() is None:
             self.agent.terminate()
             self.agent.wait(10)
+        if self.agent_log:
+            self.agent_log.close()
         if self.emu and not self.external_emu:
             self.emu.stop()
         elif self.emu:
@@ -142,16 +181,33 @@ class Lab:
 
     # -- CNI -----------------------------------------------------------------
     def cni(self, command, pod=None, container="c0", ifname="net1", conf=None, raw=None, uid=None, env=None):
-        config = {"cniVersion": "1.1.0", "name": "sriov-ext", "type": "capvco-sriov", "network": "sriov-ext",
-                  "agentSocket": self.socket}
+        config = {
+            "cniVersion": "1.1.0",
+            "name": "sriov-ext",
+            "type": "capvco-sriov",
+            "network": "sriov-ext",
+            "agentSocket": self.socket,
+        }
         config.update(conf or {})
-        full = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": ifname,
-                "CNI_NETNS": os.path.join(NETNS_DIR, pod) if pod else "", "CNI_PATH": "/opt/cni/bin",
-                "CNI_ARGS": "K8S_POD_UID=%s" % (uid or container), "PATH": os.environ.get("PATH", ""),
-                "CAPVCO_SRIOV_SOCKET": self.socket}
+        full = {
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": container,
+            "CNI_IFNAME": ifname,
+            "CNI_NETNS": os.path.join(NETNS_DIR, pod) if pod else "",
+            "CNI_PATH": "/opt/cni/bin",
+            "CNI_ARGS": "K8S_POD_UID=%s" % (uid or container),
+            "PATH": os.environ.get("PATH", ""),
+            "CAPVCO_SRIOV_SOCKET": self.socket,
+        }
         full.update(env or {})
-        proc = subprocess.run([PLUGIN], input=raw if raw is not None else json.dumps(config), env=full,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [PLUGIN],
+            input=raw if raw is not None else json.dumps(config),
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         out = json.loads(proc.stdout) if proc.stdout.strip() else None
         return proc.returncode, out
 

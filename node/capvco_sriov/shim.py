@@ -1,0 +1,122 @@
+#!/usr/bin/python3 -IS
+"""capvco-sriov: the thin CNI plugin (spec 1.0.0 and 1.1.0), and the wire format it shares with the node agent.
+
+This one file is both sides' contract: the plugin runs it (installed as
+``/opt/cni/bin/capvco-sriov``, standard library only, so it starts fast and
+needs nothing on the host), and the agent imports it for the CNI versions,
+the error codes and the framing of a request and its answer.
+
+The wire format, on the agent's unix socket: one JSON line from the plugin,
+``{"env": {CNI_* variables}, "stdin": "<the network configuration>"}``, and
+one JSON line back, ``{"code": <exit code>, "result": <CNI result or error>}``.
+VERSION is answered here, never by the agent.
+"""
+
+import json
+import os
+import socket
+import sys
+
+#: The CNI spec versions this plugin speaks; the last one is what it answers in.
+VERSIONS = ("1.0.0", "1.1.0")
+COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
+#: The CNI variables the plugin forwards to the agent.
+ENV_KEYS = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
+SOCKET = "/run/capvco/sriov.sock"
+#: How long the plugin waits for the agent's answer, in seconds.
+TIMEOUT = 300
+
+# CNI spec error codes
+INCOMPATIBLE_VERSION = 1
+UNSUPPORTED_FIELD = 2
+UNKNOWN_CONTAINER = 3
+INVALID_ENV = 4
+IO_FAILURE = 5
+DECODE_FAILURE = 6
+INVALID_CONFIG = 7
+TRY_AGAIN_LATER = 11
+PLUGIN_NOT_AVAILABLE = 50
+CHECK_MISMATCH = 100  # plugin-specific: live state differs from prevResult
+
+
+def error(code, msg, details="", version=VERSIONS[-1]):
+    """A CNI error document."""
+    return {"cniVersion": version, "code": code, "msg": msg, "details": str(details)}
+
+
+def version_result():
+    return {"cniVersion": VERSIONS[-1], "supportedVersions": list(VERSIONS)}
+
+
+def encode_request(env, stdin):
+    return json.dumps({"env": {k: env[k] for k in ENV_KEYS if k in env}, "stdin": stdin}).encode() + b"\n"
+
+
+def decode_request(raw):
+    """``(env, stdin)`` of one request line; ValueError when it is not one."""
+    msg = json.loads(raw)
+    if not isinstance(msg, dict) or not isinstance(msg.get("env") or {}, dict):
+        raise ValueError("not a request: %r" % (raw[:200],))
+    return msg.get("env") or {}, msg.get("stdin") or ""
+
+
+def encode_reply(code, doc):
+    return json.dumps({"code": code, "result": doc}).encode() + b"\n"
+
+
+def decode_reply(raw):
+    """``(code, result)`` of one answer line; ValueError when it is not one."""
+    msg = json.loads(raw)
+    if not isinstance(msg, dict) or not isinstance(msg.get("code"), int):
+        raise ValueError("not an answer: %r" % (raw[:200],))
+    return msg["code"], msg.get("result")
+
+
+def reply(code, doc):
+    sys.stdout.write(json.dumps(doc))
+    sys.stdout.write("\n")
+    sys.exit(code)
+
+
+def ask(path, request, timeout=TIMEOUT):
+    """Send one request to the agent; return its ``(code, result)``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+        sock.sendall(request)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sock.close()
+    return decode_reply(data)
+
+
+def main():
+    command = os.environ.get("CNI_COMMAND", "")
+    if command == "VERSION":
+        reply(0, version_result())
+    stdin = sys.stdin.read()
+    path = os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET)
+    try:
+        conf = json.loads(stdin)
+        if isinstance(conf, dict) and conf.get("agentSocket"):
+            path = conf["agentSocket"]
+    except ValueError as exc:
+        reply(1, error(DECODE_FAILURE, "failed to decode the network configuration", exc))
+    try:
+        code, result = ask(path, encode_request(os.environ, stdin))
+    except (OSError, ValueError) as exc:
+        code = PLUGIN_NOT_AVAILABLE if command == "STATUS" else TRY_AGAIN_LATER
+        reply(1, error(code, "the capvco node agent is not available", "%s: %s" % (path, exc)))
+    if code == 0 and result == {}:
+        sys.exit(0)  # DEL, CHECK, GC and STATUS print nothing on success
+    reply(code, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vGPU billing: the platform's consumption report and prices, turned into seconds and cost (pure Python).
+
+A vGPU bills from reservation until permanent deletion.  The consumption
+report gives ``vgu`` in unit-hours; the price list gives ``vgu`` per month,
+and an hour is 1/730 of a month.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import attached_to
+
+HOURS_PER_MONTH = 730.0
+SECONDS_PER_VGU = 3600.0
+
+
+def price_per_hour(price):
+    """The hourly price of one vGPU from a ``getCustomerLocationPricing`` answer (0.0 when it has none)."""
+    return float(((price or {}).get("resources") or {}).get("vgu") or 0.0) / HOURS_PER_MONTH
+
+
+def costs(client, location, items, now):
+    """``{vgpu_id: (vgpu_seconds, cost)}`` from the platform's consumption and prices.
+
+    A vGPU's own figure comes from ``unassigned_vgpus`` while it was detached;
+    while attached it is a share of its VM's ``vgu`` (split evenly between the
+    VM's current vGPUs).
+    """
+    if not items:
+        return {}, None, 0.0
+    start = min((i["owner"].created for i in items if i.get("owner")), default=int(now) - 86400)
+    report = client.consumption(location, start - 1, int(now) + 1) or {}
+    price = client.prices(location) or {}
+    per_hour = price_per_hour(price)
+    unassigned = {
+        u["vgpu_id"]: float((u.get("consumption") or {}).get("vgu") or 0.0)
+        for u in report.get("unassigned_vgpus") or []
+    }
+    vm_vgu = {}
+    for space in report.get("cloudspaces") or []:
+        for vm in space.get("vms") or []:
+            vm_vgu[vm["vm_id"]] = float((vm.get("consumption") or {}).get("vgu") or 0.0)
+    sharing = {}
+    for item in items:
+        if attached_to(item) is not None:
+            sharing[attached_to(item)] = sharing.get(attached_to(item), 0) + 1
+    out = {}
+    for item in items:
+        vgu = unassigned.get(item["vgpu_id"], 0.0)
+        vm_id = attached_to(item)
+        if vm_id is not None:
+            vgu += vm_vgu.get(vm_id, 0.0) / sharing[vm_id]
+        out[item["vgpu_id"]] = (round(vgu * SECONDS_PER_VGU, 1), round(vgu * per_hour, 4))
+    return out, price.get("currency"), per_hour
+
+
+def billing(req):
+    """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window, from the platform."""
+    p = req.params
+    end = int(time.time()) + 1
+    start = int(p["since"]) if p.get("since") is not None else end - 86400
+    if start > end:
+        raise InputError("since %r is in the future" % p["since"])
+    report = req.client.consumption(p["location"], start, end) or {}
+    vgu = float((report.get("consumption") or {}).get("vgu") or 0.0)
+    price = req.client.prices(p["location"]) or {}
+    per_hour = price_per_hour(price)
+    return {
+        "start": start,
+        "end": end,
+        "vgpu_seconds": round(vgu * SECONDS_PER_VGU, 1),
+        "cost": round(vgu * per_hour, 4),
+        "currency": price.get("currency"),
+        "unassigned_vgpus": len(report.get("unassigned_vgpus") or []),
+    }

@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The errors the core raises (pure Python, no imports of the collection).
+
+Every module of the core raises these and nothing else, so that a module
+that only validates input or parses output need not import the HTTP client.
+``module.py`` turns them into ``fail_json``: the message, plus ``details``.
+"""
+
+from __future__ import annotations
+
+
+class WhiteskyError(Exception):
+    """Base of every error the core raises; ``details`` go into the module's failure result as they are."""
+
+    def __init__(self, message, details=None):
+        super().__init__(message)
+        self.details = dict(details or {})
+
+
+class InputError(WhiteskyError, ValueError):
+    """Bad input from the user: the message names the value and what is valid."""
+
+
+class InsufficientCapacity(WhiteskyError):
+    """The location has too few instances of a GPU type now; capacity may free up, so a retry can help."""
+
+
+class PartialFailure(WhiteskyError):
+    """Some items converged and some did not; ``details`` says which."""
+
+
+class ApiError(WhiteskyError):
+    """One platform call failed.
+
+    ``status`` is the HTTP status, or ``None`` when no response came (a
+    timeout, a dropped connection).  The token is never part of it.
+    """
+
+    def __init__(self, method, path, status, message):
+        self.method = method
+        self.path = path
+        self.status = status
+        self.message = message
+        where = "%s %s" % (method, path) if method else "whitesky API"
+        code = "HTTP %s" % status if status is not None else "no response"
+        super().__init__(
+            "%s failed: %s: %s" % (where, code, message), {"status": status, "method": method, "path": path}
+        )
+
+    @property
+    def no_response(self):
+        """True when the request may or may not have been committed."""
+        return self.status is None
+
+
+def gone_is_done(call, *args, **kwargs):
+    """Run a delete; a 404 means it is already gone, which counts as done.
+
+    Returns True when this call deleted it, False when it was gone already.
+    """
+    try:
+        call(*args, **kwargs)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return False
+    return True

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Lookups on the platform's listings, shared by every part of the core (pure Python).
+
+This module sits below ``machines``, ``nics``, ``gpu`` and ``sweep``: the VMs
+of a cloudspace by name or id, and one decoded listing of a location's vGPU
+reservations.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+
+
+def resolve_machines(vms, wanted, cloudspace_id):
+    """``[(vm_id, name)]`` for machine names or ids; an unknown one fails naming what exists."""
+    by_name = {v["name"]: v for v in vms}
+    by_id = {str(v["vm_id"]): v for v in vms}
+    out = []
+    for machine in wanted:
+        vm = by_name.get(str(machine)) or by_id.get(str(machine))
+        if vm is None:
+            raise InputError(
+                "machine %r not found in cloudspace %r; it has: %s"
+                % (machine, cloudspace_id, ", ".join(sorted(by_name)) or "no VMs")
+            )
+        out.append((vm["vm_id"], vm["name"]))
+    return out
+
+
+def find_vm(client, cloudspace_id, name):
+    for vm in client.vms(cloudspace_id):
+        if vm["name"] == name:
+            return vm
+    return None
+
+
+def view(item):
+    """A reservation as the modules return it, with its owner decoded."""
+    vm = item.get("virtual_machine") or {}
+    owner = item.get("owner")
+    out = {
+        "vgpu_id": item["vgpu_id"],
+        "vgpu_name": item["vgpu_name"],
+        "gpu_id": item["gpu_id"],
+        "status": item.get("status"),
+        "vm_id": vm.get("id"),
+        "vm_name": vm.get("name"),
+        "owned": owner is not None,
+    }
+    if owner is not None:
+        out.update(cluster=owner.cluster, machine=owner.machine, slot=owner.slot, created=owner.created)
+    return out
+
+
+class Inventory:
+    """One paginated listing of a location's reservations (soft-deleted included), decoded."""
+
+    def __init__(self, client, location):
+        self.items = list(client.vgpus(location, include_deleted=True))
+        for item in self.items:
+            item["owner"] = ownership.decode(item.get("vgpu_name"))
+
+    def owned(self, cluster=None, machine=None):
+        out = []
+        for item in self.items:
+            owner = item["owner"]
+            if owner is None:
+                continue
+            if cluster is None or ownership.owned_by(owner, cluster, machine):
+                out.append(item)
+        return out
+
+
+def deleted(item):
+    return item.get("status") == "DELETED"
+
+
+def attached_to(item):
+    return (item.get("virtual_machine") or {}).get("id")

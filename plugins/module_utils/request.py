@@ -1,0 +1,16 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a core function is called with (pure Python)."""
+
+from __future__ import annotations
+
+
+class Request:
+    """The client (None for modules without a platform connection), the module's own parameters, and the mode."""
+
+    def __init__(self, client, params, check_mode=False, diff=False):
+        self.client = client
+        self.params = params
+        self.check_mode = check_mode
+        self.diff = diff

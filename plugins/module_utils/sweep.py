@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a location's reservations say: the report of ``vgpu_info``, and the sweeps of ``vgpu_reclaim`` (pure Python).
+
+A sweep releases only what decodes as this cluster's (``scope=cluster``), or
+what is owned but whose machine no longer exists, after a grace period
+(``scope=orphans``).  A name that does not decode is never touched.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted, view
+from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+
+
+def machines_in_location(client, location):
+    """Names of the VMs that exist in the location (all the customer's cloudspaces there)."""
+    names = set()
+    for cs in client.cloudspaces():
+        if cs.get("location") == location:
+            names.update(v["name"] for v in client.vms(cs["cloudspace_id"]))
+    return names
+
+
+def is_orphan(item, vm_names):
+    owner = item["owner"]
+    keys = set()
+    for name in vm_names:
+        try:
+            keys.add(ownership.machine_key(owner.cluster, name))
+        except InputError:
+            continue
+    return owner.machine not in keys
+
+
+def info(req):
+    """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost."""
+    p = req.params
+    client = req.client
+    location = p["location"]
+    if p.get("machine") and not p.get("cluster"):
+        raise InputError("machine needs cluster: names encode the machine per cluster")
+    inventory = Inventory(client, location)
+    items = inventory.owned(p.get("cluster"), p.get("machine")) if p.get("cluster") else list(inventory.items)
+    now = time.time()
+    vm_names = machines_in_location(client, location) if (p["orphans_only"] or p.get("cluster")) else None
+    rows = []
+    for item in items:
+        row = view(item)
+        if item["owner"] is not None:
+            row["age"] = int(now - item["owner"].created)
+            if vm_names is not None:
+                row["orphan"] = is_orphan(item, vm_names)
+        if p["orphans_only"] and not row.get("orphan"):
+            continue
+        rows.append((item, row))
+    result = {"reservations": [r for _i, r in rows]}
+    if p["with_cost"]:
+        figures, currency, per_hour = costs(client, location, [i for i, _r in rows], now)
+        for item, row in rows:
+            row["vgpu_seconds"], row["cost"] = figures.get(item["vgpu_id"], (0.0, 0.0))
+        result["currency"] = currency
+        result["cost_per_hour"] = round(per_hour * len(rows), 4)
+        result["total_cost"] = round(sum(r["cost"] for _i, r in rows), 4)
+    result["report"] = report_lines([r for _i, r in rows], result)
+    return result
+
+
+REPORT_ROW = "%-36s %-12s %-18s %4s %9s %-16s %12s"
+
+
+def report_lines(rows, totals):
+    """A plain-text table of reservations (for the orphan check and the summaries)."""
+    lines = [REPORT_ROW % ("vgpu_name", "cluster", "machine", "slot", "age(s)", "attached VM", "cost so far")]
+    for r in rows:
+        lines.append(
+            REPORT_ROW
+            % (
+                r["vgpu_name"],
+                r.get("cluster", "-"),
+                r.get("machine", "-"),
+                r.get("slot", "-"),
+                r.get("age", "-"),
+                r.get("vm_name") or "-",
+                "%s" % r["cost"] if "cost" in r else "-",
+            )
+        )
+    summary = "%d reservation(s)" % len(rows)
+    if "cost_per_hour" in totals:
+        summary += ", costing %s %s per hour, %s %s so far" % (
+            totals["cost_per_hour"],
+            totals["currency"],
+            totals["total_cost"],
+            totals["currency"],
+        )
+    return lines + [summary]
+
+
+def reclaim(req):
+    """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans)."""
+    p = req.params
+    client = req.client
+    location, scope, cluster = p["location"], p["scope"], p.get("cluster")
+    if scope == "cluster" and not cluster:
+        raise InputError("scope=cluster needs cluster (the cluster whose reservations to release)")
+    if p["grace_period"] < 0:
+        raise InputError("grace_period must be 0 or more seconds, got %r" % p["grace_period"])
+    if cluster:
+        ownership.cluster_part(cluster)
+    inventory = Inventory(client, location)
+    candidates = inventory.owned(cluster)
+    ignored = len(inventory.items) - len(candidates)
+    now = time.time()
+    vm_names = machines_in_location(client, location) if scope == "orphans" else set()
+    release, kept = [], []
+    for item in candidates:
+        row = view(item)
+        if deleted(item) and not p["permanently"]:
+            kept.append(dict(row, reason="already in the recycle bin"))
+        elif scope == "cluster":
+            release.append(item)
+        elif not is_orphan(item, vm_names):
+            kept.append(dict(row, reason="machine %r exists" % item["owner"].machine))
+        elif now - item["owner"].created < p["grace_period"]:
+            kept.append(
+                dict(
+                    row,
+                    reason="within the grace period (age %ds < %ds)" % (now - item["owner"].created, p["grace_period"]),
+                )
+            )
+        else:
+            release.append(item)
+    price = client.prices(location) if release else {}
+    per_hour = price_per_hour(price)
+    result = {
+        "changed": bool(release),
+        "released": [view(i) for i in release],
+        "kept": kept,
+        "ignored": ignored,
+        "saved_per_hour": round(per_hour * sum(1 for i in release if not deleted(i) or p["permanently"]), 4),
+        "currency": price.get("currency"),
+        "diff": {
+            "before": sorted(i["vgpu_name"] for i in candidates),
+            "after": sorted(i["vgpu_name"] for i in candidates if i not in release),
+        },
+    }
+    if req.check_mode or not release:
+        return result
+    ops = Ops(client, location, permanently=p["permanently"])
+    groups = {}
+    for item in release:  # one VM's vGPUs in turn (the VM lock); different VMs in parallel
+        groups.setdefault(attached_to(item) or item["vgpu_id"], []).append(item)
+    _done, errors = run_parallel(
+        {k: (lambda g=g: [ops.release(i) for i in g]) for k, g in groups.items()}, p["parallel"]
+    )
+    if errors:
+        failed = {i["vgpu_id"] for k in errors for i in groups[k]}
+        raise PartialFailure(
+            "%d of %d release(s) failed: %s" % (len(failed), len(release), "; ".join(str(e) for e in errors.values())),
+            {"released": [view(i) for i in release if i["vgpu_id"] not in failed], "not_released": sorted(failed)},
+        )
+    return result

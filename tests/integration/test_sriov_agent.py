@@ -1,0 +1,182 @@
+"""The SR-IOV agent's NicAgent against the real emulator, without root: netlink is faked behind its interface.
+
+Netlink (moving interfaces between network namespaces) needs root; tests/e2e
+drives the real one.  Here a fake stands in, so the attach, the ledger, the
+rollback, recovery, reclamation, GC and CHECK run on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capvco_sriov import shim
+from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
+
+CS, LOC = "cs-demo", "be-gen-1"
+
+
+class FakeNetlink:
+    """The netlink interface of capvco_sriov.sriov, in memory: a NIC 'appears' unless told otherwise."""
+
+    def __init__(self):
+        self.absent = set()  # MACs that never show up in the node
+        self.fail_configure = False
+        self.pods = {}  # (netns, ifname) -> {"mac", "addresses", "routes"}
+        self.released = []
+
+    def wait_for(self, mac, timeout):
+        return mac not in self.absent
+
+    def configure(self, mac, netns, ifname, address, prefixlen, mtu, routes):
+        if self.fail_configure:
+            raise OSError("netlink: operation not permitted")
+        self.pods[(netns, ifname)] = {
+            "mac": mac,
+            "addresses": ["%s/%d" % (address, prefixlen)],
+            "routes": [r["dst"] for r in routes],
+        }
+
+    def release(self, netns, ifname, mac):
+        self.released.append((netns, ifname, mac))
+        self.pods.pop((netns, ifname), None)
+
+    def inspect(self, netns, ifname):
+        return self.pods.get((netns, ifname))
+
+
+@pytest.fixture
+def node(emulator, tmp_path):
+    client = emulator.client()
+    vm_id = client.create_vm(CS, name="node-a", description="node", vcpus=2, memory=2048)
+    clock = [1000.0]
+    agent = NicAgent(
+        client,
+        LOC,
+        CS,
+        vm_id,
+        Ledger(str(tmp_path / "ledger")),
+        FakeNetlink(),
+        grace_period=5.0,
+        clock=lambda: clock[0],
+    )
+    agent.clock_value = clock
+    netns = tmp_path / "netns-pod1"
+    netns.touch()
+    agent.test_netns = str(netns)
+    yield agent
+    client.close()
+
+
+def cni(agent, command, container="c1", conf=None, netns=None):
+    config = {"cniVersion": "1.1.0", "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
+    config.update(conf or {})
+    env = {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": container,
+        "CNI_IFNAME": "net1",
+        "CNI_NETNS": netns or agent.test_netns,
+        "CNI_ARGS": "K8S_POD_UID=uid-" + container,
+    }
+    return agent.handle(parse_request(env, json.dumps(config)))
+
+
+def platform(agent):
+    return agent.client.nics(CS, agent.vm_id)
+
+
+def test_add_attaches_one_nic_and_configures_the_pod_with_the_platforms_address(node):
+    result = cni(node, "ADD", conf={"routes": [{"dst": "203.0.113.0/24"}]})
+    (nic,) = platform(node)
+    assert result["ips"] == [{"address": nic["ip_address"] + "/24", "interface": 0}]
+    assert result["interfaces"][0] == {"name": "net1", "mac": nic["mac_address"], "sandbox": node.test_netns}
+    assert result["routes"] == [{"dst": "203.0.113.0/24", "gw": "198.51.100.1"}]
+    assert node.netlink.pods[(node.test_netns, "net1")]["mac"] == nic["mac_address"]
+    assert node.ledger.get("c1.net1")["state"] == "ready"
+    assert cni(node, "ADD") == result and len(platform(node)) == 1  # a repeated ADD attaches nothing more
+    assert cni(node, "CHECK", conf={"prevResult": result}) == {}
+    assert cni(node, "DEL") == {} and platform(node) == [] and node.ledger.items() == {}
+    assert cni(node, "DEL") == {}  # DEL again is fine
+
+
+def test_check_reports_a_mismatch(node):
+    result = cni(node, "ADD")
+    node.netlink.pods[(node.test_netns, "net1")]["mac"] = "52:54:ff:ff:ff:ff"
+    with pytest.raises(CniError) as err:
+        cni(node, "CHECK", conf={"prevResult": result})
+    assert err.value.code == shim.CHECK_MISMATCH
+    with pytest.raises(CniError) as err:
+        cni(node, "CHECK", container="never-added")
+    assert err.value.code == shim.UNKNOWN_CONTAINER
+
+
+@pytest.mark.parametrize("how", ["configure fails", "never appears"])
+def test_a_failure_after_the_attach_rolls_back(node, how):
+    if how == "configure fails":
+        node.netlink.fail_configure = True
+    else:
+        node.netlink.absent = {"52:54:00:00:00:01"}
+    with pytest.raises(CniError) as err:
+        cni(node, "ADD")
+    assert err.value.code == shim.IO_FAILURE
+    assert platform(node) == [] and node.ledger.items() == {}, "the NIC is detached and the entry is gone"
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, shim.TRY_AGAIN_LATER), (500, shim.IO_FAILURE)])
+def test_a_platform_failure_at_attach_leaves_nothing(node, emulator, status, code):
+    emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [status, 1]})
+    with pytest.raises(CniError) as err:
+        cni(node, "ADD")
+    assert err.value.code == code
+    assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_recovery_releases_an_attach_that_a_crash_left_halfway(node):
+    before = [n["mac_address"] for n in platform(node)]
+    node.ledger.put(
+        "c9.net1",
+        {
+            "state": "attaching",
+            "pod_uid": "u9",
+            "netns": node.test_netns,
+            "ifname": "net1",
+            "network": "sriov-ext",
+            "network_id": 101,
+            "since": 0,
+            "before": before,
+        },
+    )
+    node.client.attach_nic(CS, node.vm_id, 101)  # the platform committed it; the agent died before writing it down
+    assert len(platform(node)) == 1
+    assert node.recover() == ["c9.net1"]
+    assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_a_pod_whose_netns_is_gone_is_reclaimed_after_the_grace_period(node, tmp_path):
+    cni(node, "ADD")
+    (tmp_path / "netns-pod1").unlink()
+    assert node.reclaim_once() == []  # first seen gone: the grace period starts
+    node.clock_value[0] += 4.9
+    assert node.reclaim_once() == [] and len(platform(node)) == 1
+    node.clock_value[0] += 0.2
+    (released,) = node.reclaim_once()
+    assert "netns" in released["reason"] and platform(node) == [] and node.ledger.items() == {}
+
+
+def test_gc_releases_what_the_runtime_no_longer_lists(node, tmp_path):
+    other = tmp_path / "netns-pod2"
+    other.touch()
+    cni(node, "ADD", container="keep")
+    cni(node, "ADD", container="drop", netns=str(other))
+    assert len(platform(node)) == 2
+    gc = {"CNI_COMMAND": "GC"}
+    conf = {
+        "cniVersion": "1.1.0",
+        "name": "ext",
+        "type": "capvco-sriov",
+        "network": "sriov-ext",
+        "cni.dev/valid-attachments": [{"containerID": "keep", "ifname": "net1"}],
+    }
+    node.handle(parse_request(gc, json.dumps(conf)))
+    assert set(node.ledger.items()) == {"keep.net1"} and len(platform(node)) == 1

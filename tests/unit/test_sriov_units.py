@@ -1,0 +1,122 @@
+"""The SR-IOV agent's request parsing, its ledger and the shim's wire format, without root or a server."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from capvco_sriov import shim
+from capvco_sriov.sriov import CniError, Ledger, parse_request
+
+from helpers import read_text
+
+CONF = json.dumps({"cniVersion": "1.1.0", "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"})
+
+
+def env(tmp_path, **kw):
+    netns = tmp_path / "netns"
+    netns.touch()
+    base = {
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": "c1",
+        "CNI_IFNAME": "net1",
+        "CNI_NETNS": str(netns),
+        "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_UID=u-1;K8S_POD_NAME=p",
+    }
+    base.update(kw)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def test_parse_request_reads_the_environment_and_the_config(tmp_path):
+    req = parse_request(env(tmp_path), CONF)
+    assert (req.command, req.container_id, req.ifname, req.version) == ("ADD", "c1", "net1", "1.1.0")
+    assert req.pod_uid == "u-1" and req.args["K8S_POD_NAME"] == "p" and req.key == "c1.net1"
+    assert parse_request(env(tmp_path, CNI_COMMAND="DEL", CNI_NETNS=None), CONF).netns == ""  # DEL needs no netns
+    status = parse_request({"CNI_COMMAND": "STATUS"}, json.dumps({"cniVersion": "1.0.0"}))
+    assert status.command == "STATUS"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "stdin", "code", "words"),
+    [
+        ({"CNI_COMMAND": "VERSION"}, CONF, shim.INVALID_ENV, "CNI_COMMAND"),  # the plugin answers VERSION itself
+        ({"CNI_COMMAND": "FROB"}, CONF, shim.INVALID_ENV, "CNI_COMMAND"),
+        ({"CNI_CONTAINERID": None}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
+        ({"CNI_IFNAME": "a/b"}, CONF, shim.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_IFNAME": "x" * 16}, CONF, shim.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_NETNS": None}, CONF, shim.INVALID_ENV, "CNI_NETNS is required"),
+        ({"CNI_NETNS": "/nonexistent/netns"}, CONF, shim.INVALID_ENV, "does not exist"),
+        ({}, "{not json", shim.DECODE_FAILURE, "decode"),
+        ({}, "[1]", shim.DECODE_FAILURE, "JSON object"),
+        ({}, json.dumps({"cniVersion": "0.3.1", "network": "n"}), shim.INCOMPATIBLE_VERSION, "0.3.1"),
+        ({}, json.dumps({"cniVersion": "1.0.0"}), shim.INVALID_CONFIG, "network"),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "mtu": 100}), shim.INVALID_CONFIG, "mtu"),
+        (
+            {},
+            json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": "0.0.0.0/0"}]}),
+            shim.INVALID_CONFIG,
+            "default route",
+        ),
+        (
+            {},
+            json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": "bogus"}]}),
+            shim.INVALID_CONFIG,
+            "invalid route",
+        ),
+    ],
+)
+def test_parse_request_refuses_with_the_specs_code(tmp_path, overrides, stdin, code, words):
+    with pytest.raises(CniError) as err:
+        parse_request(env(tmp_path, **overrides), stdin)
+    assert err.value.code == code and words in err.value.msg, err.value.msg
+    doc = err.value.to_dict("1.0.0")
+    assert doc["cniVersion"] == "1.0.0" and doc["code"] == code and isinstance(doc["details"], str)
+
+
+def test_ledger_replaces_atomically_and_lists_what_it_holds(tmp_path):
+    ledger = Ledger(str(tmp_path / "ledger"))
+    assert oct(os.stat(ledger.dir).st_mode & 0o777) == "0o700"
+    assert ledger.get("c1.net1") is None and ledger.items() == {}
+    ledger.put("c1.net1", {"state": "attaching"})
+    ledger.put("c1.net1", {"state": "ready", "ip": "198.51.100.2"})
+    ledger.put("c/2.net1", {"state": "ready"})
+    assert ledger.get("c1.net1") == {"state": "ready", "ip": "198.51.100.2"}
+    assert set(ledger.items()) == {"c1.net1", "c_2.net1"}
+    assert not [n for n in os.listdir(ledger.dir) if n.endswith(".tmp")], "no temporary file is left behind"
+    ledger.delete("c1.net1")
+    ledger.delete("c1.net1")  # deleting what is gone is fine
+    assert ledger.get("c1.net1") is None and Ledger(ledger.dir).items() == {"c_2.net1": {"state": "ready"}}
+
+
+def test_the_wire_format_round_trips():
+    raw = shim.encode_request({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1", "HOME": "/root"}, CONF)
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+    assert shim.decode_request(raw) == ({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1"}, CONF)  # only CNI_* travel
+    assert shim.decode_reply(shim.encode_reply(7, {"code": 7})) == (7, {"code": 7})
+    with pytest.raises(ValueError):
+        shim.decode_reply(b'{"result": {}}\n')
+    with pytest.raises(ValueError):
+        shim.decode_request(b"[1, 2]\n")
+
+
+def test_the_shim_is_standard_library_only_and_answers_version_alone():
+    text = read_text(shim.__file__)
+    tree = ast.parse(text)
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    assert text.startswith("#!/usr/bin/python3 -IS\n") and os.access(shim.__file__, os.X_OK)
+    out = subprocess.run(
+        [shim.__file__],
+        env={"CNI_COMMAND": "VERSION", "CAPVCO_SRIOV_SOCKET": "/nonexistent"},
+        input="",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out) == {"cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"]}
