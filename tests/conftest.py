@@ -1,4 +1,4 @@
-"""pytest wiring: the collection on sys.path, a fresh emulator per test that wants one, and the skip rules.
+"""pytest wiring: a fresh emulator per test that wants one, the collection link, and the skip rules.
 
 ``helpers.require(ok, why)`` is how a suite that needs root, network namespaces or
 podman says what it lacks: a skip on a developer's machine, but a failure
