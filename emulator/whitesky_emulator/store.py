@@ -208,3 +208,197 @@ class Store:
         count = self.one("SELECT COUNT(*) FROM nics WHERE vm_id=?", vm_id)[0]
         self.x("UPDATE nics SET mac_address=?, device_name=? WHERE nic_id=?", mac, "eth%d" % count, nic_id)
         return self.one("SELECT * FROM nics WHERE nic_id=?", nic_id)
+
+    # -- lookups (rows or None) --------------------------------------------
+    def first_customer(self):
+        return self.one("SELECT customer_id FROM customers ORDER BY rowid")[0]
+
+    def customer(self, customer_id):
+        return self.one("SELECT * FROM customers WHERE customer_id=?", customer_id)
+
+    def location(self, name):
+        return self.one("SELECT * FROM locations WHERE name=?", name)
+
+    def locations(self):
+        return self.q("SELECT * FROM locations ORDER BY name")
+
+    def cloudspace(self, customer_id, cloudspace_id):
+        return self.one(
+            "SELECT * FROM cloudspaces WHERE cloudspace_id=? AND customer_id=? AND deleted_at IS NULL",
+            cloudspace_id,
+            customer_id,
+        )
+
+    def vm(self, cloudspace_id, vm_id):
+        return self.one(
+            "SELECT * FROM vms WHERE vm_id=? AND cloudspace_id=? AND deleted_at IS NULL", vm_id, cloudspace_id
+        )
+
+    def vm_brief(self, vm_id):
+        return self.one(
+            "SELECT vms.vm_id, vms.name, vms.cloudspace_id, cloudspaces.name AS cs_name FROM vms"
+            " JOIN cloudspaces USING (cloudspace_id) WHERE vm_id=?",
+            vm_id,
+        )
+
+    def vgpu(self, customer_id, vgpu_id):
+        """A reservation that is not permanently deleted (it may be in the recycle bin)."""
+        return self.one(
+            "SELECT * FROM vgpus WHERE vgpu_id=? AND customer_id=? AND deleted_at IS NULL", vgpu_id, customer_id
+        )
+
+    def profile(self, gpu_id, location=None):
+        if location is None:
+            return self.one("SELECT * FROM gpu_profiles WHERE id=?", gpu_id)
+        return self.one("SELECT * FROM gpu_profiles WHERE id=? AND location=?", gpu_id, location)
+
+    def profiles(self, location):
+        return self.q("SELECT * FROM gpu_profiles WHERE location=? ORDER BY id", location)
+
+    # -- vGPU listings -------------------------------------------------------
+    @staticmethod
+    def _vgpu_filter(only_deleted, include_deleted):
+        where = "customer_id=? AND location=? AND deleted_at IS NULL"
+        if only_deleted:
+            return where + " AND soft_deleted_at IS NOT NULL"
+        if not include_deleted:
+            return where + " AND soft_deleted_at IS NULL"
+        return where
+
+    def count_vgpus(self, customer_id, location, only_deleted=False, include_deleted=False):
+        where = self._vgpu_filter(only_deleted, include_deleted)
+        return self.one("SELECT COUNT(*) FROM vgpus WHERE " + where, customer_id, location)[0]
+
+    def page_vgpus(self, customer_id, location, limit, start, only_deleted=False, include_deleted=False):
+        """``limit`` reservations after the first ``start`` (in reservation order); ``limit`` None: all."""
+        where = self._vgpu_filter(only_deleted, include_deleted)
+        return self.q(
+            "SELECT * FROM vgpus WHERE " + where + " ORDER BY rowid LIMIT ? OFFSET ?",
+            customer_id,
+            location,
+            -1 if limit is None else limit,
+            start,
+        )
+
+    def vgpus_of_vm(self, vm_id):
+        return self.q("SELECT * FROM vgpus WHERE vm_id=? AND deleted_at IS NULL", vm_id)
+
+    def vgpus_in(self, customer_id, location):
+        """Every reservation the location ever had (billing looks at all of them)."""
+        return self.q("SELECT * FROM vgpus WHERE customer_id=? AND location=?", customer_id, location)
+
+    def all_vgpus(self):
+        return self.q("SELECT * FROM vgpus ORDER BY rowid")
+
+    def restore_vgpu(self, vgpu_id):
+        self.x("UPDATE vgpus SET soft_deleted_at=NULL, touched=touched+1 WHERE vgpu_id=?", vgpu_id)
+
+    # -- cloudspaces ---------------------------------------------------------
+    def cloudspaces(self, customer_id, include_deleted=False, only_deleted=False, location=None, every=False):
+        """Live cloudspaces; with ``include_deleted`` (or ``only_deleted``) those in the recycle bin too.
+
+        One deleted permanently is in no listing, except for billing (``every``).
+        """
+        where = "customer_id=?" if every else "customer_id=? AND status != 'DESTROYED'"
+        if every:
+            pass
+        elif only_deleted:
+            where += " AND deleted_at IS NOT NULL"
+        elif not include_deleted:
+            where += " AND deleted_at IS NULL"
+        args = [customer_id]
+        if location is not None:
+            where += " AND location=?"
+            args.append(location)
+        return self.q("SELECT * FROM cloudspaces WHERE " + where + " ORDER BY created", *args)
+
+    def new_cloudspace(self, cloudspace_id, customer_id, name, location, private_network):
+        self.x(
+            "INSERT INTO cloudspaces VALUES (?, ?, ?, ?, ?, 'DEPLOYED', ?, NULL)",
+            cloudspace_id,
+            customer_id,
+            name,
+            location,
+            private_network,
+            time.time(),
+        )
+
+    def has_live_vms(self, cloudspace_id):
+        return self.one("SELECT 1 FROM vms WHERE cloudspace_id=? AND deleted_at IS NULL", cloudspace_id) is not None
+
+    def delete_cloudspace(self, cloudspace_id, permanently):
+        """Soft: DELETED, in the recycle bin; permanently: gone from every listing."""
+        now = time.time()
+        if permanently:
+            self.x("UPDATE cloudspaces SET deleted_at=?, status='DESTROYED' WHERE cloudspace_id=?", now, cloudspace_id)
+        else:
+            self.x("UPDATE cloudspaces SET deleted_at=?, status='DELETED' WHERE cloudspace_id=?", now, cloudspace_id)
+
+    # -- VMs -------------------------------------------------------------------
+    def vms(self, cloudspace_id, include_deleted=False, only_deleted=False):
+        where = "cloudspace_id=?"
+        if only_deleted:
+            where += " AND deleted_at IS NOT NULL"
+        elif not include_deleted:
+            where += " AND deleted_at IS NULL"
+        return self.q("SELECT * FROM vms WHERE " + where + " ORDER BY vm_id", cloudspace_id)
+
+    def vm_named(self, cloudspace_id, name):
+        return self.one(
+            "SELECT * FROM vms WHERE cloudspace_id=? AND name=? AND deleted_at IS NULL", cloudspace_id, name
+        )
+
+    def new_vm(self, cloudspace_id, name, description, vcpus, memory, image_id, disk_size, user_data):
+        now = time.time()
+        cur = self.x(
+            "INSERT INTO vms (cloudspace_id, name, description, vcpus, memory, image_id, disk_size, user_data,"
+            " status, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?)",
+            cloudspace_id,
+            name,
+            description,
+            vcpus,
+            memory,
+            image_id,
+            disk_size,
+            user_data,
+            now,
+            now,
+        )
+        return cur.lastrowid
+
+    def delete_vm(self, vm_id):
+        """Detach what the VM holds and delete it; returns the NICs that were detached."""
+        for g in self.vgpus_of_vm(vm_id):
+            self.detach_vgpu(g["vgpu_id"])
+        nics = self.nics_of_vm(vm_id)
+        now = time.time()
+        self.x("UPDATE nics SET detached_at=? WHERE vm_id=? AND detached_at IS NULL", now, vm_id)
+        self.x("UPDATE vms SET deleted_at=?, status='DELETED' WHERE vm_id=?", now, vm_id)
+        return nics
+
+    # -- networks and NICs -------------------------------------------------------
+    def external_networks(self, location):
+        return self.q("SELECT * FROM external_networks WHERE location=? ORDER BY external_network_id", location)
+
+    def external_network(self, location, network_id):
+        return self.one(
+            "SELECT * FROM external_networks WHERE location=? AND external_network_id=?", location, network_id
+        )
+
+    def nics_of_vm(self, vm_id):
+        return self.q("SELECT * FROM nics WHERE vm_id=? AND detached_at IS NULL ORDER BY nic_id", vm_id)
+
+    def nic_at(self, vm_id, ip_address, network_id=None):
+        if network_id is None:
+            return self.one(
+                "SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND detached_at IS NULL", vm_id, ip_address
+            )
+        return self.one(
+            "SELECT * FROM nics WHERE vm_id=? AND ip_address=? AND network_id=? AND detached_at IS NULL",
+            vm_id,
+            ip_address,
+            network_id,
+        )
+
+    def detach_nic(self, nic_id):
+        self.x("UPDATE nics SET detached_at=? WHERE nic_id=?", time.time(), nic_id)

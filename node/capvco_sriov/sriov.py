@@ -30,7 +30,8 @@ import threading
 import time
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import RETRY_STATUSES
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, WhiteskyError
 from capvco_sriov.shim import (
     CHECK_MISMATCH,
     COMMANDS,
@@ -227,8 +228,10 @@ class NicAgent:
 
     @staticmethod
     def _platform_error(exc):
-        code = TRY_AGAIN_LATER if (exc.status is None or exc.status in (409, 429, 502, 503, 504)) else IO_FAILURE
-        return CniError(code, "platform call failed", exc)
+        """A platform failure as a CNI error: try again later (11) when the platform said "not now"."""
+        status = getattr(exc, "status", None)
+        later = isinstance(exc, ApiError) and (status is None or status == 409 or status in RETRY_STATUSES)
+        return CniError(TRY_AGAIN_LATER if later else IO_FAILURE, "platform call failed", exc)
 
     def _detach(self, entry):
         """Detach the entry's NIC, but only if the NIC at that address is still the one it recorded."""
@@ -285,7 +288,7 @@ class NicAgent:
                     model=req.config.get("model") or self.model,
                     before=before,
                 )
-            except ApiError as exc:
+            except WhiteskyError as exc:
                 self.ledger.delete(req.key)  # nothing was attached (a lost answer would have been found)
                 raise self._platform_error(exc) from None
             entry.update(

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import ipaddress
 import json
 import random
+import re
+import ssl
 import time
 import traceback
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote, urlsplit
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, WhiteskyError
 
@@ -31,11 +34,15 @@ except ImportError:  # pragma: no cover - reported by the module base
 else:
     HTTPX_IMPORT_ERROR = None
 
-#: Statuses that mean "not processed, try later" for an idempotent request.
+#: Statuses retried: 429 (not processed) for every method; 502, 503 and 504 for idempotent ones.
 RETRY_STATUSES = frozenset((429, 502, 503, 504))
-#: Methods retried on those statuses.  A POST never is: a POST that reserves
-#: is made idempotent by its caller (look the name up, then decide).
+#: Methods retried on those statuses and on a lost answer.  A POST is not: a POST that
+#: reserves is made idempotent by its caller (look the name up, then decide).
 IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
+#: Seconds one call may spend on retries beyond its own ``timeout``: its deadline is
+#: ``timeout + RETRY_BUDGET`` after it started (a module's ``timeout`` option sets the first part).
+RETRY_BUDGET = 30.0
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: The largest page the client asks for; the emulator serves up to this.
 PAGE_LIMIT = 500
 
@@ -46,10 +53,8 @@ LOC = C + "/locations/{location}"
 
 #: operationId -> (method, path template, query parameter names, body field names)
 OPERATIONS = {
-    "listCustomerLocations": ("GET", C + "/locations", (), ()),
     "listAvailableGPUProfiles": ("GET", LOC + "/gpus", (), ()),
-    "reserveVGPU": ("POST", LOC + "/gpus/{gpu_id}", (), ("vgpu_name",)),
-    "listCustomerVGPUS": ("GET", LOC + "/vgpus", ("limit", "start_after", "only_deleted", "include_deleted"), ()),
+    "listCustomerVGPUS": ("GET", LOC + "/vgpus", ("limit", "start_after", "include_deleted"), ()),
     "restoreVGPU": ("POST", LOC + "/vgpus/{vgpu_id}", (), ()),
     "deleteVGPU": ("DELETE", LOC + "/vgpus/{vgpu_id}", ("detach", "permanently"), ()),
     "reserveAndAttachVGPUToVM": ("POST", VM + "/gpus/{gpu_id}", (), ("vgpu_name",)),
@@ -63,13 +68,12 @@ OPERATIONS = {
     "createVirtualMachine": (
         "POST",
         CS + "/vms",
-        ("name", "description", "vcpus", "memory", "image_id", "disk_size", "user_data", "start_vm"),
-        ("gpu_id", "vgpu_name"),
+        ("name", "description", "vcpus", "memory", "image_id", "disk_size", "user_data"),
+        (),
     ),
     "getVirtualMachineInfo": ("GET", VM, (), ()),
     "deleteVirtualMachine": ("DELETE", VM, ("permanently", "detach_gpu"), ()),
     "listExternalNetworks": ("GET", LOC + "/external-networks", (), ()),
-    "getExternalNetwork": ("GET", LOC + "/external-networks/{external_network_id}", (), ()),
     "listExternalNetworksVirtualMachine": ("GET", VM + "/external-nics", (), ()),
     "attachExternalNetworksVirtualMachine": (
         "POST",
@@ -102,6 +106,56 @@ def jwt_expiry(token):
     return exp if isinstance(exp, (int, float)) else None
 
 
+def check_id(kind, value):
+    """A customer or location id as it enters: letters, digits, ``.``, ``_`` and ``-``, at most 128."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise InputError(
+            "invalid %s %r: use 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            % (kind, value)
+        )
+    return value
+
+
+def _loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _tls_failure(exc):
+    """The TLS reason when a transport error is a failed handshake or verification (final), else None."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return "%s" % (getattr(seen, "verify_message", None) or getattr(seen, "reason", None) or seen)
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "SSL" in text and "VERSION" in text:
+        return text
+    return None
+
+
+def _gave_up(last, attempts, spent, why):
+    return ApiError(
+        last.method,
+        last.path,
+        last.status,
+        "gave up after %d attempt(s) in %.1fs (%s); last: %s" % (attempts, spent, why, last.message),
+    )
+
+
+def _decode(method, path, resp):
+    if not resp.content:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        raise ApiError(method, path, resp.status_code, "response is not JSON: %r" % resp.text[:200]) from None
+
+
 def _retry_after(value):
     if not value:
         return None
@@ -129,10 +183,14 @@ def _query_value(value):
 
 
 class WhiteskyClient:
-    """A client for ``https://<portal>/api/1``.
+    """A client for ``https://<portal>/api/1``: the one place that retries.
 
-    :param api_url: the base URL, with or without ``/api/1``.
+    :param api_url: the base URL, with or without ``/api/1``; plain ``http://`` is accepted for
+        loopback only without a warning (``warnings`` lists what the caller should show).
     :param token: the JWT; checked for expiry now, never printed.
+    :param timeout: seconds for one request; one call (with its retries) ends by ``timeout +
+        retry_budget`` seconds after it started, with an error that says how many attempts it made.
+    :param max_attempts: the most requests one call makes.
     """
 
     def __init__(
@@ -145,7 +203,9 @@ class WhiteskyClient:
         max_attempts=6,
         backoff=0.5,
         max_backoff=20.0,
+        retry_budget=RETRY_BUDGET,
         sleep=time.sleep,
+        clock=time.monotonic,
     ):
         if httpx is None:
             raise WhiteskyError("the Python library httpx is required")
@@ -155,6 +215,7 @@ class WhiteskyClient:
             raise InputError("api_token is required (or set WHITESKY_API_TOKEN)")
         if not customer_id:
             raise InputError("customer_id is required (or set WHITESKY_CUSTOMER_ID)")
+        check_id("customer_id", customer_id)
         exp = jwt_expiry(token)
         if exp is not None and exp <= time.time():
             raise ApiError(
@@ -167,15 +228,25 @@ class WhiteskyClient:
         url = api_url.rstrip("/")
         if not url.endswith("/api/1"):
             url += "/api/1"
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError("api_url %r is not an http(s) URL, e.g. https://portal.example/api/1" % api_url)
+        self.warnings = []
+        if parts.scheme == "http" and not _loopback(parts.hostname):
+            self.warnings.append(
+                "api_url %s uses plain http:// to a host that is not loopback: the API token travels unencrypted"
+                % parts.netloc
+            )
         self.base_url = url
         self.customer_id = str(customer_id)
         self.timeout = float(timeout)
         self.max_attempts = max(1, int(max_attempts))
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
+        self.retry_budget = max(0.0, float(retry_budget))
         self._sleep = sleep
+        self._clock = clock
         self._token = token
-        self.calls = Counter()
         self.retries = 0
         self._http = httpx.Client(
             verify=validate_certs,
@@ -197,83 +268,144 @@ class WhiteskyClient:
 
     # -- transport ---------------------------------------------------------
     def _delay(self, attempt, retry_after=None):
+        """Full-jitter exponential backoff; a ``Retry-After`` is waited out, plus a little jitter."""
         jitter = random.uniform(0, min(self.max_backoff, self.backoff * (2 ** (attempt - 1))))
         if retry_after is not None:
-            return min(retry_after, 60.0) + jitter * 0.1
+            return retry_after + jitter * 0.1
         return jitter
 
-    def request(self, method, path, params=None, body=None, retry=None):
-        """One platform call with retries; returns the decoded JSON body (or None).
+    def request(self, method, path, params=None, body=None, retry=None, retry_if=None, resolve=None):
+        """One platform call, retried here and nowhere else; returns the decoded JSON body (or None).
 
-        ``retry`` defaults to True for idempotent methods.  Connection errors
-        before anything was sent are retried for every method.
+        Retried, while attempts and the call's deadline last: a request that was never sent (no
+        connection), 429 (not processed), and for idempotent methods (or ``retry=True``) 502, 503,
+        504 and a lost answer.  A TLS failure is final.  The caller adds what is its own:
+
+        - ``retry_if(ApiError) -> bool``: more errors that mean "refused, nothing changed" (a 409
+          while the VM is locked); those are waited out until the deadline, and do not count
+          against ``max_attempts``;
+        - ``resolve(ApiError)``: for a request that is not idempotent and whose outcome is unknown
+          (a lost answer, 502, 503, 504), whether it happened after all: what to return if it did,
+          None if it did not (then it is sent again).
         """
         retry = method in IDEMPOTENT_METHODS if retry is None else retry
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
-        attempt = 0
+        started = self._clock()
+        deadline = started + self.timeout + self.retry_budget
+        attempt = waits = 0
         while True:
             attempt += 1
-            self.calls[method] += 1
+            left = deadline - self._clock()
+            wait_hint = None
             try:
                 resp = self._http.request(
-                    method, self.base_url + path, params=query, json=body if body is not None else None
+                    method,
+                    self.base_url + path,
+                    params=query,
+                    json=body,
+                    timeout=max(0.05, min(self.timeout, left)),
                 )
             except httpx.TransportError as exc:
+                why = "%s: %s" % (type(exc).__name__, exc or "connection lost")
+                tls = _tls_failure(exc)
+                if tls:
+                    raise ApiError(method, path, None, "TLS failed (not retried): %s" % tls) from None
+                last = ApiError(method, path, None, why)
                 unsent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-                if (retry or unsent) and attempt < self.max_attempts:
-                    self.retries += 1
-                    self._sleep(self._delay(attempt))
-                    continue
-                raise ApiError(method, path, None, "%s: %s" % (type(exc).__name__, exc or "connection lost")) from None
-            if resp.status_code in RETRY_STATUSES and retry and attempt < self.max_attempts:
-                self.retries += 1
-                self._sleep(self._delay(attempt, _retry_after(resp.headers.get("Retry-After"))))
-                continue
-            if resp.status_code >= 400:
-                raise ApiError(method, path, resp.status_code, _message(resp))
-            if not resp.content:
-                return None
-            try:
-                return resp.json()
-            except ValueError:
-                raise ApiError(method, path, resp.status_code, "response is not JSON: %r" % resp.text[:200]) from None
+                if not (retry or unsent):
+                    if resolve is None:
+                        raise last from None
+                    found = resolve(last)
+                    if found is not None:
+                        return found
+            else:
+                if resp.status_code < 400:
+                    return _decode(method, path, resp)
+                last = ApiError(method, path, resp.status_code, _message(resp))
+                if resp.status_code in (429, 503):
+                    wait_hint = _retry_after(resp.headers.get("Retry-After"))
+                if resp.status_code == 429 or (resp.status_code in RETRY_STATUSES and retry):
+                    pass  # not processed, or safe to repeat
+                elif resp.status_code in RETRY_STATUSES and resolve is not None:
+                    found = resolve(last)  # processed or not? the caller can tell
+                    if found is not None:
+                        return found
+                elif retry_if is not None and retry_if(last):
+                    waits += 1  # refused, nothing changed: wait it out until the deadline
+                else:
+                    raise last
+            delay = self._delay(min(attempt, 4) if waits else attempt, wait_hint)  # a lock is polled at <= 4 s
+            spent = self._clock() - started
+            if attempt - waits >= self.max_attempts:
+                raise _gave_up(last, attempt, spent, "no attempts left")
+            if self._clock() + delay >= deadline:
+                why = "the platform asked to wait %.0fs" % wait_hint if wait_hint is not None else "no time left"
+                raise _gave_up(
+                    last,
+                    attempt,
+                    spent,
+                    "%s within the call's deadline of %.0fs" % (why, self.timeout + self.retry_budget),
+                )
+            self.retries += 1
+            self._sleep(delay)
 
-    def call(self, operation, query=None, body=None, retry=None, **path_params):
-        """Call a declared operation by its operationId."""
+    def call(self, operation, query=None, body=None, retry=None, retry_if=None, resolve=None, **path_params):
+        """Call a declared operation by its operationId; path parameters are percent-encoded."""
         method, template, query_names, body_names = OPERATIONS[operation]
         unknown = set(query or ()) - set(query_names)
         unknown_body = set(body or ()) - set(body_names)
         if unknown or unknown_body:
             raise WhiteskyError("%s takes no parameter(s) %s" % (operation, sorted(unknown | unknown_body)))
-        path = template.format(customer_id=self.customer_id, **path_params)
-        return self.request(method, path, params=query, body=body, retry=retry)
+        if "location" in path_params:
+            check_id("location", path_params["location"])
+        values = dict(path_params, customer_id=self.customer_id)
+        path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
+        return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)
 
     def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=8, **path_params):
         """Yield every item of a paginated list (``limit`` / ``start_after``), in order.
 
-        The first page's ``pagination.count`` tells how many pages follow; they
-        are fetched up to ``parallel`` at a time.
+        Paging goes on until the platform says it is done: ``pagination.count`` items seen, or an
+        empty page; never because a page was shorter than asked (a platform may page smaller).
+        Once the first page shows the platform's page size and the count, the pages planned from
+        them are fetched up to ``parallel`` at a time; a page that comes back short is filled in.
         """
 
         def page(start):
-            body = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
-            return body.get("data") or [], (body.get("pagination") or {}).get("count")
+            got = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
+            return got.get("data") or [], (got.get("pagination") or {}).get("count")
 
         data, count = page(0)
         yield from data
-        if len(data) < limit:
+        pos, size = len(data), len(data)
+        if not data:
             return
-        if count is None:  # no count: walk page by page
-            start = len(data)
-            while data and len(data) == limit:
-                data, _count = page(start)
-                start += len(data)
-                yield from data
-            return
-        starts = list(range(len(data), count, limit))
-        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(starts) or 1))) as pool:
-            for items, _count in pool.map(page, starts):
+
+        def walk(stop):
+            """Fetch page by page from ``pos`` until ``stop`` (or the count, or an empty page)."""
+            nonlocal pos, count
+            while (stop is None or pos < stop) and (count is None or pos < count):
+                items, seen = page(pos)
+                if seen is not None:
+                    count = seen
+                if not items:
+                    return False
+                if stop is not None:
+                    items = items[: stop - pos]
+                pos += len(items)
                 yield from items
+            return True
+
+        planned = list(range(size, count, size)) if count is not None else []
+        if planned:
+            with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(planned)))) as pool:
+                for start, (items, _seen) in zip(planned, pool.map(page, planned), strict=True):
+                    if pos < start:  # a page before this one came back short: fill the gap
+                        yield from walk(start)
+                    skip = max(0, pos - start)  # what an earlier fill already gave
+                    yield from items[skip:]
+                    pos = max(pos, start + len(items))
+        yield from walk(None)
 
     def result(self, operation, query=None, **path_params):
         """Call a list operation and unwrap its ``{"result": [...]}`` envelope."""
@@ -286,27 +418,33 @@ class WhiteskyClient:
     def vgpus(self, location, include_deleted=False):
         return self.paginate("listCustomerVGPUS", query={"include_deleted": include_deleted}, location=location)
 
-    def reserve_vgpu(self, location, gpu_id, vgpu_name):
-        return self.call("reserveVGPU", body={"vgpu_name": vgpu_name}, location=location, gpu_id=gpu_id)["vgpu_id"]
-
-    def reserve_attach_vgpu(self, cloudspace_id, vm_id, gpu_id, vgpu_name):
+    # The mutating calls take the caller's hooks (``retry_if``, ``resolve``: see ``request``).
+    def reserve_attach_vgpu(self, cloudspace_id, vm_id, gpu_id, vgpu_name, **hooks):
         return self.call(
             "reserveAndAttachVGPUToVM",
             body={"vgpu_name": vgpu_name},
             cloudspace_id=cloudspace_id,
             vm_id=vm_id,
             gpu_id=gpu_id,
+            **hooks,
         )["vgpu_id"]
 
-    def attach_vgpu(self, cloudspace_id, vm_id, vgpu_id):
-        return self.call("attachVGPUToVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id)
+    def attach_vgpu(self, cloudspace_id, vm_id, vgpu_id, **hooks):
+        return self.call("attachVGPUToVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id, **hooks)
 
-    def detach_vgpu(self, cloudspace_id, vm_id, vgpu_id):
-        return self.call("detachVGPUFromVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id)
+    def detach_vgpu(self, cloudspace_id, vm_id, vgpu_id, **hooks):
+        return self.call("detachVGPUFromVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id, **hooks)
 
-    def delete_vgpu(self, location, vgpu_id, detach=True, permanently=True):
+    def restore_vgpu(self, location, vgpu_id, **hooks):
+        return self.call("restoreVGPU", location=location, vgpu_id=vgpu_id, **hooks)
+
+    def delete_vgpu(self, location, vgpu_id, detach=True, permanently=True, **hooks):
         return self.call(
-            "deleteVGPU", query={"detach": detach, "permanently": permanently}, location=location, vgpu_id=vgpu_id
+            "deleteVGPU",
+            query={"detach": detach, "permanently": permanently},
+            location=location,
+            vgpu_id=vgpu_id,
+            **hooks,
         )
 
     def consumption(self, location, start, end):
@@ -319,11 +457,11 @@ class WhiteskyClient:
     def cloudspaces(self):
         return self.result("listCloudspaces")
 
-    def create_cloudspace(self, name, location, private_network=None):
+    def create_cloudspace(self, name, location, private_network=None, **hooks):
         body = {"name": name, "location": location, "firewall": {"private": False}}
         if private_network:
             body["private_network"] = private_network
-        return self.call("createCloudspace", body=body)["cloudspace_id"]
+        return self.call("createCloudspace", body=body, **hooks)["cloudspace_id"]
 
     def get_cloudspace(self, cloudspace_id):
         return self.call("getCloudspaceInfo", cloudspace_id=cloudspace_id)
@@ -347,8 +485,7 @@ class WhiteskyClient:
         image_id=None,
         disk_size=None,
         user_data=None,
-        gpu_id=None,
-        vgpu_name=None,
+        **hooks,
     ):
         query = {
             "name": name,
@@ -359,15 +496,15 @@ class WhiteskyClient:
             "disk_size": disk_size,
             "user_data": user_data,
         }
-        body = {"gpu_id": gpu_id, "vgpu_name": vgpu_name} if gpu_id else None
-        return self.call("createVirtualMachine", query=query, body=body, cloudspace_id=cloudspace_id)["vm_id"]
+        return self.call("createVirtualMachine", query=query, cloudspace_id=cloudspace_id, **hooks)["vm_id"]
 
-    def delete_vm(self, cloudspace_id, vm_id, permanently=True, detach_gpu=False):
+    def delete_vm(self, cloudspace_id, vm_id, permanently=True, detach_gpu=False, **hooks):
         return self.call(
             "deleteVirtualMachine",
             query={"permanently": permanently, "detach_gpu": detach_gpu},
             cloudspace_id=cloudspace_id,
             vm_id=vm_id,
+            **hooks,
         )
 
     # -- external networks and NICs ---------------------------------------
@@ -377,20 +514,23 @@ class WhiteskyClient:
     def nics(self, cloudspace_id, vm_id):
         return self.result("listExternalNetworksVirtualMachine", cloudspace_id=cloudspace_id, vm_id=vm_id)
 
-    def attach_nic(self, cloudspace_id, vm_id, external_network_id, model=None, ip_address=None):
+    def attach_nic(self, cloudspace_id, vm_id, external_network_id, model=None, ip_address=None, **hooks):
         query = {
             "external_network_id": external_network_id,
             "model": model,
             "external_network_ip": ip_address,
             "external_network_type": "external",
         }
-        return self.call("attachExternalNetworksVirtualMachine", query=query, cloudspace_id=cloudspace_id, vm_id=vm_id)
+        return self.call(
+            "attachExternalNetworksVirtualMachine", query=query, cloudspace_id=cloudspace_id, vm_id=vm_id, **hooks
+        )
 
-    def detach_nic(self, cloudspace_id, vm_id, ip_address, external_network_id):
+    def detach_nic(self, cloudspace_id, vm_id, ip_address, external_network_id, **hooks):
         return self.call(
             "detachExternalNetworksVirtualMachine",
             query={"external_network_id": external_network_id, "external_network_type": "external"},
             cloudspace_id=cloudspace_id,
             vm_id=vm_id,
             external_ip_address=ip_address,
+            **hooks,
         )

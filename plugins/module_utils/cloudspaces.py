@@ -42,13 +42,12 @@ def ensure(req):
         result.update(changed=True, diff={"before": {}, "after": {"name": p["name"], "location": p["location"]}})
         if req.check_mode:
             return result
-        try:
-            cs_id = client.create_cloudspace(p["name"], p["location"], p.get("private_network"))
-        except ApiError as exc:
-            found = find(client, p["name"], p["location"]) if exc.no_response else None
-            if not found:
-                raise
-            cs_id = found["cloudspace_id"]
+
+        def resolve(_exc):  # the answer was lost: created after all?
+            found = find(client, p["name"], p["location"])
+            return {"cloudspace_id": found["cloudspace_id"]} if found else None
+
+        cs_id = client.create_cloudspace(p["name"], p["location"], p.get("private_network"), resolve=resolve)
         result["cloudspace"] = view(client.get_cloudspace(cs_id))
         return result
     if not cs:

@@ -31,6 +31,11 @@ class PartialFailure(WhiteskyError):
     """Some items converged and some did not; ``details`` says which."""
 
 
+class LogicError(WhiteskyError):
+    """The platform's answers do not add up (two new NICs where one was attached): not a lost answer,
+    so a caller never reads it as "no response" and never retries it."""
+
+
 class ApiError(WhiteskyError):
     """One platform call failed.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm, vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 
@@ -61,22 +61,22 @@ def ensure(req):
         result.update(changed=True, diff={"before": {}, "after": after})
         if req.check_mode:
             return result
-        try:
-            vm_id = client.create_vm(
-                cs,
-                name=name,
-                description=p.get("description") or "capvco machine",
-                vcpus=p["vcpus"],
-                memory=p["memory"],
-                image_id=p.get("image_id"),
-                disk_size=p.get("disk_size"),
-                user_data=user_data,
-            )
-        except ApiError as exc:
-            found = find_vm(client, cs, name) if exc.no_response else None  # created after all?
-            if found is None:
-                raise
-            vm_id = found["vm_id"]
+
+        def resolve(_exc):  # the answer was lost: created after all?
+            found = find_vm(client, cs, name)
+            return {"vm_id": found["vm_id"]} if found else None
+
+        vm_id = client.create_vm(
+            cs,
+            name=name,
+            description=p.get("description") or "capvco machine",
+            vcpus=p["vcpus"],
+            memory=p["memory"],
+            image_id=p.get("image_id"),
+            disk_size=p.get("disk_size"),
+            user_data=user_data,
+            resolve=resolve,
+        )
         result["machine"] = vm_view(client.get_vm(cs, vm_id))
         return result
     if vm is None:
@@ -101,7 +101,14 @@ def ensure(req):
         for item in owned:
             ops.release(item)
     try:
-        gone_is_done(client.delete_vm, cs, vm["vm_id"], permanently=True, detach_gpu=bool(force))
+        gone_is_done(
+            client.delete_vm,
+            cs,
+            vm["vm_id"],
+            permanently=True,
+            detach_gpu=bool(force),
+            retry_if=vm_locked(client, cs, vm["vm_id"]),
+        )
     except ApiError as exc:
         if exc.status == 409 and not force:
             raise InputError(

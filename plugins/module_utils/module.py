@@ -52,9 +52,11 @@ class WhiteskyModule:
         try:
             if self.connection:
                 with self.client() as client:
-                    result = func(Request(client, params, self.module.check_mode, self.module._diff))
+                    for warning in client.warnings:
+                        self.module.warn(warning)
+                    result = func(Request(client, params, self.module.check_mode))
             else:
-                result = func(Request(None, params, self.module.check_mode, self.module._diff))
+                result = func(Request(None, params, self.module.check_mode))
         except WhiteskyError as exc:
             # invalid_input tells a caller (the controller) that a retry cannot help
             self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError), **exc.details)

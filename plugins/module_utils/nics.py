@@ -10,9 +10,11 @@ answer is resolved the same way: list again and diff before any retry.
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, LogicError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines, vm_locked
 
+#: Where a resolved attach puts the NIC it found (the platform's own answer is only ``{success}``).
+RESOLVED = "capvco:resolved-nic"
 NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
 
 
@@ -40,32 +42,56 @@ def on_network(nics, net_id):
 
 
 def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None, before=None):
-    """Attach a NIC and return it, found by diffing the VM's NIC list."""
+    """Attach a NIC and return it, found by diffing the VM's NIC list.
+
+    A lost answer is resolved the same way before anything is sent again: a
+    new NIC on the network means the attach happened.  A VM locked by another
+    operation is waited out.
+    """
     before = client.nics(cloudspace_id, vm_id) if before is None else before
     known = {(n["mac_address"], n["ip_address"]) for n in before}
-    try:
-        client.attach_nic(cloudspace_id, vm_id, net_id, model=model, ip_address=ip_address)
-    except ApiError as exc:
-        if not exc.no_response:
-            raise
-    new = [
-        n
-        for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
-        if (n["mac_address"], n["ip_address"]) not in known
-    ]
-    if len(new) != 1:
-        raise ApiError(
-            "POST",
-            "external-nics",
-            None,
-            "expected one new NIC on network %s after attaching, found %d" % (net_id, len(new)),
+
+    def new_nics():
+        new = [
+            n
+            for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
+            if (n["mac_address"], n["ip_address"]) not in known
+        ]
+        if len(new) > 1:
+            raise LogicError(
+                "expected one new NIC on network %s of VM %s after attaching, found %d: %s"
+                % (net_id, vm_id, len(new), ", ".join(n["ip_address"] for n in new))
+            )
+        return new
+
+    def resolve(_exc):
+        new = new_nics()
+        return {RESOLVED: new[0]} if new else None
+
+    answer = client.attach_nic(
+        cloudspace_id,
+        vm_id,
+        net_id,
+        model=model,
+        ip_address=ip_address,
+        retry_if=vm_locked(client, cloudspace_id, vm_id),
+        resolve=resolve,
+    )
+    if isinstance(answer, dict) and RESOLVED in answer:
+        return answer[RESOLVED]
+    new = new_nics()
+    if not new:
+        raise LogicError(
+            "the platform accepted the attach to VM %s on network %s, but lists no new NIC" % (vm_id, net_id)
         )
     return new[0]
 
 
 def detach(client, cloudspace_id, vm_id, ip_address, net_id):
     """Detach a NIC by its address; one that is already gone counts as detached."""
-    return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
+    return gone_is_done(
+        client.detach_nic, cloudspace_id, vm_id, ip_address, net_id, retry_if=vm_locked(client, cloudspace_id, vm_id)
+    )
 
 
 def network_info(req):

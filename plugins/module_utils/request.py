@@ -7,10 +7,12 @@ from __future__ import annotations
 
 
 class Request:
-    """The client (None for modules without a platform connection), the module's own parameters, and the mode."""
+    """The client (None for modules without a platform connection), the module's own parameters, and check mode.
 
-    def __init__(self, client, params, check_mode=False, diff=False):
+    A core function returns ``diff`` always; the module base drops it unless Ansible runs with ``--diff``.
+    """
+
+    def __init__(self, client, params, check_mode=False):
         self.client = client
         self.params = params
         self.check_mode = check_mode
-        self.diff = diff

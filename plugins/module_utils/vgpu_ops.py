@@ -3,82 +3,54 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The platform operations on one vGPU reservation: release, restore, attach, reserve (pure Python).
 
-Each waits out the VM lock (409 while the VM is ``locked``) and transient
-statuses, and a reserve whose answer is lost is resolved by looking its slot
-up by name before any retry, so a slot is never bought twice.
+The client retries (``client.request``: one layer, with a deadline); what
+these add is theirs: a VM that is ``locked`` by another operation is waited
+out (the ``vm_locked`` hook), and a reserve whose outcome is unknown is
+resolved by looking its slot up by name before it is sent again, so a slot
+is never bought twice.
 """
 
 from __future__ import annotations
 
-import random
-import time
-
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted
-
-RETRYABLE = frozenset((429, 502, 503, 504))
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted, vm_locked
 
 
 class Ops:
-    """Platform mutations with the retry rules of this module."""
+    """The platform mutations of reservations in one location (and cloudspace)."""
 
-    def __init__(self, client, location, cloudspace_id=None, permanently=True, attempts=8, sleep=time.sleep):
+    def __init__(self, client, location, cloudspace_id=None, permanently=True):
         self.client = client
         self.location = location
         self.cloudspace_id = cloudspace_id
         self.permanently = permanently
-        self.attempts = attempts
-        self.sleep = sleep
-
-    def _wait(self, attempt):
-        self.sleep(random.uniform(0, min(5.0, 0.1 * (2**attempt))))
-
-    def _vm_locked(self, cloudspace_id, vm_id):
-        try:
-            return bool(self.client.get_vm(cloudspace_id, vm_id).get("locked"))
-        except ApiError:
-            return False
-
-    def _retry(self, func, cloudspace_id=None, vm_id=None):
-        """Run an idempotent mutation; wait out VM locks and transient statuses."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return func()
-            except ApiError as exc:
-                transient = exc.status in RETRYABLE or exc.status is None
-                locked = exc.status == 409 and vm_id is not None and self._vm_locked(cloudspace_id, vm_id)
-                if attempt == self.attempts or not (transient or locked):
-                    raise
-                self._wait(attempt)
-        return None  # pragma: no cover
 
     def release(self, item):
         """Detach and delete (permanently unless told otherwise); gone already counts as done."""
         if deleted(item) and not self.permanently:
             return False
-        vm_id = attached_to(item)
-        cs = (item.get("virtual_machine") or {}).get("cloudspace_id")
-
-        self._retry(
-            lambda: gone_is_done(
-                self.client.delete_vgpu, self.location, item["vgpu_id"], detach=True, permanently=self.permanently
-            ),
-            cs,
-            vm_id,
+        vm = item.get("virtual_machine") or {}
+        gone_is_done(
+            self.client.delete_vgpu,
+            self.location,
+            item["vgpu_id"],
+            detach=True,
+            permanently=self.permanently,
+            retry_if=vm_locked(self.client, vm.get("cloudspace_id"), vm.get("id")),
         )
         return True
 
     def restore(self, item):
-        self._retry(lambda: self.client.call("restoreVGPU", location=self.location, vgpu_id=item["vgpu_id"]))
+        self.client.restore_vgpu(self.location, item["vgpu_id"])
 
     def attach(self, item, vm_id):
         other = attached_to(item)
         if other is not None and other != vm_id:
             other_cs = item["virtual_machine"]["cloudspace_id"]
-            self._retry(lambda: self.client.detach_vgpu(other_cs, other, item["vgpu_id"]), other_cs, other)
-        self._retry(
-            lambda: self.client.attach_vgpu(self.cloudspace_id, vm_id, item["vgpu_id"]), self.cloudspace_id, vm_id
+            self.client.detach_vgpu(other_cs, other, item["vgpu_id"], retry_if=vm_locked(self.client, other_cs, other))
+        self.client.attach_vgpu(
+            self.cloudspace_id, vm_id, item["vgpu_id"], retry_if=vm_locked(self.client, self.cloudspace_id, vm_id)
         )
 
     def lookup(self, cluster, machine, slot):
@@ -90,31 +62,36 @@ class Ops:
     def reserve(self, cluster, machine, vm_id, slot, gpu_id):
         """Reserve-and-attach slot ``slot``; never twice, even when an answer is lost."""
         name = ownership.encode(cluster, machine, slot)
-        for attempt in range(1, self.attempts + 1):
-            try:
-                vgpu_id = self.client.reserve_attach_vgpu(self.cloudspace_id, vm_id, gpu_id, name)
-                return {
-                    "vgpu_id": vgpu_id,
-                    "vgpu_name": name,
-                    "gpu_id": gpu_id,
-                    "status": "ATTACHED",
-                    "virtual_machine": {"id": vm_id},
-                    "owner": ownership.decode(name),
-                }
-            except ApiError as exc:
-                if exc.status == 409 and self._vm_locked(self.cloudspace_id, vm_id):
-                    pass  # refused before commit: try again
-                elif exc.status is None or exc.status in RETRYABLE:
-                    found = self.lookup(cluster, machine, slot)  # committed after all?
-                    if found is not None:
-                        if attached_to(found) != vm_id:
-                            self.attach(found, vm_id)
-                            found["virtual_machine"] = {"id": vm_id}
-                            found["status"] = "ATTACHED"
-                        return found
-                else:
-                    raise
-                if attempt == self.attempts:
-                    raise
-                self._wait(attempt)
-        return None  # pragma: no cover
+        found = []
+
+        def resolve(_exc):
+            """The outcome is unknown: if the slot's reservation exists, it committed; else send it again."""
+            item = self.lookup(cluster, machine, slot)
+            if item is None:
+                return None
+            found.append(item)
+            return {"vgpu_id": item["vgpu_id"]}
+
+        vgpu_id = self.client.reserve_attach_vgpu(
+            self.cloudspace_id,
+            vm_id,
+            gpu_id,
+            name,
+            retry_if=vm_locked(self.client, self.cloudspace_id, vm_id),
+            resolve=resolve,
+        )
+        if found:
+            item = found[-1]
+            if attached_to(item) != vm_id:
+                self.attach(item, vm_id)
+                item["virtual_machine"] = {"id": vm_id}
+                item["status"] = "ATTACHED"
+            return item
+        return {
+            "vgpu_id": vgpu_id,
+            "vgpu_name": name,
+            "gpu_id": gpu_id,
+            "status": "ATTACHED",
+            "virtual_machine": {"id": vm_id},
+            "owner": ownership.decode(name),
+        }

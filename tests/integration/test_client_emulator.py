@@ -17,6 +17,11 @@ LOC = "be-gen-1"
 CS = "cs-demo"
 
 
+def seed(emulator, names, gpu_id="nvidia-a100-20c"):
+    """Reservations as another tool would make them (not attached to any VM)."""
+    return emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": gpu_id, "vgpu_names": names})["vgpu_ids"]
+
+
 def new_vm(client, name="vm-a"):
     return client.create_vm(CS, name=name, description="test", vcpus=2, memory=2048)
 
@@ -46,19 +51,19 @@ def test_retries_give_up_with_a_clear_error(emulator):
     assert err.value.status == 503 and emulator.op_count("listAvailableGPUProfiles") == 3
 
 
-def test_reserve_post_is_never_retried(emulator):
+def test_reserve_post_is_never_retried_blindly(emulator):
     client = emulator.client(backoff=0.001)
-    emulator.faults(fail_next={"reserveVGPU": [503, 1]})
-    with pytest.raises(ApiError) as err:
-        client.reserve_vgpu(LOC, "nvidia-a100-40c", "never-twice")
-    assert err.value.status == 503
-    assert emulator.op_count("reserveVGPU") == 1
-    emulator.faults(drop_after_commit={"reserveAndAttachVGPUToVM": 1})
     vm = new_vm(client)
+    emulator.faults(fail_next={"reserveAndAttachVGPUToVM": [503, 1]})
+    with pytest.raises(ApiError) as err:
+        client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "never-twice")
+    assert err.value.status == 503
+    assert emulator.op_count("reserveAndAttachVGPUToVM") == 1
+    emulator.faults(drop_after_commit={"reserveAndAttachVGPUToVM": 1})
     with pytest.raises(ApiError) as err:
         client.reserve_attach_vgpu(CS, vm, "nvidia-a100-40c", "lost-response")
     assert err.value.no_response
-    assert emulator.op_count("reserveAndAttachVGPUToVM") == 1
+    assert emulator.op_count("reserveAndAttachVGPUToVM") == 2
     assert [r["vgpu_name"] for r in emulator.ledger()["reservations"]] == ["lost-response"]
 
 
@@ -110,8 +115,7 @@ def test_token_absent_from_every_failure_output(emulator, tmp_path):
 
 def test_pagination_across_pages(emulator):
     client = emulator.client()
-    for i in range(7):
-        client.reserve_vgpu(LOC, "nvidia-a100-20c", "page-%d" % i)
+    seed(emulator, ["page-%d" % i for i in range(7)])
     emulator.reset_stats()
     names = [v["vgpu_name"] for v in client.paginate("listCustomerVGPUS", limit=3, location=LOC)]
     assert names == ["page-%d" % i for i in range(7)]
@@ -152,7 +156,7 @@ def test_billing_accrues_while_reserved_and_detached_and_stops_at_permanent_dele
 def test_vm_lock_refuses_a_concurrent_operation(emulator):
     client = emulator.client()
     vm = new_vm(client)
-    vgpu = client.reserve_vgpu(LOC, "nvidia-a100-20c", "lock-test")
+    (vgpu,) = seed(emulator, ["lock-test"])
     emulator.faults(vm_op_seconds=3)  # long enough for the conflicting call below on a loaded machine
     worker = threading.Thread(target=client.attach_vgpu, args=(CS, vm, vgpu))
     worker.start()

@@ -123,13 +123,28 @@ def test_a_failure_after_the_attach_rolls_back(node, how):
     assert platform(node) == [] and node.ledger.items() == {}, "the NIC is detached and the entry is gone"
 
 
-@pytest.mark.parametrize(("status", "code"), [(503, shim.TRY_AGAIN_LATER), (500, shim.IO_FAILURE)])
-def test_a_platform_failure_at_attach_leaves_nothing(node, emulator, status, code):
-    emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [status, 1]})
+@pytest.mark.parametrize(
+    ("faults", "code"),
+    [
+        ({"error_rates": {"503": 1.0}, "operations": ["attachExternalNetworksVirtualMachine"]}, shim.TRY_AGAIN_LATER),
+        ({"fail_next": {"attachExternalNetworksVirtualMachine": [500, 1]}}, shim.IO_FAILURE),
+    ],
+)
+def test_a_platform_failure_at_attach_leaves_nothing(node, emulator, faults, code):
+    node.client.backoff = 0.01
+    emulator.faults(**faults)
     with pytest.raises(CniError) as err:
         cni(node, "ADD")
     assert err.value.code == code
     assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_an_attach_whose_answer_is_a_503_is_resolved_and_sent_again_once(node, emulator):
+    emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [503, 1]})
+    result = cni(node, "ADD")
+    (nic,) = platform(node)
+    assert result["ips"][0]["address"].startswith(nic["ip_address"] + "/")
+    assert emulator.op_count("attachExternalNetworksVirtualMachine") == 2
 
 
 def test_recovery_releases_an_attach_that_a_crash_left_halfway(node):

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import OPERATIONS
+from whitesky_emulator import params as emulator_params
 from whitesky_emulator.app import OPS
 
 from helpers import SPEC_ABSENT
@@ -61,3 +62,31 @@ def test_emulator_route_matches_spec(method, path, op_id, spec_ops):
 def test_emulator_serves_every_client_operation():
     served = {o for _m, _p, o, _mut, _f in OPS}
     assert set(OPERATIONS) <= served
+
+
+def spec_params(spec, operation_id):
+    for item in spec["paths"].values():
+        for method, op in item.items():
+            if method != "parameters" and op.get("operationId") == operation_id:
+                return [p for p in item.get("parameters", []) + op.get("parameters", []) if p["in"] != "header"]
+    raise KeyError(operation_id)
+
+
+@pytest.mark.parametrize("operation_id", sorted(emulator_params.OPERATIONS))
+def test_the_emulators_parameter_table_matches_the_spec(operation_id):
+    mine = emulator_params.OPERATIONS[operation_id]
+    theirs = spec_params(SPEC, operation_id)
+    path = {p["name"]: p["type"] for p in theirs if p["in"] == "path"}
+    assert path == dict(mine["path"], customer_id="string")
+    query = {p["name"]: (p["type"], bool(p.get("required"))) for p in theirs if p["in"] == "query"}
+    assert query == {n: (r["type"], r["required"]) for n, r in mine["query"].items()}
+    for p in theirs:
+        if p["in"] == "query" and p.get("enum") and p["name"] != "os_name":
+            assert tuple(p["enum"]) == mine["query"][p["name"]]["enum"], p["name"]
+    body = [p for p in theirs if p["in"] == "body"]
+    assert bool(body) == ("body" in mine), "a body where the spec has one"
+    if body:
+        definition = SPEC["definitions"][body[0]["schema"]["$ref"].split("/")[-1]]
+        assert set(definition["properties"]) == set(mine["body"]["properties"])
+        assert set(definition.get("required") or ()) == set(mine["body"]["required"])
+        assert definition.get("additionalProperties") is False, "a closed schema, as the emulator enforces"

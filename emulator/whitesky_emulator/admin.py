@@ -1,0 +1,92 @@
+"""The admin API, outside ``/api/1``: what tests need (faults, statistics, the billing ledger, the NIC hook)."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .http import HTTPError
+
+
+def admin_routes(emu):
+    async def faults(request):
+        if request.method == "GET":
+            return JSONResponse(emu.faults.as_dict())
+        cfg = {} if request.method == "DELETE" else await request.json()
+        try:
+            emu.faults.set(cfg)
+        except HTTPError as exc:
+            return JSONResponse({"message": exc.message}, status_code=exc.status)
+        return JSONResponse(emu.faults.as_dict())
+
+    async def stats(request):
+        if request.method == "DELETE":
+            emu.stats.reset()
+        return JSONResponse(emu.stats.as_dict())
+
+    async def ledger(request):
+        now = time.time()
+        rows = emu.store.all_vgpus()
+        res = [
+            {
+                "vgpu_id": r["vgpu_id"],
+                "vgpu_name": r["vgpu_name"],
+                "customer_id": r["customer_id"],
+                "location": r["location"],
+                "gpu_id": r["gpu_id"],
+                "vm_id": r["vm_id"],
+                "reserved_at": r["reserved_at"],
+                "soft_deleted_at": r["soft_deleted_at"],
+                "deleted_at": r["deleted_at"],
+                "vgpu_seconds": emu.store.vgpu_seconds(r),
+                "accruing": r["deleted_at"] is None,
+                "touched": r["touched"],
+                "duplicate": bool(r["duplicate"]),
+            }
+            for r in rows
+        ]
+        return JSONResponse(
+            {
+                "now": now,
+                "reservations": res,
+                "double_reservations": sum(1 for r in res if r["duplicate"]),
+                "accruing": sum(1 for r in res if r["accruing"]),
+                "vgpu_seconds": sum(r["vgpu_seconds"] for r in res),
+            }
+        )
+
+    async def hooks(request):
+        if request.method == "POST":
+            cfg = await request.json()
+            for key in cfg:
+                if key not in emu.hooks:
+                    return JSONResponse({"message": "unknown hook %r; valid: %s" % (key, sorted(emu.hooks))}, 400)
+            emu.hooks.update(cfg)
+        return JSONResponse({"hooks": emu.hooks, "log": emu.hook_log[-50:]})
+
+    async def health(request):
+        return JSONResponse({"ok": True})
+
+    async def reserve_unowned(request):
+        """Seed reservations as another tool would have made them (sweep tests, benchmarks).
+
+        ``{"location", "gpu_id", "vgpu_name"}`` or ``{"location", "gpu_id", "vgpu_names": [...]}``.
+        """
+        cfg = await request.json()
+        cust = cfg.get("customer_id") or emu.store.first_customer()
+        names = cfg.get("vgpu_names") or [cfg["vgpu_name"]]
+        emu.store.x("BEGIN")
+        ids = [emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], n, cfg.get("vm_id")) for n in names]
+        emu.store.x("COMMIT")
+        return JSONResponse({"vgpu_id": ids[0], "vgpu_ids": ids})
+
+    return [
+        Route("/faults", faults, methods=["GET", "POST", "DELETE"]),
+        Route("/stats", stats, methods=["GET", "DELETE"]),
+        Route("/ledger", ledger, methods=["GET"]),
+        Route("/hooks", hooks, methods=["GET", "POST"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/seed-vgpu", reserve_unowned, methods=["POST"]),
+    ]

@@ -1,0 +1,101 @@
+"""The request plumbing: errors as the platform answers them, the operation registry, and one endpoint per route.
+
+Every API request goes through :func:`make_endpoint`: it counts the request,
+checks the bearer token and the customer, validates the parameters and the
+body against the operation (``params``), injects the configured faults, runs
+the handler with typed arguments, and may drop the answer after the commit.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+from .params import Invalid, validate
+
+
+class HTTPError(Exception):
+    def __init__(self, status, message, headers=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def found(row, message):
+    """The row, or a 404 with the message."""
+    if not row:
+        raise HTTPError(404, message)
+    return row
+
+
+class Ctx:
+    """One request, as a handler sees it: typed path and query arguments, the validated body."""
+
+    def __init__(self, emu, request, path, args, body):
+        self.emu = emu
+        self.store = emu.store
+        self.request = request
+        self.path = path
+        self.args = args
+        self.body = body
+
+    def arg(self, name, default=None):
+        return self.args.get(name, default)
+
+    def customer(self):
+        return self.emu.customer(self.path["customer_id"])
+
+    def target_vm(self):
+        """(customer, cloudspace row, VM row) of a VM-scoped path; 404 for what does not exist."""
+        cid = self.customer()
+        cs = self.emu.cloudspace(cid, self.path["cloudspace_id"])
+        return cid, cs, self.emu.vm(cs["cloudspace_id"], self.path["vm_id"])
+
+
+#: (method, path, operationId, mutating, handler), filled by the ``routes`` modules
+OPS = []
+
+
+def op(method, path, operation_id, mutating=False):
+    """Register a handler for one operation of the spec."""
+
+    def wrap(func):
+        OPS.append((method, path, operation_id, mutating, func))
+        return func
+
+    return wrap
+
+
+def make_endpoint(emu, operation_id, mutating, func):
+    async def endpoint(request):
+        emu.stats.requests += 1
+        emu.stats.in_flight += 1
+        try:
+            return await answer(request)
+        finally:
+            emu.stats.in_flight -= 1
+
+    async def answer(request):
+        stats = emu.stats.ops[operation_id]
+        stats["count"] += 1
+        stats["query"].update(request.query_params.keys())
+        try:
+            emu.check_auth(request)
+            raw = await request.body()
+            try:
+                path, args, body = validate(operation_id, request.path_params, request.query_params, raw)
+            except Invalid as exc:
+                raise HTTPError(400, "invalid request: %s" % exc) from None
+            if isinstance(body, dict):
+                stats["body"].update(body.keys())
+            await emu.inject(operation_id)
+            result = await func(Ctx(emu, request, path, args, body))
+        except HTTPError as exc:
+            stats["statuses"][exc.status] += 1
+            return JSONResponse({"message": exc.message}, status_code=exc.status, headers=exc.headers)
+        stats["statuses"][200] += 1
+        if emu.drop_now(operation_id, mutating):
+            return emu.dropped_response()
+        return JSONResponse(result)
+
+    return endpoint

@@ -1,0 +1,3 @@
+"""The platform's operations, by resource family; importing this package registers them all (``http.OPS``)."""
+
+from . import billing, cloudspaces, gpus, networks, vms  # noqa: F401 (registration)
