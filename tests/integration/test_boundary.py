@@ -3,14 +3,19 @@ paging, and an emulator that answers every malformed request with a 4xx that nam
 
 from __future__ import annotations
 
+import datetime
 import http.server
+import ipaddress
 import ssl
-import subprocess
 import threading
 import time
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
@@ -92,25 +97,23 @@ def wait_locked(client, vm, timeout=10):
 def tls_server(tmp_path_factory):
     """An HTTPS server on loopback with a self-signed certificate that no client trusts."""
     d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            str(d / "key.pem"),
-            "-out",
-            str(d / "cert.pem"),
-        ],
-        check=True,
-        capture_output=True,
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    (d / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (d / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     hits = []
 
