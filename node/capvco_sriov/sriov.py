@@ -289,7 +289,9 @@ class NicAgent:
                     before=before,
                 )
             except WhiteskyError as exc:
-                self.ledger.delete(req.key)  # nothing was attached (a lost answer would have been found)
+                # refused or failed: nothing attached (a lost answer is resolved by the NIC list). A LogicError
+                # (a NIC list that does not add up) may leave the agent's NIC behind: issue 15's NIC identity.
+                self.ledger.delete(req.key)
                 raise self._platform_error(exc) from None
             entry.update(
                 state="attached",
