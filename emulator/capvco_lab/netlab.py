@@ -215,8 +215,9 @@ class Lab:
         with self.emu.client() as client:
             return client.nics(self.cloudspace_id, self.vm_id)
 
-    def ping(self, pod, dst="198.51.100.1", dev="net1"):
-        return sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-W", "2", "-I", dev, dst, check=False).returncode
+    def ping(self, pod, dst="198.51.100.1", dev="net1", deadline=10):
+        """0 once one echo comes back; ping keeps sending until then or until the deadline (ARP on a loaded host)."""
+        return sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-w", str(deadline), "-I", dev, dst, check=False).returncode
 
     def ledger_entries(self):
         return sorted(f for f in os.listdir(self.ledger) if f.endswith(".json")) if os.path.isdir(self.ledger) else []
