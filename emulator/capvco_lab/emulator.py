@@ -112,6 +112,10 @@ class Emulator(ServerProcess):
     def ledger(self):
         return self.admin("GET", "/ledger")
 
+    def snapshot(self):
+        """The stored cloudspaces, VMs and reservations (``/_emulator/snapshot``)."""
+        return self.admin("GET", "/snapshot")
+
     def quiesce(self, timeout=30.0, settle=0.2):
         """Wait until every request already sent has been answered (e.g. those of a killed run).
 

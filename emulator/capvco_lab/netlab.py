@@ -217,7 +217,8 @@ class Lab:
 
     def ping(self, pod, dst="198.51.100.1", dev="net1", deadline=10):
         """0 once one echo comes back; ping keeps sending until then or until the deadline (ARP on a loaded host)."""
-        return sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-w", str(deadline), "-I", dev, dst, check=False).returncode
+        argv = ("ip", "netns", "exec", pod, "ping", "-c", "1", "-w", str(deadline), "-I", dev, dst)
+        return sh(*argv, check=False).returncode
 
     def ledger_entries(self):
         return sorted(f for f in os.listdir(self.ledger) if f.endswith(".json")) if os.path.isdir(self.ledger) else []

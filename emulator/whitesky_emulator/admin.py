@@ -57,6 +57,17 @@ def admin_routes(emu):
             }
         )
 
+    async def snapshot(request):
+        """Every cloudspace, VM and reservation as stored, for tests that compare the state before and after."""
+        cols = {
+            "cloudspaces": "cloudspace_id, name, location, status, deleted_at",
+            "vms": "vm_id, cloudspace_id, name, description, vcpus, memory, status, deleted_at",
+            "vgpus": "vgpu_id, vgpu_name, location, gpu_id, vm_id, soft_deleted_at, deleted_at",
+        }
+        return JSONResponse(
+            {table: [dict(r) for r in emu.store.q("SELECT %s FROM %s" % (c, table))] for table, c in cols.items()}
+        )
+
     async def hooks(request):
         if request.method == "POST":
             cfg = await request.json()
@@ -86,6 +97,7 @@ def admin_routes(emu):
         Route("/faults", faults, methods=["GET", "POST", "DELETE"]),
         Route("/stats", stats, methods=["GET", "DELETE"]),
         Route("/ledger", ledger, methods=["GET"]),
+        Route("/snapshot", snapshot, methods=["GET"]),
         Route("/hooks", hooks, methods=["GET", "POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/seed-vgpu", reserve_unowned, methods=["POST"]),

@@ -267,6 +267,19 @@ class WhiteskyClient:
         self.close()
 
     # -- transport ---------------------------------------------------------
+    def wait_until(self, condition, what, interval=0.25):
+        """Poll ``condition()`` until it is true, within one call's deadline (``timeout + retry_budget``).
+
+        For an outcome the platform has not settled yet (a VM still locked by a request whose answer was
+        lost); raises :class:`WhiteskyError` naming ``what`` when the deadline passes first.
+        """
+        deadline = self._clock() + self.timeout + self.retry_budget
+        while not condition():
+            if self._clock() + interval >= deadline:
+                budget = self.timeout + self.retry_budget
+                raise WhiteskyError("gave up waiting for %s after %.0fs (the call's deadline)" % (what, budget))
+            self._sleep(interval)
+
     def _delay(self, attempt, retry_after=None):
         """Full-jitter exponential backoff; a ``Retry-After`` is waited out, plus a little jitter."""
         jitter = random.uniform(0, min(self.max_backoff, self.backoff * (2 ** (attempt - 1))))

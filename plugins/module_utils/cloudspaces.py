@@ -1,11 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cloudspaces by name (pure Python)."""
+"""Cloudspaces by name (pure Python).
+
+The platform keeps no owner for a cloudspace.  A cluster's teardown deletes one
+only when the cluster created it (recorded as ``cloudspace=created`` in its
+machines' markers, see ``ownership``) and no VM is left in it: a VM there after
+the cluster's own are gone is a neighbour's, and the cloudspace stays.
+"""
 
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import described
 
 
 def find(client, name, location):
@@ -52,6 +59,11 @@ def ensure(req):
         return result
     if not cs:
         return result
+    if p.get("cluster"):
+        why = keep_reason(client, cs, p["cluster"], p.get("created_by_cluster"))
+        if why:
+            result.update(kept=why, warnings=["cloudspace %r is kept: %s" % (p["name"], why)])
+            return result
     result.update(changed=True, diff={"before": view(cs), "after": {}})
     if not req.check_mode:
         try:
@@ -61,3 +73,16 @@ def ensure(req):
                 raise InputError("cloudspace %r still has machines: %s" % (p["name"], exc.message)) from None
             raise
     return result
+
+
+def keep_reason(client, cs, cluster, created):
+    """Why cluster ``cluster``'s teardown must leave cloudspace ``cs``, or None when it may delete it."""
+    if not created:
+        return "cluster %r did not create it (none of its machines records cloudspace=created)" % cluster
+    left = described(client, cs["cloudspace_id"])
+    foreign = sorted(v["name"] for v in left if v["owner"] != cluster)
+    if foreign:
+        return "it holds %d machine(s) cluster %r does not own: %s" % (len(foreign), cluster, ", ".join(foreign))
+    if left:
+        return "cluster %r's machines are still in it: %s" % (cluster, ", ".join(sorted(v["name"] for v in left)))
+    return None

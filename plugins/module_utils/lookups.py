@@ -50,6 +50,26 @@ def vm_locked(client, cloudspace_id, vm_id):
     return hook
 
 
+def wait_unlocked(client, cloudspace_id, vm_id):
+    """Wait (within a call's deadline) until no operation holds the VM: what was sent to it has settled."""
+
+    def unlocked():
+        try:
+            return not client.get_vm(cloudspace_id, vm_id).get("locked")
+        except ApiError as exc:
+            if exc.status == 404:
+                return True
+            raise
+
+    client.wait_until(unlocked, "VM %s to be unlocked" % vm_id)
+
+
+def vgpu_ids_on(client, cloudspace_id, vm_id):
+    """The ids of the vGPUs attached to a VM now (from its info)."""
+    devices = client.get_vm(cloudspace_id, vm_id).get("devices") or []
+    return {d.get("reference_id") for d in devices if d.get("type") == "VGPU"}
+
+
 def find_vm(client, cloudspace_id, name):
     for vm in client.vms(cloudspace_id):
         if vm["name"] == name:

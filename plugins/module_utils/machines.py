@@ -1,13 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Machines (VMs in a cloudspace): create with the first boot, delete gracefully or by force (pure Python)."""
+"""Machines (VMs in a cloudspace): create with the first boot, delete gracefully or by force (pure Python).
+
+With a ``cluster``, a machine is that cluster's only when its description
+carries the cluster's marker (``ownership.machine_marker``): it is written at
+creation, and read before anything is changed or deleted.  A VM of the same
+name without it (a neighbour cluster's, or one made by hand) is refused.
+"""
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm, vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 
@@ -27,12 +34,56 @@ def vm_view(vm):
     }
 
 
+def marker_view(description):
+    """What a VM's description says of its owner (``owner`` is None for a VM no cluster owns)."""
+    marker = ownership.parse_marker(description)
+    return {
+        "owner": marker.cluster if marker else None,
+        "pool": marker.pool if marker else None,
+        "cloudspace_created": bool(marker and marker.cloudspace_created),
+    }
+
+
+def describe(client, cloudspace_id, vm):
+    """The VM's listing entry with its owner, read from its description (None when it is gone)."""
+    try:
+        full = client.get_vm(cloudspace_id, vm["vm_id"])
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(vm, description=full.get("description"), **marker_view(full.get("description")))
+
+
+def described(client, cloudspace_id, parallel=8):
+    """Every VM of a cloudspace with its owner (one listing, then each VM's info in parallel)."""
+    vms = client.vms(cloudspace_id)
+    results, errors = run_parallel(
+        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
+    )
+    if errors:
+        raise next(iter(errors.values()))
+    return [results[vm["vm_id"]] for vm in vms if results.get(vm["vm_id"]) is not None]
+
+
+def not_owned(name, cluster, description):
+    return InputError(
+        "machine %r is not owned by cluster %r: its description (%r) carries no marker of that cluster, so it is left "
+        "as it is; give the machine another name, or remove it by hand" % (name, cluster, description or "")
+    )
+
+
 def ensure(req):
     """Core of ``machine``: a VM exists (created with first-boot user data), or is gone."""
     p = req.params
     client = req.client
     cs, name = p["cloudspace_id"], p["name"]
+    cluster = p.get("cluster")
     vm = find_vm(client, cs, name)
+    if vm is not None and cluster:
+        vm = describe(client, cs, vm)
+        if vm is not None and vm["owner"] != cluster:
+            raise not_owned(name, cluster, vm.get("description"))
     before = vm_view(vm) if vm else {}
     result = {"changed": False, "machine": before}
     if p["state"] == "present":
@@ -62,14 +113,23 @@ def ensure(req):
         if req.check_mode:
             return result
 
+        if cluster:
+            description = ownership.machine_marker(cluster, p.get("pool"), p.get("cloudspace_created"))
+        else:
+            description = p.get("description") or "capvco machine"
+
         def resolve(_exc):  # the answer was lost: created after all?
             found = find_vm(client, cs, name)
-            return {"vm_id": found["vm_id"]} if found else None
+            if found is None:
+                return None
+            if cluster and describe(client, cs, found).get("owner") != cluster:
+                raise not_owned(name, cluster, found.get("description"))
+            return {"vm_id": found["vm_id"]}
 
         vm_id = client.create_vm(
             cs,
             name=name,
-            description=p.get("description") or "capvco machine",
+            description=description,
             vcpus=p["vcpus"],
             memory=p["memory"],
             image_id=p.get("image_id"),
@@ -122,6 +182,11 @@ def ensure(req):
 def info(req):
     """Core of ``machine_info``."""
     p = req.params
+    if p.get("cluster"):
+        vms = [v for v in described(req.client, p["cloudspace_id"], p["parallel"]) if v["owner"] == p["cluster"]]
+        if p.get("name"):
+            vms = [v for v in vms if v["name"] == p["name"]]
+        return {"machines": [dict(vm_view(v), **marker_view(v["description"])) for v in vms]}
     vms = req.client.vms(p["cloudspace_id"])
     if p.get("name"):
         vms = [v for v in vms if v["name"] == p["name"]]

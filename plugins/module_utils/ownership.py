@@ -13,6 +13,16 @@
   does not report, so the orphan sweep can honour a grace period.
 
 A name that does not decode is not ours and is never touched.
+
+Machines are owned by a marker in the VM's ``description``, written when the
+collection creates the VM (the platform has no tags):
+
+``capvco/v1 cluster=<cluster> [pool=<pool>] [cloudspace=created]``
+
+It is read back with ``getVirtualMachineInfo`` (listings do not carry the
+description) and compared whole: cluster ``web`` never matches ``web-gpu``'s
+machines, nor a VM made by hand.  ``cloudspace=created`` records that the
+cluster made its cloudspace, the only evidence the platform can keep of it.
 """
 
 from __future__ import annotations
@@ -34,6 +44,10 @@ _PART = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(_[0-9a-f]{8})?$")
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 Owner = namedtuple("Owner", "cluster machine slot created")
+Marker = namedtuple("Marker", "cluster pool cloudspace_created")
+MARKER = "capvco/v1"
+# What releases before the marker wrote on the machines of cluster_create (read, never written).
+_LEGACY_MARKER = re.compile(r"^capvco cluster ([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?), pool ([A-Za-z0-9-]+)$")
 
 
 def _b36(n, width=_TIME_DIGITS):
@@ -101,3 +115,44 @@ def owned_by(owner, cluster, machine=None):
     if owner is None or owner.cluster != cluster_part(cluster):
         return False
     return machine is None or owner.machine == machine_part(cluster, machine)
+
+
+def machine_marker(cluster, pool=None, cloudspace_created=False):
+    """The ``description`` a machine of ``cluster`` is created with."""
+    _check("cluster", cluster)
+    parts = [MARKER, "cluster=" + cluster]
+    if pool:
+        _check("pool", pool)
+        parts.append("pool=" + pool)
+    if cloudspace_created:
+        parts.append("cloudspace=created")
+    return " ".join(parts)
+
+
+def parse_marker(description):
+    """The :class:`Marker` a VM's description carries, or None when it carries none."""
+    if not isinstance(description, str):
+        return None
+    legacy = _LEGACY_MARKER.match(description)
+    if legacy:
+        return Marker(legacy.group(1), legacy.group(3), False)
+    tokens = description.split(" ")
+    if tokens[0] != MARKER:
+        return None
+    fields = {}
+    for token in tokens[1:]:
+        key, sep, value = token.partition("=")
+        if not sep or key in fields or key not in ("cluster", "pool", "cloudspace"):
+            return None
+        fields[key] = value
+    if not _NAME.match(fields.get("cluster", "")) or fields.get("cloudspace", "created") != "created":
+        return None
+    if "pool" in fields and not _NAME.match(fields["pool"]):
+        return None
+    return Marker(fields["cluster"], fields.get("pool"), "cloudspace" in fields)
+
+
+def machine_owned(description, cluster):
+    """True when a VM's description says it is ``cluster``'s (the whole name, never a prefix)."""
+    marker = parse_marker(description)
+    return marker is not None and marker.cluster == cluster

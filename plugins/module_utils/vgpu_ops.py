@@ -5,16 +5,26 @@
 
 The client retries (``client.request``: one layer, with a deadline); what
 these add is theirs: a VM that is ``locked`` by another operation is waited
-out (the ``vm_locked`` hook), and a reserve whose outcome is unknown is
-resolved by looking its slot up by name before it is sent again, so a slot
-is never bought twice.
+out (the ``vm_locked`` hook), and a reserve or attach whose outcome is
+unknown (a lost answer, a timeout, a 5xx after sending) is resolved before
+anything else touches that slot: wait until the VM is no longer locked (the
+request may still be running on the platform), then look the slot up by
+name; it is sent again only when the platform shows it absent.  "Already
+attached to this VM" is success.
 """
 
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted, vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
+    Inventory,
+    attached_to,
+    deleted,
+    vgpu_ids_on,
+    vm_locked,
+    wait_unlocked,
+)
 
 
 class Ops:
@@ -49,9 +59,19 @@ class Ops:
         if other is not None and other != vm_id:
             other_cs = item["virtual_machine"]["cloudspace_id"]
             self.client.detach_vgpu(other_cs, other, item["vgpu_id"], retry_if=vm_locked(self.client, other_cs, other))
-        self.client.attach_vgpu(
-            self.cloudspace_id, vm_id, item["vgpu_id"], retry_if=vm_locked(self.client, self.cloudspace_id, vm_id)
-        )
+        cs = self.cloudspace_id
+
+        def attached_here(_exc=None):
+            wait_unlocked(self.client, cs, vm_id)
+            return {} if item["vgpu_id"] in vgpu_ids_on(self.client, cs, vm_id) else None
+
+        try:
+            self.client.attach_vgpu(
+                cs, vm_id, item["vgpu_id"], retry_if=vm_locked(self.client, cs, vm_id), resolve=attached_here
+            )
+        except ApiError as exc:
+            if exc.status != 409 or attached_here() is None:
+                raise
 
     def lookup(self, cluster, machine, slot):
         for item in Inventory(self.client, self.location).owned(cluster, machine):
@@ -65,7 +85,8 @@ class Ops:
         found = []
 
         def resolve(_exc):
-            """The outcome is unknown: if the slot's reservation exists, it committed; else send it again."""
+            """The outcome is unknown: once the VM is settled, the slot's reservation exists or it never will."""
+            wait_unlocked(self.client, self.cloudspace_id, vm_id)
             item = self.lookup(cluster, machine, slot)
             if item is None:
                 return None

@@ -12,6 +12,9 @@ version_added: 0.1.0
 description:
   - Ensures a cloudspace of O(name) exists in O(location) (V(present)) or not (V(absent)). A cloudspace that still
     has machines is not deleted; the error says so.
+  - With O(cluster) and O(state=absent) (a cluster's teardown), the cloudspace is deleted only when the cluster
+    created it (O(created_by_cluster)) and no VM is left in it; otherwise it is kept, RV(kept) and a warning say
+    why, and the task succeeds unchanged.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -31,6 +34,15 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  cluster:
+    description: With O(state=absent), the cluster whose teardown this is (see O(created_by_cluster)).
+    type: str
+  created_by_cluster:
+    description:
+      - With O(cluster), whether that cluster created the cloudspace (its machines' markers record it, see
+        M(whitesky.capvco.machine_info)). When false the cloudspace is kept.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -49,6 +61,14 @@ EXAMPLES = r"""
     name: demo
     location: be-gen-1
   register: cs
+
+- name: The teardown deletes it only when the cluster made it and nothing else is left in it
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    created_by_cluster: true
+    state: absent
 """
 
 RETURN = r"""
@@ -66,6 +86,10 @@ cloudspace:
     location:
       description: Its location.
       type: str
+kept:
+  description: With O(cluster), why the cloudspace was kept instead of deleted.
+  returned: when kept
+  type: str
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
@@ -79,6 +103,8 @@ def main():
             location=dict(type="str", required=True),
             private_network=dict(type="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
+            cluster=dict(type="str"),
+            created_by_cluster=dict(type="bool", default=False),
         )
     ).run(cloudspaces.ensure)
 

@@ -18,6 +18,9 @@ description:
     deletes the VM.
   - O(force=true) deletes the VM with C(detach_gpu=true) and releases nothing; the platform keeps billing those
     vGPUs until the cluster teardown or the orphan sweep releases them.
+  - With O(cluster), the machine is that cluster's only when its description carries the cluster's marker
+    (C(capvco/v1 cluster=NAME ...)), written when this module creates it. A VM of the same name without it (another
+    cluster's, or one made by hand) is never adopted, changed or deleted: the module fails and names it.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -39,8 +42,19 @@ options:
     type: bool
     default: false
   cluster:
-    description: The owning cluster; a graceful delete releases the vGPUs it owns for this machine.
+    description:
+      - The owning cluster. A machine created with it carries the cluster's marker in its description; an existing
+        machine must carry it to be kept or deleted. A graceful delete releases the vGPUs the cluster owns for it.
     type: str
+  pool:
+    description: With O(cluster), the machine pool, recorded in the marker.
+    type: str
+  cloudspace_created:
+    description:
+      - With O(cluster), records in the marker that the cluster created the cloudspace, so that its teardown may
+        delete the cloudspace (when nothing the cluster does not own is left in it).
+    type: bool
+    default: false
   location:
     description: The location, for a graceful delete's vGPU release.
     type: str
@@ -57,7 +71,7 @@ options:
     description: Boot disk size in GiB.
     type: int
   description:
-    description: The VM's description.
+    description: The VM's description (without O(cluster); with it, the description is the cluster's marker).
     type: str
   first_boot:
     description: The first boot's package installs.
@@ -114,6 +128,8 @@ EXAMPLES = r"""
   whitesky.capvco.machine:
     cloudspace_id: cs-demo
     name: demo-gpu-0
+    cluster: demo
+    pool: gpu
     vcpus: 8
     memory: 32768
     image_id: 12
@@ -132,6 +148,7 @@ EXAMPLES = r"""
   whitesky.capvco.machine:
     cloudspace_id: cs-demo
     name: demo-gpu-1
+    cluster: demo
     state: absent
     force: true
 """
@@ -178,6 +195,8 @@ def main():
             state=dict(type="str", choices=["present", "absent"], default="present"),
             force=dict(type="bool", default=False),
             cluster=dict(type="str"),
+            pool=dict(type="str"),
+            cloudspace_created=dict(type="bool", default=False),
             location=dict(type="str"),
             vcpus=dict(type="int"),
             memory=dict(type="int"),

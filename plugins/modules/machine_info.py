@@ -10,8 +10,11 @@ module: machine_info
 short_description: List the machines (VMs) of a whitesky.cloud cloudspace
 version_added: 0.1.0
 description:
-  - Lists a cloudspace's VMs with their vGPUs and external NICs, optionally one by name or those whose name starts
-    with a prefix (a cluster's machines).
+  - Lists a cloudspace's VMs with their vGPUs and external NICs, optionally one by name, those whose name starts
+    with a prefix, or a cluster's machines.
+  - A cluster's machines are those whose description carries its marker (written by M(whitesky.capvco.machine) with
+    O(whitesky.capvco.machine#module:cluster)); the marker is compared whole, so cluster C(web) never lists
+    C(web-gpu)'s machines or a hand-made C(web-db). A name prefix is only a filter, never proof of ownership.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -23,8 +26,17 @@ options:
     description: Only the VM of this name.
     type: str
   name_prefix:
-    description: Only VMs whose name starts with this.
+    description: Only VMs whose name starts with this (a filter, not ownership; see O(cluster)).
     type: str
+  cluster:
+    description:
+      - Only the machines this cluster owns, by the marker in their description (read with one call per VM, in
+        parallel).
+    type: str
+  parallel:
+    description: With O(cluster), how many VMs' descriptions are read at once.
+    type: int
+    default: 8
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -35,7 +47,7 @@ EXAMPLES = r"""
 - name: The cluster's machines
   whitesky.capvco.machine_info:
     cloudspace_id: cs-demo
-    name_prefix: demo-
+    cluster: demo
   register: demo_machines
 """
 
@@ -63,6 +75,18 @@ machines:
       description: The external NICs.
       type: list
       elements: dict
+    owner:
+      description: The cluster the marker names.
+      type: str
+      returned: with O(cluster)
+    pool:
+      description: The machine pool the marker names (null when it names none).
+      type: str
+      returned: with O(cluster)
+    cloudspace_created:
+      description: Whether the marker records that the cluster created the cloudspace.
+      type: bool
+      returned: with O(cluster)
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines
@@ -75,6 +99,8 @@ def main():
             cloudspace_id=dict(type="str", required=True),
             name=dict(type="str"),
             name_prefix=dict(type="str"),
+            cluster=dict(type="str"),
+            parallel=dict(type="int", default=8),
         )
     ).run(machines.info)
 

@@ -38,7 +38,8 @@ def names(emulator, cs_name="life-cs"):
 
 def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_path):
     args = (
-        "{cloudspace_id: cs-demo, name: m0, vcpus: 2, memory: 2048, first_boot: {packages: [containerd], attempts: 3}}"
+        "{cloudspace_id: cs-demo, name: m0, cluster: c1, pool: p, vcpus: 2, memory: 2048,"
+        " first_boot: {packages: [containerd], attempts: 3}}"
     )
     check, apply, again = three_ways(emulator, tmp_path, "machine", args)
     assert check["changed"] and apply["changed"] and not again["changed"]
@@ -50,6 +51,8 @@ def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_pa
     db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
     user_data = db.execute("SELECT user_data FROM vms WHERE name='m0'").fetchone()[0]
     assert "capvco first boot" in user_data and "containerd" in user_data and "ATTEMPTS=3" in user_data
+    description = db.execute("SELECT description FROM vms WHERE name='m0'").fetchone()[0]
+    assert description == "capvco/v1 cluster=c1 pool=p", "the owner's marker is written at creation"
     # graceful delete releases the machine's vGPUs first
     ensure(emulator, machine="m0", cluster="c1", count=2)
     args = "{cloudspace_id: cs-demo, name: m0, cluster: c1, location: be-gen-1, state: absent}"
