@@ -89,9 +89,12 @@ containers: link image
 molecule: link deps-e2e image
 	for s in $(SCENARIOS); do CAPVCO_REQUIRE_ALL=1 $(BIN)/molecule test -s $$s || exit 1; done
 
-# The long form of the chaos suite (make test runs a short form).
+# The long forms of the chaos suite and of the stateful ownership test, with random seeds (make test runs short,
+# seeded forms of both).
 chaos: link
 	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)
+	CAPVCO_STATEFUL_RANDOM=1 CAPVCO_STATEFUL_EXAMPLES=$(or $(EXAMPLES),20) CAPVCO_STATEFUL_STEPS=$(or $(STEPS),20) \
+	  $(BIN)/python -m pytest -q -s tests/integration/test_ownership_stateful.py
 
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist

@@ -41,13 +41,15 @@ options:
   timeout:
     description:
       - Timeout in seconds of each HTTP request.
+      - If not set, the value of the E(WHITESKY_TIMEOUT) environment variable is used, else 30.
       - Each platform call, with its retries, ends at the latest O(timeout) plus a retry budget of 30 seconds
         after it started, with an error that says how many attempts were made and why; at most 6 attempts.
       - Retried, with jittered exponential backoff, are requests that were never sent, HTTP 429 (honouring
         C(Retry-After) when it fits in the call's deadline, else the call ends at once), and, for idempotent
         requests, 502, 503, 504 and a lost answer. A mutating call whose outcome is unknown is first looked
-        up (for example a reservation by its name) and sent again only if it did not happen. A call refused
-        because another operation holds the VM's lock is waited out. TLS failures are never retried.
+        up (for example a reservation by its name, once the VM it was sent to is no longer locked) and sent again
+        only if it did not happen. A call refused because another operation holds the VM's lock is waited out.
+        TLS failures are never retried.
     type: float
     default: 30.0
 requirements:

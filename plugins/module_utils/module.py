@@ -21,7 +21,7 @@ CONNECTION_SPEC = dict(
     api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WHITESKY_API_TOKEN"])),
     customer_id=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_CUSTOMER_ID"])),
     validate_certs=dict(type="bool", default=True),
-    timeout=dict(type="float", default=30.0),
+    timeout=dict(type="float", default=30.0, fallback=(env_fallback, ["WHITESKY_TIMEOUT"])),
 )
 
 

@@ -20,7 +20,7 @@ description:
     vGPUs until the cluster teardown or the orphan sweep releases them.
   - With O(cluster), the machine is that cluster's only when its description carries the cluster's marker
     (C(capvco/v1 cluster=NAME ...)), written when this module creates it. A VM of the same name without it (another
-    cluster's, or one made by hand) is never adopted, changed or deleted: the module fails and names it.
+    cluster's, or one made by hand) is never adopted, changed or deleted; the module fails and names it.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:

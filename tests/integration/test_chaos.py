@@ -28,3 +28,4 @@ def test_chaos_short_form():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert "leaks 0, double reservations 0, unowned touched 0" in summary, summary
+    assert ", 0 unexpected)" in summary, summary

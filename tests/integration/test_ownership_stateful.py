@@ -1,0 +1,478 @@
+"""Ownership as a stateful property: the lifecycle playbooks, run as a user runs them, against the real emulator.
+
+Hypothesis drives a ``RuleBasedStateMachine`` whose rules create and scale clusters (names that are prefixes of each
+other, and one over the 20 characters a reservation name keeps), delete machines gracefully or by force, kill a run
+with SIGKILL midway, inject faults (lost answers after commit, commits slower than the module's timeout, 503, 429, a
+neighbour holding the VM lock), add hand-made VMs and reservations to the same cloudspaces, put an owned reservation
+in the recycle bin, run the orphan reclaim and delete clusters.  After every step, against the emulator's stored
+state before and after:
+
+- nothing that the acting cluster does not own was changed: VMs without its marker, reservations whose names do
+  not decode to it, cloudspaces it did not create;
+- at most one live reservation per (cluster, machine, slot), decoded from the names (names embed their creation
+  time, so a slot bought twice hides under two names);
+- a cluster deleted with success has no live reservation and no machine, and its billed vGPU-seconds stop growing;
+- a run that was not killed ends with success, or with one of the two refusals the rules can provoke (a name taken
+  by a hand-made VM, not enough GPUs), and a clean converge leaves exactly the spec's machines and slots.
+
+``make test`` runs a short form with a fixed seed (``CAPVCO_STATEFUL_EXAMPLES``, ``CAPVCO_STATEFUL_STEPS``,
+``CAPVCO_STATEFUL_SEED``);
+``make chaos`` runs a long one with a random seed (``CAPVCO_STATEFUL_RANDOM=1``).  The figures of each run (steps,
+runs, faults, kills, violations) are written to ``tests/output/stateful-ownership.json`` and printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from hypothesis import HealthCheck, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import vm_locked
+
+from helpers import COLLECTIONS, ROOT, Emulator, wait_for
+
+LOC = "be-gen-1"
+CLUSTERS = ("web", "web-gpu", "web-gpu-with-a-name-over-twenty")
+CLOUDSPACES = ("shared-cs", "own-cs")
+FAULTS = ("none", "drop", "slow", "503", "429", "lock")
+TAKEN = "is not owned by cluster"  # the refusal of a name that a VM the cluster does not own holds
+SHORT = "not enough NVIDIA A100"  # the refusal when the location's GPUs are all reserved
+EXAMPLES = int(os.environ.get("CAPVCO_STATEFUL_EXAMPLES", "3"))
+STEPS = int(os.environ.get("CAPVCO_STATEFUL_STEPS", "8"))
+RANDOM = os.environ.get("CAPVCO_STATEFUL_RANDOM") == "1"
+SEED = int(os.environ.get("CAPVCO_STATEFUL_SEED", "2026"))
+FIGURES = {
+    "examples": 0,
+    "steps": 0,
+    "runs": 0,
+    "faulted_runs": 0,
+    "kills": 0,
+    "refusals": 0,
+    "violations": 0,
+    "rules": {},
+    "faults": {},
+}
+
+
+def tally(kind, key):
+    FIGURES[kind][key] = FIGURES[kind].get(key, 0) + 1
+
+
+def spec(name, cs, replicas, count):
+    return {
+        "cluster": {"name": name, "location": LOC, "cloudspace": cs},
+        "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": replicas,
+                "vcpus": 2,
+                "memory": 2048,
+                "gpu": {"type": "NVIDIA A100", "count": count, "driverVersion": "550"},
+            }
+        ],
+    }
+
+
+def owner_of_vgpu(row):
+    return ownership.decode(row["vgpu_name"])
+
+
+def owned_vgpu(row, cluster):
+    return ownership.owned_by(owner_of_vgpu(row), cluster)
+
+
+class Ownership(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="capvco-stateful-")
+        self.emu = Emulator(os.path.join(self.dir, "state")).start()
+        self.clusters = {}  # name -> {"cs", "replicas", "count", "deleted", "seconds"}
+        self.created_cs = {}  # cloudspace name -> the cluster whose run created it
+        self.hand = 0
+        FIGURES["examples"] += 1
+
+    def teardown(self):
+        self.emu.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- running the playbooks -------------------------------------------------------------------------------
+    def run(self, playbook, extra, fault="none", kill_after=None, seed=0):
+        """Run one playbook; SIGKILL its whole process group after ``kill_after`` mutating calls."""
+        FIGURES["runs"] += 1
+        env = dict(
+            os.environ,
+            ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+            ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+            ANSIBLE_NOCOLOR="1",
+            PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+            **self.emu.env(),
+        )
+        neighbour = None
+        if fault != "none":
+            FIGURES["faulted_runs"] += 1
+            tally("faults", fault)
+            env.update(self.fault(fault, seed))
+            if fault == "lock":
+                neighbour = Neighbour(self.emu, extra["cluster"]["name"])
+        cmd = [
+            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            os.path.join(ROOT, "playbooks", playbook),
+            "-e",
+            json.dumps(extra),
+        ]
+        mutations = self.mutations()
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT, start_new_session=True
+        )
+        killed = False
+        if kill_after is not None:
+            reached = wait_for(
+                lambda: proc.poll() is not None or self.mutations() >= mutations + kill_after, timeout=300
+            )
+            assert reached, "the run neither made %d platform changes nor ended in 300 s" % kill_after
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                FIGURES["kills"] += 1
+        out, _ = proc.communicate(timeout=600)
+        if neighbour:
+            neighbour.stop()
+        self.emu.admin("DELETE", "/faults")
+        self.emu.quiesce()  # what a killed run or a given-up request had sent has ended
+        return proc.returncode, out, killed
+
+    def fault(self, kind, seed):
+        faults = {
+            "drop": {"drop_rate": 0.3},
+            "slow": {"vm_op_seconds": 2.5},
+            "503": {"error_rates": {"503": 0.25}},
+            "429": {"error_rates": {"429": 0.25}, "retry_after": 0},
+            "lock": {"vm_op_seconds": 0.3},
+        }[kind]
+        self.emu.faults(seed=seed, **faults)
+        return {"WHITESKY_TIMEOUT": "2"} if kind == "slow" else {}
+
+    def mutations(self):
+        ops = self.emu.stats()["operations"]
+        return sum(
+            o.get("count", 0)
+            for name, o in ops.items()
+            if name.startswith(("reserve", "attach", "detach", "delete", "create", "restore"))
+        )
+
+    # -- the invariants --------------------------------------------------------------------------------------
+    def snapshot(self):
+        snap = self.emu.snapshot()
+        return (
+            {c["cloudspace_id"]: c for c in snap["cloudspaces"]},
+            {v["vm_id"]: v for v in snap["vms"]},
+            {g["vgpu_id"]: g for g in snap["vgpus"]},
+        )
+
+    def check(self, actor, before, after):
+        FIGURES["steps"] += 1
+        spaces0, vms0, vgpus0 = before
+        spaces1, vms1, vgpus1 = after
+        problems = []
+        for vm_id, vm in vms0.items():
+            if not ownership.machine_owned(vm["description"], actor) and vms1.get(vm_id) != vm:
+                problems.append(
+                    "VM %s (%r) that %s does not own changed: %s" % (vm_id, vm["name"], actor, vms1.get(vm_id))
+                )
+        for vgpu_id, row in vgpus0.items():
+            if not owned_vgpu(row, actor) and vgpus1.get(vgpu_id) != row:
+                problems.append("reservation %s that %s does not own changed" % (row["vgpu_name"], actor))
+        for cs_id, cs in spaces0.items():
+            if cs["deleted_at"] is None and spaces1[cs_id]["deleted_at"] is not None:
+                if self.created_cs.get(cs["name"]) != actor:
+                    problems.append("cloudspace %r that %s did not create was deleted" % (cs["name"], actor))
+                others = [v["name"] for v in vms0.values() if v["cloudspace_id"] == cs_id and v["deleted_at"] is None]
+                others = [n for n in others if n not in self.vm_names_of(actor, vms0)]
+                if others:
+                    problems.append("cloudspace %r was deleted with others' VMs in it: %s" % (cs["name"], others))
+        per_slot = {}
+        for row in vgpus1.values():
+            owner = owner_of_vgpu(row)
+            if owner is not None and row["deleted_at"] is None:
+                key = (owner.cluster, owner.machine, owner.slot)
+                per_slot[key] = per_slot.get(key, 0) + 1
+        problems += ["slot %s has %d live reservations" % (k, n) for k, n in per_slot.items() if n > 1]
+        for name, c in self.clusters.items():
+            if c["deleted"]:
+                seconds = self.billed_seconds(name)
+                if seconds != c["seconds"]:
+                    problems.append("deleted cluster %s is still billed (%s -> %s)" % (name, c["seconds"], seconds))
+        if problems:
+            FIGURES["violations"] += len(problems)
+        assert not problems, problems
+
+    @staticmethod
+    def vm_names_of(cluster, vms):
+        return {v["name"] for v in vms.values() if ownership.machine_owned(v["description"], cluster)}
+
+    def billed_seconds(self, cluster):
+        rows = [r for r in self.emu.ledger()["reservations"] if owned_vgpu(r, cluster)]
+        assert all(not r["accruing"] for r in rows), "a deleted cluster's reservation accrues"
+        return round(sum(r["vgpu_seconds"] for r in rows), 3)
+
+    def converged(self, name):
+        c = self.clusters[name]
+        _spaces, vms, vgpus = self.snapshot()
+        mine = sorted(v["name"] for v in vms.values() if v["deleted_at"] is None and v["description"])
+        mine = sorted(n for n in mine if n in self.vm_names_of(name, vms))
+        planned = sorted(self.planned(name, c["replicas"]))
+        assert mine == planned, (mine, planned)
+        live = [g for g in vgpus.values() if g["deleted_at"] is None and owned_vgpu(g, name)]
+        assert len(live) == c["replicas"] * c["count"], (name, len(live), c)
+        assert all(g["vm_id"] is not None and g["soft_deleted_at"] is None for g in live), "every slot attached"
+
+    def outcome(self, rc, out, killed, taken=()):
+        """A run ends well unless killed, or refused for a reason the model expects (``taken``: names that VMs
+        the cluster does not own hold, which it wanted)."""
+        if killed or rc == 0:
+            return "ok"
+        if SHORT in out or (taken and TAKEN in out):
+            FIGURES["refusals"] += 1
+            return "refused"
+        raise AssertionError("a run that was not killed failed (rc %d):\n%s" % (rc, out[-4000:]))
+
+    def taken(self, cluster, cs, names):
+        """The names among ``names`` that a VM in cloudspace ``cs`` holds without ``cluster``'s marker."""
+        spaces, vms, _g = self.snapshot()
+        ids = {k for k, s in spaces.items() if s["name"] == cs and s["deleted_at"] is None}
+        return sorted(
+            v["name"]
+            for v in vms.values()
+            if v["cloudspace_id"] in ids
+            and v["deleted_at"] is None
+            and v["name"] in names
+            and not ownership.machine_owned(v["description"], cluster)
+        )
+
+    @staticmethod
+    def planned(name, replicas):
+        return ["%s-cp-0" % name] + ["%s-gpu-%d" % (name, i) for i in range(replicas)]
+
+    # -- the rules -------------------------------------------------------------------------------------------
+    @initialize(first=st.integers(0, len(CLUSTERS) - 1), replicas=st.integers(1, 2), count=st.integers(1, 2))
+    def two_neighbours(self, first, replicas, count):
+        """Every example starts with two clusters whose names are prefixes of each other, in one cloudspace."""
+        second = (first + 1) % len(CLUSTERS)
+        self.converge(CLUSTERS[first], "shared-cs", replicas, count, "none", 0)
+        self.converge(CLUSTERS[second], "shared-cs", 1, 1, "none", 0)
+
+    @rule(
+        name=st.sampled_from(CLUSTERS),
+        cs=st.sampled_from(CLOUDSPACES),
+        replicas=st.integers(0, 2),
+        count=st.integers(0, 2),
+        fault=st.sampled_from(FAULTS),
+        seed=st.integers(0, 1000),
+    )
+    def converge(self, name, cs, replicas, count, fault, seed):
+        """Create a cluster, or scale it up or down (its cloudspace is fixed at creation)."""
+        tally("rules", "converge")
+        c = self.clusters.get(name)
+        cs = c["cs"] if c and not c["deleted"] else cs
+        before = self.snapshot()
+        if not any(s["name"] == cs and s["deleted_at"] is None for s in before[0].values()):
+            self.created_cs[cs] = name
+        taken = self.taken(name, cs, self.planned(name, replicas))
+        rc, out, killed = self.run("cluster_create.yml", spec(name, cs, replicas, count), fault, seed=seed)
+        self.clusters[name] = {"cs": cs, "replicas": replicas, "count": count, "deleted": False, "seconds": None}
+        self.check(name, before, self.snapshot())
+        if self.outcome(rc, out, killed, taken) == "ok":
+            self.converged(name)
+
+    @precondition(lambda self: any(not c["deleted"] for c in self.clusters.values()))
+    @rule(data=st.data(), playbook=st.sampled_from(["cluster_create.yml", "cluster_delete.yml"]))
+    def kill_a_run(self, data, playbook):
+        """SIGKILL a run (its whole process group) after a few platform changes; the next run picks up."""
+        tally("rules", "kill_a_run")
+        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
+        c = self.clusters[name]
+        replicas = data.draw(st.integers(0, 2))
+        before = self.snapshot()
+        taken = self.taken(name, c["cs"], self.planned(name, replicas))
+        rc, out, killed = self.run(
+            playbook, spec(name, c["cs"], replicas, c["count"]), kill_after=data.draw(st.integers(1, 4))
+        )
+        if playbook == "cluster_create.yml":
+            c["replicas"] = replicas
+        self.check(name, before, self.snapshot())
+        if not killed and playbook == "cluster_delete.yml" and rc == 0:
+            self.deleted(name)
+        else:
+            self.outcome(rc, out, killed, taken)
+
+    @precondition(lambda self: any(not c["deleted"] and c["replicas"] for c in self.clusters.values()))
+    @rule(data=st.data(), force=st.booleans())
+    def delete_a_machine(self, data, force):
+        tally("rules", "delete_a_machine")
+        name = data.draw(
+            st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"] and c["replicas"]))
+        )
+        c = self.clusters[name]
+        machine = "%s-gpu-%d" % (name, data.draw(st.integers(0, c["replicas"] - 1)))
+        before = self.snapshot()
+        taken = self.taken(name, c["cs"], [machine])
+        rc, out, killed = self.run("machine_delete.yml", dict(spec(name, c["cs"], 0, 0), machine=machine, force=force))
+        self.check(name, before, self.snapshot())
+        self.outcome(rc, out, killed, taken)
+
+    @rule(kind=st.sampled_from(["vm", "reservation", "recycle_bin"]), data=st.data())
+    def someone_else(self, kind, data):
+        """Another hand in the same account: a VM, a reservation, or one of a cluster's put in the recycle bin."""
+        tally("rules", "someone_else: " + kind)
+        if kind == "vm":
+            self.hand_made_vm(data.draw(st.sampled_from(CLOUDSPACES)), data)
+        elif kind == "reservation":
+            self.hand_made_reservation(data.draw(st.booleans()))
+        elif any(not c["deleted"] for c in self.clusters.values()):
+            self.recycle_bin(data)
+
+    def hand_made_vm(self, cs, data):
+        """A VM made by hand in a cloudspace, sometimes under a name a cluster will want."""
+        spaces = [k for k, s in self.snapshot()[0].items() if s["name"] == cs and s["deleted_at"] is None]
+        if not spaces:
+            return
+        self.hand += 1
+        name = data.draw(
+            st.sampled_from(
+                ["web-db", "hand-%d" % self.hand] + ["%s-gpu-%d" % (n, i) for n in CLUSTERS for i in (1, 2)]
+            )
+        )
+        with self.emu.client() as client:
+            if any(v["name"] == name for v in client.vms(spaces[0])):
+                return
+            client.create_vm(spaces[0], name=name, description="made by hand", vcpus=1, memory=1024)
+
+    def hand_made_reservation(self, attach):
+        """A reservation another tool made (a name that is not ours), attached to a hand-made VM or not."""
+        _spaces, vms, _v = self.snapshot()
+        hand = [v for v in vms.values() if v["deleted_at"] is None and v["description"] == "made by hand"]
+        self.hand += 1
+        body = {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_name": "team-x-%d" % self.hand}
+        if attach and hand:
+            body["vm_id"] = hand[0]["vm_id"]
+        self.emu.admin("POST", "/seed-vgpu", body)
+
+    def recycle_bin(self, data):
+        """Someone soft-deletes one of a cluster's reservations: it still bills until it is purged."""
+        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
+        _spaces, _vms, vgpus = self.snapshot()
+        live = sorted(
+            k
+            for k, g in vgpus.items()
+            if owned_vgpu(g, name) and g["soft_deleted_at"] is None and g["deleted_at"] is None
+        )
+        if not live:
+            return
+        with self.emu.client() as client:
+            client.delete_vgpu(LOC, data.draw(st.sampled_from(live)), detach=True, permanently=False)
+
+    @precondition(lambda self: bool(self.clusters))
+    @rule(data=st.data())
+    def reclaim_orphans(self, data):
+        tally("rules", "reclaim_orphans")
+        name = data.draw(st.sampled_from(sorted(self.clusters)))
+        before = self.snapshot()
+        rc, out, killed = self.run(
+            "gpu_orphans.yml", {"location": LOC, "cluster": name, "reclaim": True, "grace_period": 0}
+        )
+        self.check(name, before, self.snapshot())
+        self.outcome(rc, out, killed)
+
+    @precondition(lambda self: any(not c["deleted"] for c in self.clusters.values()))
+    @rule(data=st.data(), fault=st.sampled_from(FAULTS), seed=st.integers(0, 1000))
+    def delete_cluster(self, data, fault, seed):
+        tally("rules", "delete_cluster")
+        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
+        c = self.clusters[name]
+        before = self.snapshot()
+        rc, out, killed = self.run("cluster_delete.yml", spec(name, c["cs"], 0, 0), fault, seed=seed)
+        self.check(name, before, self.snapshot())
+        self.outcome(rc, out, killed)
+        if rc == 0:
+            self.deleted(name)
+
+    def deleted(self, name):
+        _spaces, vms, vgpus = self.snapshot()
+        assert not [g["vgpu_name"] for g in vgpus.values() if owned_vgpu(g, name) and g["deleted_at"] is None]
+        assert not [
+            v["name"]
+            for v in vms.values()
+            if v["deleted_at"] is None and ownership.machine_owned(v["description"], name)
+        ]
+        self.clusters[name].update(deleted=True, seconds=self.billed_seconds(name))
+
+
+class Neighbour:
+    """Another operation on one of the cluster's VMs, over and over: its lock is in the run's way."""
+
+    def __init__(self, emu, cluster):
+        self.emu, self.cluster = emu, cluster
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        with self.emu.client() as client:
+            net = client.external_networks(LOC)[0]["external_network_id"]
+            while not self.done.is_set():
+                try:  # the run may delete the cloudspace or the VM meanwhile
+                    targets = [
+                        (cs["cloudspace_id"], v["vm_id"])
+                        for cs in client.cloudspaces()
+                        for v in client.vms(cs["cloudspace_id"])
+                        if v["name"].startswith(self.cluster + "-cp-")
+                    ]
+                    if not targets:
+                        self.done.wait(0.1)
+                        continue
+                    cs, vm_id = targets[0]
+                    client.attach_nic(cs, vm_id, net, retry_if=vm_locked(client, cs, vm_id))
+                    for nic in client.get_vm(cs, vm_id).get("network_interfaces") or []:
+                        client.detach_nic(cs, vm_id, nic["ip_address"], net, retry_if=vm_locked(client, cs, vm_id))
+                except ApiError:
+                    self.done.wait(0.05)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=60)
+
+
+def test_ownership_holds_under_every_lifecycle_step():
+    started = time.monotonic()
+    config = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        derandomize=False,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    machine = Ownership if RANDOM else seed(SEED)(Ownership)
+    try:
+        run_state_machine_as_test(machine, settings=config)
+    finally:
+        FIGURES["seconds"] = round(time.monotonic() - started, 1)
+        FIGURES["seed"] = "random" if RANDOM else SEED
+        out = os.path.join(ROOT, "tests", "output")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "stateful-ownership.json"), "w") as fh:
+            json.dump(FIGURES, fh, indent=1)
+        print("stateful ownership:", json.dumps(FIGURES))
