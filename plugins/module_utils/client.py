@@ -182,6 +182,27 @@ def _query_value(value):
     return value
 
 
+def vm_locked(client, cloudspace_id, vm_id):
+    """A ``retry_if`` hook for the client: a 409 while the VM is ``locked`` was refused before anything changed.
+
+    One VM takes one mutating operation at a time; a call that meets another
+    one's lock is sent again, within the client's deadline.  :meth:`WhiteskyClient.call`
+    adds it to every mutating call on a VM's path that brings no hook of its own.
+    """
+
+    def hook(exc):
+        if exc.status != 409 or vm_id is None:
+            return False
+        if "locked" in (exc.message or ""):
+            return True
+        try:
+            return bool(client.get_vm(cloudspace_id, vm_id).get("locked"))
+        except ApiError:
+            return False
+
+    return hook
+
+
 class WhiteskyClient:
     """A client for ``https://<portal>/api/1``: the one place that retries.
 
@@ -371,6 +392,8 @@ class WhiteskyClient:
             raise WhiteskyError("%s takes no parameter(s) %s" % (operation, sorted(unknown | unknown_body)))
         if "location" in path_params:
             check_id("location", path_params["location"])
+        if retry_if is None and method not in ("GET", "HEAD") and "vm_id" in path_params:
+            retry_if = vm_locked(self, path_params.get("cloudspace_id"), path_params["vm_id"])
         values = dict(path_params, customer_id=self.customer_id)
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)

@@ -11,6 +11,7 @@ reservations.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked  # noqa: F401 (re-exported)
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
 
 
@@ -28,26 +29,6 @@ def resolve_machines(vms, wanted, cloudspace_id):
             )
         out.append((vm["vm_id"], vm["name"]))
     return out
-
-
-def vm_locked(client, cloudspace_id, vm_id):
-    """A ``retry_if`` hook for the client: a 409 while the VM is ``locked`` was refused before anything changed.
-
-    One VM takes one mutating operation at a time; a call that meets another
-    one's lock is sent again, within the client's attempts and deadline.
-    """
-
-    def hook(exc):
-        if exc.status != 409 or vm_id is None:
-            return False
-        if "locked" in (exc.message or ""):
-            return True
-        try:
-            return bool(client.get_vm(cloudspace_id, vm_id).get("locked"))
-        except ApiError:
-            return False
-
-    return hook
 
 
 def wait_unlocked(client, cloudspace_id, vm_id):

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import time
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
+from capvco_lab.runs import kill_all
 
 PLAYS = os.path.join(ROOT, "playbooks")
 BIN = os.path.dirname(sys.executable)
@@ -74,6 +74,7 @@ class Chaos:
         cmd = [os.path.join(BIN, "ansible-playbook"), os.path.join(PLAYS, name), "-e", json.dumps(extra)]
         for attempt in range(12):
             self.runs += 1
+            env["CAPVCO_RUN"] = "chaos-%d-%d" % (os.getpid(), self.runs)
             proc = subprocess.Popen(
                 cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
             )
@@ -81,7 +82,7 @@ class Chaos:
                 try:
                     proc.wait(self.rng.uniform(1.5, 6.0))
                 except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    kill_all(env["CAPVCO_RUN"])  # the run and every process it started
                     proc.wait()
                     self.kills += 1
                     self.emu.quiesce()  # what was already sent lands before the re-run, as for an operator

@@ -282,3 +282,31 @@ def test_the_machine_module_refuses_a_vm_the_cluster_does_not_own(emulator):
             else:
                 raise AssertionError("a VM without the cluster's marker was accepted (%s)" % state_)
         assert [v["name"] for v in client.vms(CS)] == ["w0"]
+
+
+def test_every_mutating_call_on_a_vm_waits_out_its_lock(emulator):
+    """No hook given: the client adds the lock wait to every mutating call on a VM's path."""
+    (vm_id,) = vms(emulator, "w0")
+    emulator.faults(vm_op_seconds=0.5)
+    with emulator.client() as client:
+        net = client.external_networks(LOC)[0]["external_network_id"]
+    errors = []
+
+    def call(kind, i):
+        try:
+            with emulator.client() as client:
+                if kind == "nic":
+                    client.attach_nic(CS, vm_id, net)
+                else:
+                    client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-40c", ownership.encode("c1", "w0", i))
+        except Exception as exc:  # collected: every call must succeed
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(k, i)) for i, k in enumerate(["nic", "vgpu", "nic", "vgpu"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert emulator.stats()["vm_lock_conflicts"] >= 1
+    assert len(live(emulator)) == 2

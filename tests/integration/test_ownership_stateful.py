@@ -26,20 +26,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import vm_locked
+from capvco_lab.runs import kill_all
 
 from helpers import COLLECTIONS, ROOT, Emulator, wait_for
 
@@ -47,6 +47,8 @@ LOC = "be-gen-1"
 CLUSTERS = ("web", "web-gpu", "web-gpu-with-a-name-over-twenty")
 CLOUDSPACES = ("shared-cs", "own-cs")
 FAULTS = ("none", "drop", "slow", "503", "429", "lock")
+# The first is what Hypothesis's simplest example repeats: a cheap one, that runs no playbook.
+ACTIONS = ("someone_else", "converge", "kill_a_run", "delete_a_machine", "reclaim_orphans", "delete_cluster")
 TAKEN = "is not owned by cluster"  # the refusal of a name that a VM the cluster does not own holds
 SHORT = "not enough NVIDIA A100"  # the refusal when the location's GPUs are all reserved
 EXAMPLES = int(os.environ.get("CAPVCO_STATEFUL_EXAMPLES", "3"))
@@ -64,6 +66,16 @@ FIGURES = {
     "rules": {},
     "faults": {},
 }
+
+
+LOG = os.path.join(ROOT, "tests", "output", "stateful-ownership.log")
+
+
+def log(line):
+    """Each step as it starts, in tests/output/stateful-ownership.log (a slow or failing run shows where it is)."""
+    os.makedirs(os.path.dirname(LOG), exist_ok=True)
+    with open(LOG, "a") as fh:
+        fh.write("%s %s\n" % (time.strftime("%H:%M:%S"), line))
 
 
 def tally(kind, key):
@@ -103,6 +115,7 @@ class Ownership(RuleBasedStateMachine):
         self.created_cs = {}  # cloudspace name -> the cluster whose run created it
         self.hand = 0
         FIGURES["examples"] += 1
+        log("example %d" % FIGURES["examples"])
 
     def teardown(self):
         self.emu.stop()
@@ -133,6 +146,7 @@ class Ownership(RuleBasedStateMachine):
             "-e",
             json.dumps(extra),
         ]
+        env["CAPVCO_RUN"] = "run-%d-%d" % (os.getpid(), FIGURES["runs"])
         mutations = self.mutations()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT, start_new_session=True
@@ -144,7 +158,7 @@ class Ownership(RuleBasedStateMachine):
             )
             assert reached, "the run neither made %d platform changes nor ended in 300 s" % kill_after
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                kill_all(env["CAPVCO_RUN"])
                 killed = True
                 FIGURES["kills"] += 1
         out, _ = proc.communicate(timeout=600)
@@ -269,22 +283,55 @@ class Ownership(RuleBasedStateMachine):
     # -- the rules -------------------------------------------------------------------------------------------
     @initialize(first=st.integers(0, len(CLUSTERS) - 1), replicas=st.integers(1, 2), count=st.integers(1, 2))
     def two_neighbours(self, first, replicas, count):
-        """Every example starts with two clusters whose names are prefixes of each other, in one cloudspace."""
+        """Every example starts with two clusters whose names are prefixes of each other in one cloudspace, a
+        hand-made VM beside them, and one of the first cluster's reservations in the recycle bin."""
         second = (first + 1) % len(CLUSTERS)
         self.converge(CLUSTERS[first], "shared-cs", replicas, count, "none", 0)
         self.converge(CLUSTERS[second], "shared-cs", 1, 1, "none", 0)
+        self.hand_made_vm("shared-cs", 0)  # web-db, made by hand beside them
+        self.recycle_bin(CLUSTERS[first], replicas)  # one of the first cluster's vGPUs in the recycle bin: it bills
 
     @rule(
+        action=st.sampled_from(ACTIONS),
         name=st.sampled_from(CLUSTERS),
         cs=st.sampled_from(CLOUDSPACES),
         replicas=st.integers(0, 2),
         count=st.integers(0, 2),
         fault=st.sampled_from(FAULTS),
         seed=st.integers(0, 1000),
+        pick=st.integers(0, 7),
+        flag=st.booleans(),
     )
+    def step(self, action, name, cs, replicas, count, fault, seed, pick, flag):
+        """One action, drawn evenly: one rule, so that a short run reaches every action.  Every step draws the
+        same values whatever the state (a run's outcome can depend on timing, and Hypothesis replays draws); an
+        action that does not apply to the drawn cluster yet converges it instead."""
+        c = self.clusters.get(name)
+        live = c is not None and not c["deleted"]
+        if action in ("kill_a_run", "delete_cluster", "reclaim_orphans") and not live:
+            action = "converge"
+        if action == "delete_a_machine" and not (live and c["replicas"]):
+            action = "converge"
+        tally("rules", action)
+        log(
+            "step %s %s cs=%s replicas=%d count=%d fault=%s pick=%d flag=%s"
+            % (action, name, cs, replicas, count, fault, pick, flag)
+        )
+        if action == "converge":
+            self.converge(name, cs, replicas, count, fault, seed)
+        elif action == "kill_a_run":
+            self.kill_a_run(name, "cluster_delete.yml" if flag else "cluster_create.yml", replicas, 1 + pick % 4)
+        elif action == "delete_a_machine":
+            self.delete_a_machine(name, pick % c["replicas"], flag)
+        elif action == "someone_else":
+            self.someone_else(("vm", "reservation", "recycle_bin")[seed % 3], name, cs, pick, flag)
+        elif action == "reclaim_orphans":
+            self.reclaim_orphans(name)
+        else:
+            self.delete_cluster(name, fault, seed)
+
     def converge(self, name, cs, replicas, count, fault, seed):
         """Create a cluster, or scale it up or down (its cloudspace is fixed at creation)."""
-        tally("rules", "converge")
         c = self.clusters.get(name)
         cs = c["cs"] if c and not c["deleted"] else cs
         before = self.snapshot()
@@ -292,24 +339,18 @@ class Ownership(RuleBasedStateMachine):
             self.created_cs[cs] = name
         taken = self.taken(name, cs, self.planned(name, replicas))
         rc, out, killed = self.run("cluster_create.yml", spec(name, cs, replicas, count), fault, seed=seed)
+        log("  converge %s: rc %d%s" % (name, rc, " (killed)" if killed else ""))
         self.clusters[name] = {"cs": cs, "replicas": replicas, "count": count, "deleted": False, "seconds": None}
         self.check(name, before, self.snapshot())
         if self.outcome(rc, out, killed, taken) == "ok":
             self.converged(name)
 
-    @precondition(lambda self: any(not c["deleted"] for c in self.clusters.values()))
-    @rule(data=st.data(), playbook=st.sampled_from(["cluster_create.yml", "cluster_delete.yml"]))
-    def kill_a_run(self, data, playbook):
+    def kill_a_run(self, name, playbook, replicas, kill_after):
         """SIGKILL a run (its whole process group) after a few platform changes; the next run picks up."""
-        tally("rules", "kill_a_run")
-        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
         c = self.clusters[name]
-        replicas = data.draw(st.integers(0, 2))
         before = self.snapshot()
         taken = self.taken(name, c["cs"], self.planned(name, replicas))
-        rc, out, killed = self.run(
-            playbook, spec(name, c["cs"], replicas, c["count"]), kill_after=data.draw(st.integers(1, 4))
-        )
+        rc, out, killed = self.run(playbook, spec(name, c["cs"], replicas, c["count"]), kill_after=kill_after)
         if playbook == "cluster_create.yml":
             c["replicas"] = replicas
         self.check(name, before, self.snapshot())
@@ -318,43 +359,33 @@ class Ownership(RuleBasedStateMachine):
         else:
             self.outcome(rc, out, killed, taken)
 
-    @precondition(lambda self: any(not c["deleted"] and c["replicas"] for c in self.clusters.values()))
-    @rule(data=st.data(), force=st.booleans())
-    def delete_a_machine(self, data, force):
-        tally("rules", "delete_a_machine")
-        name = data.draw(
-            st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"] and c["replicas"]))
-        )
+    def delete_a_machine(self, name, index, force):
         c = self.clusters[name]
-        machine = "%s-gpu-%d" % (name, data.draw(st.integers(0, c["replicas"] - 1)))
+        machine = "%s-gpu-%d" % (name, index)
         before = self.snapshot()
         taken = self.taken(name, c["cs"], [machine])
         rc, out, killed = self.run("machine_delete.yml", dict(spec(name, c["cs"], 0, 0), machine=machine, force=force))
         self.check(name, before, self.snapshot())
         self.outcome(rc, out, killed, taken)
 
-    @rule(kind=st.sampled_from(["vm", "reservation", "recycle_bin"]), data=st.data())
-    def someone_else(self, kind, data):
+    def someone_else(self, kind, name, cs, pick, flag):
         """Another hand in the same account: a VM, a reservation, or one of a cluster's put in the recycle bin."""
         tally("rules", "someone_else: " + kind)
         if kind == "vm":
-            self.hand_made_vm(data.draw(st.sampled_from(CLOUDSPACES)), data)
+            self.hand_made_vm(cs, pick)
         elif kind == "reservation":
-            self.hand_made_reservation(data.draw(st.booleans()))
-        elif any(not c["deleted"] for c in self.clusters.values()):
-            self.recycle_bin(data)
+            self.hand_made_reservation(flag)
+        else:
+            self.recycle_bin(name, pick)
 
-    def hand_made_vm(self, cs, data):
+    def hand_made_vm(self, cs, pick):
         """A VM made by hand in a cloudspace, sometimes under a name a cluster will want."""
         spaces = [k for k, s in self.snapshot()[0].items() if s["name"] == cs and s["deleted_at"] is None]
         if not spaces:
             return
         self.hand += 1
-        name = data.draw(
-            st.sampled_from(
-                ["web-db", "hand-%d" % self.hand] + ["%s-gpu-%d" % (n, i) for n in CLUSTERS for i in (1, 2)]
-            )
-        )
+        names = ["web-db", "hand-%d" % self.hand] + ["%s-gpu-%d" % (n, i) for n in CLUSTERS for i in (1, 2)]
+        name = names[pick % len(names)]
         with self.emu.client() as client:
             if any(v["name"] == name for v in client.vms(spaces[0])):
                 return
@@ -370,25 +401,19 @@ class Ownership(RuleBasedStateMachine):
             body["vm_id"] = hand[0]["vm_id"]
         self.emu.admin("POST", "/seed-vgpu", body)
 
-    def recycle_bin(self, data):
+    def recycle_bin(self, name, pick):
         """Someone soft-deletes one of a cluster's reservations: it still bills until it is purged."""
-        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
         _spaces, _vms, vgpus = self.snapshot()
         live = sorted(
             k
             for k, g in vgpus.items()
             if owned_vgpu(g, name) and g["soft_deleted_at"] is None and g["deleted_at"] is None
         )
-        if not live:
-            return
-        with self.emu.client() as client:
-            client.delete_vgpu(LOC, data.draw(st.sampled_from(live)), detach=True, permanently=False)
+        if live:
+            with self.emu.client() as client:
+                client.delete_vgpu(LOC, live[pick % len(live)], detach=True, permanently=False)
 
-    @precondition(lambda self: bool(self.clusters))
-    @rule(data=st.data())
-    def reclaim_orphans(self, data):
-        tally("rules", "reclaim_orphans")
-        name = data.draw(st.sampled_from(sorted(self.clusters)))
+    def reclaim_orphans(self, name):
         before = self.snapshot()
         rc, out, killed = self.run(
             "gpu_orphans.yml", {"location": LOC, "cluster": name, "reclaim": True, "grace_period": 0}
@@ -396,11 +421,7 @@ class Ownership(RuleBasedStateMachine):
         self.check(name, before, self.snapshot())
         self.outcome(rc, out, killed)
 
-    @precondition(lambda self: any(not c["deleted"] for c in self.clusters.values()))
-    @rule(data=st.data(), fault=st.sampled_from(FAULTS), seed=st.integers(0, 1000))
-    def delete_cluster(self, data, fault, seed):
-        tally("rules", "delete_cluster")
-        name = data.draw(st.sampled_from(sorted(n for n, c in self.clusters.items() if not c["deleted"])))
+    def delete_cluster(self, name, fault, seed):
         c = self.clusters[name]
         before = self.snapshot()
         rc, out, killed = self.run("cluster_delete.yml", spec(name, c["cs"], 0, 0), fault, seed=seed)
@@ -448,7 +469,8 @@ class Neighbour:
                     for nic in client.get_vm(cs, vm_id).get("network_interfaces") or []:
                         client.detach_nic(cs, vm_id, nic["ip_address"], net, retry_if=vm_locked(client, cs, vm_id))
                 except ApiError:
-                    self.done.wait(0.05)
+                    pass
+                self.done.wait(0.3)  # a neighbour, not a siege: the VM is free between its operations
 
     def stop(self):
         self.done.set()
@@ -462,6 +484,7 @@ def test_ownership_holds_under_every_lifecycle_step():
         stateful_step_count=STEPS,
         deadline=None,
         derandomize=False,
+        phases=[Phase.explicit, Phase.generate],  # each step runs playbooks: report a failing sequence, unshrunk
         database=None,
         suppress_health_check=list(HealthCheck),
     )
