@@ -67,6 +67,7 @@ class Handler(socketserver.StreamRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 256  # the listen backlog: a node's burst of pod starts (socketserver's default is 5)
 
 
 def parse_args(argv=None):

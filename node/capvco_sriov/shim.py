@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 #: The CNI spec versions this plugin speaks; the last one is what it answers in.
 VERSIONS = ("1.0.0", "1.1.0")
@@ -78,12 +79,32 @@ def reply(code, doc):
     sys.exit(code)
 
 
+def connect(path, timeout):
+    """A connection to the agent.  A full listen backlog (a burst of pod starts) answers EAGAIN at once; that is
+    waited out, with a short backoff, for up to ``timeout`` seconds; an absent agent fails at once."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() + delay >= deadline:
+                raise
+        except BaseException:
+            sock.close()
+            raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
 def ask(path, request, timeout=TIMEOUT):
     """Send one request to the agent; return its ``(code, result)``."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
+    sock = connect(path, timeout)
     try:
-        sock.connect(path)
         sock.sendall(request)
         data = b""
         while not data.endswith(b"\n"):

@@ -120,3 +120,52 @@ def test_the_shim_is_standard_library_only_and_answers_version_alone():
         check=True,
     ).stdout
     assert json.loads(out) == {"cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"]}
+
+
+def test_the_shim_waits_for_a_slot_in_a_full_listen_backlog(tmp_path):
+    """A burst of pod starts fills the agent's backlog: connect() answers EAGAIN at once, which the shim waits out."""
+    import socket
+    import threading
+
+    path = str(tmp_path / "agent.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    queued = []
+    while True:  # fill the backlog with connections nobody accepts yet
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(path)
+        except BlockingIOError:
+            sock.close()
+            break
+        queued.append(sock)
+    answered = threading.Event()
+
+    def agent():
+        answered.wait(0.5)  # the shim has met EAGAIN meanwhile
+        while True:
+            conn, _ = server.accept()
+            data = conn.recv(65536)
+            if data:
+                conn.sendall(shim.encode_reply(0, {}))
+                conn.close()
+                return
+            conn.close()
+
+    worker = threading.Thread(target=agent)
+    worker.start()
+    try:
+        for sock in queued:
+            sock.close()  # the agent accepts these (empty) and then the shim's
+        assert shim.ask(path, shim.encode_request({"CNI_COMMAND": "STATUS"}, "{}"), timeout=10) == (0, {})
+    finally:
+        answered.set()
+        worker.join(10)
+        server.close()
+
+
+def test_the_shim_fails_at_once_when_no_agent_listens(tmp_path):
+    with pytest.raises(OSError):
+        shim.ask(str(tmp_path / "absent.sock"), b"{}\n", timeout=10)
