@@ -14,6 +14,7 @@ VERSION is answered here, never by the agent.
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -38,6 +39,67 @@ INVALID_CONFIG = 7
 TRY_AGAIN_LATER = 11
 PLUGIN_NOT_AVAILABLE = 50
 CHECK_MISMATCH = 100  # plugin-specific: live state differs from prevResult
+
+
+#: CNI_CONTAINERID as the spec allows it: alphanumerics, then also '_', '.' and '-'.
+CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_IFNAME_BAD = re.compile(r"[/:\s]")
+
+
+class Refusal(Exception):
+    """A request the spec lets the plugin refuse by itself, with the spec's error code."""
+
+    def __init__(self, code, msg, details=""):
+        super().__init__(msg)
+        self.code = code
+        self.msg = msg
+        self.details = details
+
+
+def valid_ifname(name):
+    return bool(name) and len(name) <= 15 and name not in (".", "..") and not _IFNAME_BAD.search(name)
+
+
+def check(env, stdin):
+    """Everything the spec lets the plugin decide from the request alone; returns the network configuration.
+
+    An unknown command or missing or malformed CNI variables (4), a configuration that does not parse (6) and an
+    unsupported version (1) are answered here, with no agent.  The agent runs the same check first.
+    """
+    command = env.get("CNI_COMMAND", "")
+    if command not in COMMANDS or command == "VERSION":  # VERSION is answered before any of this
+        raise Refusal(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS[:-1]))
+    try:
+        config = json.loads(stdin or "")
+    except ValueError as exc:
+        raise Refusal(DECODE_FAILURE, "failed to decode the network configuration", exc) from None
+    if not isinstance(config, dict):
+        raise Refusal(DECODE_FAILURE, "the network configuration must be a JSON object")
+    version = config.get("cniVersion")
+    if version not in VERSIONS:
+        raise Refusal(
+            INCOMPATIBLE_VERSION, "incompatible CNI version %r" % (version,), "supported: %s" % ", ".join(VERSIONS)
+        )
+    if command in ("ADD", "DEL", "CHECK"):
+        container_id = env.get("CNI_CONTAINERID", "")
+        if not container_id:
+            raise Refusal(INVALID_ENV, "CNI_CONTAINERID is required")
+        if not CONTAINER_ID.match(container_id):
+            raise Refusal(
+                INVALID_ENV,
+                "invalid CNI_CONTAINERID %r" % container_id,
+                "letters and digits, then also '_', '.' and '-'",
+            )
+        ifname = env.get("CNI_IFNAME", "")
+        if not valid_ifname(ifname):
+            raise Refusal(
+                INVALID_ENV,
+                "invalid CNI_IFNAME %r" % ifname,
+                "1 to 15 characters, no '/', ':' or white space, not '.' or '..'",
+            )
+    if command in ("ADD", "CHECK") and not env.get("CNI_NETNS"):
+        raise Refusal(INVALID_ENV, "CNI_NETNS is required")
+    return config
 
 
 def error(code, msg, details="", version=VERSIONS[-1]):
@@ -122,13 +184,11 @@ def main():
     if command == "VERSION":
         reply(0, version_result())
     stdin = sys.stdin.read()
-    path = os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET)
     try:
-        conf = json.loads(stdin)
-        if isinstance(conf, dict) and conf.get("agentSocket"):
-            path = conf["agentSocket"]
-    except ValueError as exc:
-        reply(1, error(DECODE_FAILURE, "failed to decode the network configuration", exc))
+        conf = check(os.environ, stdin)
+    except Refusal as exc:
+        reply(1, error(exc.code, exc.msg, exc.details))
+    path = conf.get("agentSocket") or os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET)
     try:
         code, result = ask(path, encode_request(os.environ, stdin))
     except (OSError, ValueError) as exc:

@@ -68,6 +68,10 @@ def test_parse_request_reads_the_environment_and_the_config(tmp_path):
             shim.INVALID_CONFIG,
             "invalid route",
         ),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": 5}), shim.INVALID_CONFIG, "invalid routes"),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": 5}]}), shim.INVALID_CONFIG, "route"),
+        ({"CNI_CONTAINERID": "x/y"}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
+        ({"CNI_CONTAINERID": ".hidden"}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
     ],
 )
 def test_parse_request_refuses_with_the_specs_code(tmp_path, overrides, stdin, code, words):
@@ -169,3 +173,27 @@ def test_the_shim_waits_for_a_slot_in_a_full_listen_backlog(tmp_path):
 def test_the_shim_fails_at_once_when_no_agent_listens(tmp_path):
     with pytest.raises(OSError):
         shim.ask(str(tmp_path / "absent.sock"), b"{}\n", timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "stdin", "code"),
+    [
+        ({}, json.dumps({"cniVersion": "0.4.0", "network": "n"}), shim.INCOMPATIBLE_VERSION),
+        ({"CNI_IFNAME": None}, CONF, shim.INVALID_ENV),
+        ({"CNI_COMMAND": "FROB"}, CONF, shim.INVALID_ENV),
+        ({"CNI_CONTAINERID": "a b"}, CONF, shim.INVALID_ENV),
+        ({"CNI_NETNS": None}, CONF, shim.INVALID_ENV),
+        ({}, "{not json", shim.DECODE_FAILURE),
+    ],
+)
+def test_the_shim_answers_what_the_request_alone_decides_with_no_agent(tmp_path, overrides, stdin, code):
+    """With the agent down, these are the spec's own answers, not 11 (try again later)."""
+    proc = subprocess.run(
+        [shim.__file__],
+        env=dict(env(tmp_path, **overrides), CAPVCO_SRIOV_SOCKET=str(tmp_path / "no-agent.sock")),
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["code"] == code, proc.stdout
