@@ -102,6 +102,9 @@ def test_existing_secret_ref_is_used_and_no_secret_made(tmp_path):
     [
         ({"sriov_agent_credential": ""}, "needs its own platform credential"),
         ({"sriov_agent_credential": "cluster-token-abcdef"}, "is the cluster's own credential"),
+        ({"sriov_agent_credential": "cluster-token-abcdef\n"}, "is the cluster's own credential"),
+        ({"sriov_agent_credential": " cluster-token-abcdef"}, "is the cluster's own credential"),
+        ({"sriov_agent_credential": " \n\t"}, "needs its own platform credential"),
         ({"sriov_agent_location": ""}, "sriov_agent_location is required"),
     ],
 )
