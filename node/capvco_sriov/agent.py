@@ -14,8 +14,10 @@ import os
 import socketserver
 import sys
 import threading
+import traceback
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
 from capvco_sriov.shim import IO_FAILURE, decode_request, encode_reply
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
@@ -42,7 +44,16 @@ def read_credential(path):
 
 
 def serve_one(agent, raw):
-    """One request from the CNI plugin -> (exit code, JSON document)."""
+    """One request from the CNI plugin -> (exit code, JSON document), with the credential scrubbed from it."""
+    code, doc = _serve_one(agent, raw)
+    if code:
+        doc = dict(
+            doc, msg=agent.client.redact(doc.get("msg", "")), details=agent.client.redact(doc.get("details", ""))
+        )
+    return code, doc
+
+
+def _serve_one(agent, raw):
     try:
         env, stdin = decode_request(raw)
         req = parse_request(env, stdin)
@@ -54,8 +65,10 @@ def serve_one(agent, raw):
         return 0, agent.handle(req)
     except CniError as exc:
         return 1, exc.to_dict(req.version)
+    except WhiteskyError as exc:  # a platform call outside the paths that map their own: 11 when "not now"
+        return 1, NicAgent.platform_error(exc).to_dict(req.version)
     except Exception as exc:  # a bug must still answer the runtime with a CNI error
-        LOG.exception("unexpected error")
+        LOG.exception("unexpected error")  # the log's Redact filter scrubs the credential
         return 1, CniError(IO_FAILURE, "internal error in the node agent", exc).to_dict(req.version)
 
 
@@ -116,10 +129,27 @@ def build(args):
     )
 
 
+class Redact(logging.Filter):
+    """Every log record, traceback included, without the credential (see ``WhiteskyClient.redact``)."""
+
+    def __init__(self, redact):
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record):
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))
+        record.msg, record.args, record.exc_info, record.exc_text = self.redact(text), (), None, None
+        return True
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
     agent = build(args)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Redact(agent.client.redact))
     resolved = agent.recover()
     if resolved:
         LOG.info("resolved %d attachment(s) left halfway by a crash: %s", len(resolved), resolved)

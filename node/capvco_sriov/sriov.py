@@ -207,7 +207,7 @@ class NicAgent:
             raise CniError(INVALID_CONFIG, str(exc)) from None
 
     @staticmethod
-    def _platform_error(exc):
+    def platform_error(exc):
         """A platform failure as a CNI error: try again later (11) when the platform said "not now"."""
         status = getattr(exc, "status", None)
         later = isinstance(exc, ApiError) and (status is None or status == 409 or status in RETRY_STATUSES)
@@ -272,7 +272,7 @@ class NicAgent:
                 # refused or failed: nothing attached (a lost answer is resolved by the NIC list). A LogicError
                 # (a NIC list that does not add up) may leave the agent's NIC behind: issue 15's NIC identity.
                 self.ledger.delete(req.key)
-                raise self._platform_error(exc) from None
+                raise self.platform_error(exc) from None
             entry.update(
                 state="attached",
                 ip=nic["ip_address"],
@@ -317,7 +317,7 @@ class NicAgent:
             if entry.get("mac"):
                 self._detach(entry)
         except ApiError as exc:
-            raise self._platform_error(exc) from None
+            raise self.platform_error(exc) from None
         self.ledger.delete(key)
         self._gone_since.pop(key, None)
 

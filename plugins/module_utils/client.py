@@ -39,6 +39,7 @@ RETRY_STATUSES = frozenset((429, 502, 503, 504))
 #: Methods retried on those statuses and on a lost answer.  A POST is not: a POST that
 #: reserves is made idempotent by its caller (look the name up, then decide).
 IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
 #: Seconds one call may spend on retries beyond its own ``timeout``: its deadline is
 #: ``timeout + RETRY_BUDGET`` after it started (a module's ``timeout`` option sets the first part).
 RETRY_BUDGET = 30.0
@@ -277,6 +278,13 @@ class WhiteskyClient:
 
     def __repr__(self):
         return "WhiteskyClient(%r, customer_id=%r)" % (self.base_url, self.customer_id)
+
+    def redact(self, text):
+        """``text`` without this client's token, nor any bearer token (a platform error may echo the headers)."""
+        text = str(text)
+        if self._token:
+            text = text.replace(self._token, "***")
+        return _BEARER.sub(r"\1***", text)
 
     def close(self):
         self._http.close()

@@ -8,10 +8,13 @@ rollback, recovery, reclamation, GC and CHECK run on any machine.
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from capvco_sriov import shim
+from capvco_sriov.agent import Redact, serve_one
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 
 CS, LOC = "cs-demo", "be-gen-1"
@@ -195,3 +198,51 @@ def test_gc_releases_what_the_runtime_no_longer_lists(node, tmp_path):
     }
     node.handle(parse_request(gc, json.dumps(conf)))
     assert set(node.ledger.items()) == {"keep.net1"} and len(platform(node)) == 1
+
+
+def test_a_409_at_attach_is_try_again_later(node, emulator):
+    """The platform refused (a VM lock, or any conflict): the runtime should retry, so 11, never 5."""
+    emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [409, 1]})
+    with pytest.raises(CniError) as err:
+        cni(node, "ADD")
+    assert err.value.code == shim.TRY_AGAIN_LATER
+    assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_a_platform_outage_on_every_call_is_try_again_later(node, emulator):
+    node.client.backoff = 0.01
+    node.client.retry_budget = 1.0
+    emulator.faults(error_rates={"503": 1.0})
+    code, doc = serve_one(node, request("ADD", node.test_netns))
+    assert (code, doc["code"]) == (1, shim.TRY_AGAIN_LATER), doc
+    assert node.ledger.items() == {}
+
+
+def test_errors_never_carry_the_credential(node):
+    token = node.client._token
+
+    class Echoing:  # a platform whose error body echoes the request's headers
+        client = node.client
+
+        def handle(self, req):
+            raise ApiError("POST", "/x", 500, "bad request; headers: Authorization: Bearer %s" % token)
+
+    code, doc = serve_one(Echoing(), request("ADD", node.test_netns))
+    assert code == 1 and token not in json.dumps(doc) and "Bearer ***" in doc["details"]
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    handler.addFilter(Redact(node.client.redact))
+    log = logging.getLogger("capvco-redact-test")
+    log.addHandler(handler)
+    try:
+        raise ApiError("GET", "/y", 500, "echo: Bearer %s and %s" % (token, token))
+    except ApiError:
+        log.exception("failed")
+    assert token not in handler.format(records[0]) and "***" in records[0].getMessage()
+
+
+def request(command, netns, container="c1"):
+    config = {"cniVersion": "1.1.0", "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": "net1", "CNI_NETNS": netns}
+    return shim.encode_request(env, json.dumps(config))
