@@ -27,6 +27,7 @@ import json
 import os
 import threading
 import time
+from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import RETRY_STATUSES
@@ -74,7 +75,7 @@ class CniRequest:
 
     @property
     def key(self):
-        return "%s.%s" % (self.container_id, self.ifname)
+        return ledger_key(self.container_id, self.ifname)
 
     @property
     def pod_uid(self):
@@ -121,6 +122,13 @@ def parse_request(env, stdin):
     return CniRequest(command, container_id, netns, ifname, args, config)
 
 
+def ledger_key(container_id, ifname):
+    """The ledger's key of an attachment, injective: a container id (validated: letters, digits, ``_ . -``) never
+    holds ``@``, and the interface name is percent-encoded (``@``, ``%`` and ``/`` included), so no two
+    (container, ifname) pairs share a key, and a key is a file name."""
+    return "%s@%s" % (container_id, quote(ifname, safe=""))
+
+
 class Ledger:
     """``(container id, ifname) -> attachment``, one JSON file each, replaced atomically."""
 
@@ -129,7 +137,9 @@ class Ledger:
         os.makedirs(directory, mode=0o700, exist_ok=True)
 
     def _path(self, key):
-        return os.path.join(self.dir, key.replace("/", "_") + ".json")
+        if "/" in key or key.startswith("."):
+            raise ValueError("not a ledger key: %r" % key)
+        return os.path.join(self.dir, key + ".json")
 
     def put(self, key, entry):
         tmp = self._path(key) + ".tmp"
@@ -194,6 +204,8 @@ class NicAgent:
         self.wait_timeout = wait_timeout
         self.clock = clock
         self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
+        self._key_guard = threading.Lock()
+        self._key_locks = {}  # ledger key -> [lock, users]: one operation per attachment at a time
         self._networks = None
         self._gone_since = {}
 
@@ -237,12 +249,31 @@ class NicAgent:
 
     # -- CNI commands --------------------------------------------------------
     def handle(self, req):
+        if req.command in ("ADD", "DEL", "CHECK"):
+            with self.key_lock(req.key):  # a runtime retrying a slow ADD waits, then gets the same outcome
+                return getattr(self, "cmd_" + req.command.lower())(req)
         return getattr(self, "cmd_" + req.command.lower())(req)
+
+    @contextlib.contextmanager
+    def key_lock(self, key):
+        with self._key_guard:
+            held = self._key_locks.setdefault(key, [threading.Lock(), 0])
+            held[1] += 1
+        try:
+            with held[0]:
+                yield
+        finally:
+            with self._key_guard:
+                held[1] -= 1
+                if not held[1]:
+                    del self._key_locks[key]
 
     def cmd_add(self, req):
         existing = self.ledger.get(req.key)
         if existing and existing.get("state") == "ready":
-            return self.result(req, existing)
+            if self.still_in_place(req, existing):
+                return self.result(req, existing)
+            self.release(req.key, existing)  # a stale entry (a new netns, the old one gone): a fresh attach
         net = self.network(req.config["network"])
         prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
         routes = [{"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []]
@@ -252,6 +283,7 @@ class NicAgent:
             "netns": req.netns,
             "ifname": req.ifname,
             "network": req.config["network"],
+            "config_name": req.config.get("name"),
             "network_id": net["external_network_id"],
             "since": self.clock(),
         }
@@ -294,6 +326,16 @@ class NicAgent:
         entry["state"] = "ready"
         self.ledger.put(req.key, entry)
         return self.result(req, entry)
+
+    def still_in_place(self, req, entry):
+        """Whether a saved result is still true: the same netns, with the entry's NIC in it under the ifname."""
+        if entry.get("netns") != req.netns:
+            return False
+        try:
+            live = self.netlink.inspect(req.netns, req.ifname)
+        except Exception:  # cannot tell (netlink trouble): the saved result stands, as before
+            return True
+        return live is not None and live.get("mac") == entry.get("mac")
 
     def rollback(self, key, entry):
         """Undo a half-done ADD: the interface back to the node, the NIC detached, the entry gone."""
@@ -347,11 +389,20 @@ class NicAgent:
         return {}
 
     def cmd_gc(self, req):
+        """Release the attachments of this network configuration (by its ``name``, as the spec scopes GC) that the
+        runtime no longer lists; other configurations' attachments, on the same platform network or not, stay."""
         valid = {
-            "%s.%s" % (a.get("containerID"), a.get("ifname")) for a in req.config.get("cni.dev/valid-attachments") or []
+            ledger_key(a.get("containerID"), a.get("ifname") or "")
+            for a in req.config.get("cni.dev/valid-attachments") or []
         }
         for key, entry in self.ledger.items().items():
-            if entry.get("network") == req.config.get("network") and key not in valid and entry["state"] == "ready":
+            if key in valid or entry["state"] != "ready":
+                continue
+            if "config_name" in entry:
+                mine = entry["config_name"] == req.config.get("name")
+            else:  # an entry written before the name was kept: by its network, as then
+                mine = entry.get("network") == req.config.get("network")
+            if mine:
                 self.release(key, entry)
         return {}
 

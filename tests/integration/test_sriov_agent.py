@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
+import time
 
 import pytest
 
@@ -96,7 +99,7 @@ def test_add_attaches_one_nic_and_configures_the_pod_with_the_platforms_address(
     assert result["interfaces"][0] == {"name": "net1", "mac": nic["mac_address"], "sandbox": node.test_netns}
     assert result["routes"] == [{"dst": "203.0.113.0/24", "gw": "198.51.100.1"}]
     assert node.netlink.pods[(node.test_netns, "net1")]["mac"] == nic["mac_address"]
-    assert node.ledger.get("c1.net1")["state"] == "ready"
+    assert node.ledger.get("c1@net1")["state"] == "ready"
     assert cni(node, "ADD") == result and len(platform(node)) == 1  # a repeated ADD attaches nothing more
     assert cni(node, "CHECK", conf={"prevResult": result}) == {}
     assert cni(node, "DEL") == {} and platform(node) == [] and node.ledger.items() == {}
@@ -153,7 +156,7 @@ def test_an_attach_whose_answer_is_a_503_is_resolved_and_sent_again_once(node, e
 def test_recovery_releases_an_attach_that_a_crash_left_halfway(node):
     before = [n["mac_address"] for n in platform(node)]
     node.ledger.put(
-        "c9.net1",
+        "c9@net1",
         {
             "state": "attaching",
             "pod_uid": "u9",
@@ -167,7 +170,7 @@ def test_recovery_releases_an_attach_that_a_crash_left_halfway(node):
     )
     node.client.attach_nic(CS, node.vm_id, 101)  # the platform committed it; the agent died before writing it down
     assert len(platform(node)) == 1
-    assert node.recover() == ["c9.net1"]
+    assert node.recover() == ["c9@net1"]
     assert platform(node) == [] and node.ledger.items() == {}
 
 
@@ -197,7 +200,7 @@ def test_gc_releases_what_the_runtime_no_longer_lists(node, tmp_path):
         "cni.dev/valid-attachments": [{"containerID": "keep", "ifname": "net1"}],
     }
     node.handle(parse_request(gc, json.dumps(conf)))
-    assert set(node.ledger.items()) == {"keep.net1"} and len(platform(node)) == 1
+    assert set(node.ledger.items()) == {"keep@net1"} and len(platform(node)) == 1
 
 
 def test_a_409_at_attach_is_try_again_later(node, emulator):
@@ -246,3 +249,57 @@ def request(command, netns, container="c1"):
     config = {"cniVersion": "1.1.0", "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
     env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": "net1", "CNI_NETNS": netns}
     return shim.encode_request(env, json.dumps(config))
+
+
+def test_gc_is_scoped_to_the_network_configuration_name(node, tmp_path):
+    """Two configurations on one platform network: GC of net-a never releases net-b's attachment."""
+    other = tmp_path / "netns-pod2"
+    other.touch()
+    cni(node, "ADD", container="ca", conf={"name": "net-a"})
+    cni(node, "ADD", container="cb", conf={"name": "net-b"}, netns=str(other))
+    gc = {"CNI_COMMAND": "GC"}
+    conf = {"cniVersion": "1.1.0", "type": "capvco-sriov", "network": "sriov-ext"}
+    valid = {"cni.dev/valid-attachments": [{"containerID": "ca", "ifname": "net1"}]}
+    node.handle(parse_request(gc, json.dumps(dict(conf, name="net-a", **valid))))
+    assert set(node.ledger.items()) == {"ca@net1", "cb@net1"} and len(platform(node)) == 2
+    node.handle(parse_request(gc, json.dumps(dict(conf, name="net-b", **{"cni.dev/valid-attachments": []}))))
+    assert set(node.ledger.items()) == {"ca@net1"} and len(platform(node)) == 1
+
+
+def test_an_add_after_a_lost_del_in_a_new_netns_attaches_there(node, tmp_path):
+    """The runtime kept the container id, lost the DEL, and made a new netns: the saved result is stale."""
+    first = cni(node, "ADD")
+    os.unlink(node.test_netns)  # the runtime deleted netns A without a DEL reaching the agent
+    node.netlink.pods.pop((node.test_netns, "net1"))
+    fresh = tmp_path / "netns-b"
+    fresh.touch()
+    second = cni(node, "ADD", netns=str(fresh))
+    assert second["interfaces"][0]["sandbox"] == str(fresh) != first["interfaces"][0]["sandbox"]
+    assert node.netlink.pods[(str(fresh), "net1")]["mac"] == second["interfaces"][0]["mac"]
+    (nic,) = platform(node)
+    assert nic["mac_address"] == second["interfaces"][0]["mac"], "the stale NIC went, one NIC is live"
+    # the same netns, but the interface is not there any more: also stale
+    node.netlink.pods.pop((str(fresh), "net1"))
+    third = cni(node, "ADD", netns=str(fresh))
+    assert node.netlink.pods[(str(fresh), "net1")]["mac"] == third["interfaces"][0]["mac"]
+    assert len(platform(node)) == 1
+
+
+def test_two_concurrent_adds_of_one_attachment_get_one_outcome(node):
+    """A runtime retrying a slow ADD: the second waits for the first, and both get its result; one NIC."""
+    slow = node.netlink.configure
+
+    def configure(*args):
+        time.sleep(0.3)
+        slow(*args)
+
+    node.netlink.configure = configure
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cni(node, "ADD"))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2 and results[0] == results[1]
+    assert len(platform(node)) == 1 and set(node.ledger.items()) == {"c1@net1"}
+    assert cni(node, "DEL") == {} and platform(node) == [] and node.ledger.items() == {}

@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capvco_sriov import shim
-from capvco_sriov.sriov import CniError, Ledger, parse_request
+from capvco_sriov.sriov import CniError, Ledger, ledger_key, parse_request
 
 from helpers import read_text
 
@@ -35,7 +37,7 @@ def env(tmp_path, **kw):
 def test_parse_request_reads_the_environment_and_the_config(tmp_path):
     req = parse_request(env(tmp_path), CONF)
     assert (req.command, req.container_id, req.ifname, req.version) == ("ADD", "c1", "net1", "1.1.0")
-    assert req.pod_uid == "u-1" and req.args["K8S_POD_NAME"] == "p" and req.key == "c1.net1"
+    assert req.pod_uid == "u-1" and req.args["K8S_POD_NAME"] == "p" and req.key == "c1@net1"
     assert parse_request(env(tmp_path, CNI_COMMAND="DEL", CNI_NETNS=None), CONF).netns == ""  # DEL needs no netns
     status = parse_request({"CNI_COMMAND": "STATUS"}, json.dumps({"cniVersion": "1.0.0"}))
     assert status.command == "STATUS"
@@ -85,16 +87,18 @@ def test_parse_request_refuses_with_the_specs_code(tmp_path, overrides, stdin, c
 def test_ledger_replaces_atomically_and_lists_what_it_holds(tmp_path):
     ledger = Ledger(str(tmp_path / "ledger"))
     assert oct(os.stat(ledger.dir).st_mode & 0o777) == "0o700"
-    assert ledger.get("c1.net1") is None and ledger.items() == {}
-    ledger.put("c1.net1", {"state": "attaching"})
-    ledger.put("c1.net1", {"state": "ready", "ip": "198.51.100.2"})
-    ledger.put("c/2.net1", {"state": "ready"})
-    assert ledger.get("c1.net1") == {"state": "ready", "ip": "198.51.100.2"}
-    assert set(ledger.items()) == {"c1.net1", "c_2.net1"}
+    assert ledger.get("c1@net1") is None and ledger.items() == {}
+    ledger.put("c1@net1", {"state": "attaching"})
+    ledger.put("c1@net1", {"state": "ready", "ip": "198.51.100.2"})
+    ledger.put(ledger_key("c2", "a/b"), {"state": "ready"})
+    assert ledger.get("c1@net1") == {"state": "ready", "ip": "198.51.100.2"}
+    assert set(ledger.items()) == {"c1@net1", "c2@a%2Fb"}
     assert not [n for n in os.listdir(ledger.dir) if n.endswith(".tmp")], "no temporary file is left behind"
-    ledger.delete("c1.net1")
-    ledger.delete("c1.net1")  # deleting what is gone is fine
-    assert ledger.get("c1.net1") is None and Ledger(ledger.dir).items() == {"c_2.net1": {"state": "ready"}}
+    with pytest.raises(ValueError):
+        ledger.put("../escape", {})
+    ledger.delete("c1@net1")
+    ledger.delete("c1@net1")  # deleting what is gone is fine
+    assert ledger.get("c1@net1") is None and Ledger(ledger.dir).items() == {"c2@a%2Fb": {"state": "ready"}}
 
 
 def test_the_wire_format_round_trips():
@@ -197,3 +201,19 @@ def test_the_shim_answers_what_the_request_alone_decides_with_no_agent(tmp_path,
     )
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["code"] == code, proc.stdout
+
+
+@given(
+    a=st.tuples(st.from_regex(shim.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
+    b=st.tuples(st.from_regex(shim.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
+)
+def test_ledger_keys_are_injective_file_names(a, b):
+    """Container x.y with ifname n1 and container x with ifname y.n1 (and every other pair) never share a key."""
+    ka, kb = ledger_key(*a), ledger_key(*b)
+    assert (ka == kb) == (a == b)
+    assert "/" not in ka and "\0" not in ka
+
+
+def test_the_reported_collisions_are_apart():
+    assert ledger_key("x.y", "n1") != ledger_key("x", "y.n1")
+    assert ledger_key("c", "a/b") != ledger_key("c", "a_b")
