@@ -19,7 +19,7 @@ import traceback
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
-from capvco_sriov.shim import IO_FAILURE, decode_request, encode_reply
+from capvco_sriov.shim import IO_FAILURE, PROBE, decode_request, encode_reply
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 
 LOG = logging.getLogger("capvco-sriov-agent")
@@ -54,6 +54,8 @@ def serve_one(agent, raw):
 
 
 def _serve_one(agent, raw):
+    if raw.strip() == PROBE.strip():
+        return 0, {}  # the liveness probe: answered from the serving thread, nothing else
     try:
         env, stdin = decode_request(raw)
         req = parse_request(env, stdin)

@@ -25,8 +25,13 @@ COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION")
 #: The CNI variables the plugin forwards to the agent.
 ENV_KEYS = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH")
 SOCKET = "/run/capvco/sriov.sock"
-#: How long the plugin waits for the agent's answer, in seconds.
-TIMEOUT = 300
+#: How long the plugin waits for the agent's answer, in seconds, well under the kubelet's own deadline; the
+#: network configuration's ``timeoutSeconds`` overrides it.  When it passes the answer is 11 (try again later).
+TIMEOUT = 60
+#: The liveness probe's request (``capvco-sriov --probe [SOCKET]``): the agent answers it from its serving
+#: thread, so a hung agent fails the probe, and the kubelet restarts it.
+PROBE = b'{"probe": true}\n'
+PROBE_TIMEOUT = 5
 
 # CNI spec error codes
 INCOMPATIBLE_VERSION = 1
@@ -179,7 +184,19 @@ def ask(path, request, timeout=TIMEOUT):
     return decode_reply(data)
 
 
+def probe(path):
+    """Exit 0 when the agent answers a probe within ``PROBE_TIMEOUT`` seconds, else 1 (with the reason)."""
+    try:
+        code, _result = ask(path, PROBE, timeout=PROBE_TIMEOUT)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write("capvco-sriov: the agent at %s did not answer: %s\n" % (path, exc))
+        sys.exit(1)
+    sys.exit(0 if code == 0 else 1)
+
+
 def main():
+    if sys.argv[1:2] == ["--probe"]:
+        probe(sys.argv[2] if len(sys.argv) > 2 else os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET))
     command = os.environ.get("CNI_COMMAND", "")
     if command == "VERSION":
         reply(0, version_result())
@@ -189,8 +206,13 @@ def main():
     except Refusal as exc:
         reply(1, error(exc.code, exc.msg, exc.details))
     path = conf.get("agentSocket") or os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET)
+    timeout = conf.get("timeoutSeconds", TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        reply(1, error(INVALID_CONFIG, "invalid timeoutSeconds %r: a number of seconds, 0 to 3600" % (timeout,)))
     try:
-        code, result = ask(path, encode_request(os.environ, stdin))
+        code, result = ask(path, encode_request(os.environ, stdin), timeout=timeout)
+    except TimeoutError as exc:
+        reply(1, error(TRY_AGAIN_LATER, "the capvco node agent did not answer within %ss" % timeout, exc))
     except (OSError, ValueError) as exc:
         code = PLUGIN_NOT_AVAILABLE if command == "STATUS" else TRY_AGAIN_LATER
         reply(1, error(code, "the capvco node agent is not available", "%s: %s" % (path, exc)))

@@ -303,3 +303,7 @@ def test_two_concurrent_adds_of_one_attachment_get_one_outcome(node):
     assert len(results) == 2 and results[0] == results[1]
     assert len(platform(node)) == 1 and set(node.ledger.items()) == {"c1@net1"}
     assert cni(node, "DEL") == {} and platform(node) == [] and node.ledger.items() == {}
+
+
+def test_the_agent_answers_the_liveness_probe(node):
+    assert serve_one(node, shim.PROBE) == (0, {})

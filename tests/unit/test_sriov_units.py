@@ -217,3 +217,84 @@ def test_ledger_keys_are_injective_file_names(a, b):
 def test_the_reported_collisions_are_apart():
     assert ledger_key("x.y", "n1") != ledger_key("x", "y.n1")
     assert ledger_key("c", "a/b") != ledger_key("c", "a_b")
+
+
+class HungAgent:
+    """A socket that accepts and never answers: an agent stopped with SIGSTOP."""
+
+    def __init__(self, path):
+        import socket
+
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(16)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_hung_agent_answers_try_again_later_within_the_configured_deadline(tmp_path):
+    import time
+
+    hung = HungAgent(str(tmp_path / "hung.sock"))
+    try:
+        started = time.monotonic()
+        proc = subprocess.run(
+            [shim.__file__],
+            env=dict(env(tmp_path), CAPVCO_SRIOV_SOCKET=str(tmp_path / "hung.sock")),
+            input=json.dumps({"cniVersion": "1.1.0", "network": "n", "timeoutSeconds": 1}),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        hung.close()
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == shim.TRY_AGAIN_LATER, proc.stdout
+    assert elapsed < 10, elapsed
+    assert shim.TIMEOUT <= 60, "the default stays well under the kubelet's own deadline"
+
+
+def test_a_bad_timeout_is_a_config_error(tmp_path):
+    proc = subprocess.run(
+        [shim.__file__],
+        env=dict(env(tmp_path), CAPVCO_SRIOV_SOCKET=str(tmp_path / "none.sock")),
+        input=json.dumps({"cniVersion": "1.1.0", "network": "n", "timeoutSeconds": "soon"}),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == shim.INVALID_CONFIG
+
+
+def test_the_liveness_probe_fails_on_a_hung_agent_and_passes_on_a_live_one(tmp_path, monkeypatch):
+    import socket
+    import threading
+
+    monkeypatch.setattr(shim, "PROBE_TIMEOUT", 0.5)
+    hung = HungAgent(str(tmp_path / "hung.sock"))
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            shim.probe(str(tmp_path / "hung.sock"))
+        assert exit_.value.code == 1
+    finally:
+        hung.close()
+    with pytest.raises(SystemExit) as exit_:
+        shim.probe(str(tmp_path / "absent.sock"))
+    assert exit_.value.code == 1
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(tmp_path / "live.sock"))
+    live.listen(1)
+
+    def answer():
+        conn, _ = live.accept()
+        assert conn.recv(100) == shim.PROBE
+        conn.sendall(shim.encode_reply(0, {}))
+        conn.close()
+
+    worker = threading.Thread(target=answer)
+    worker.start()
+    with pytest.raises(SystemExit) as exit_:
+        shim.probe(str(tmp_path / "live.sock"))
+    worker.join(5)
+    live.close()
+    assert exit_.value.code == 0
