@@ -53,9 +53,11 @@ def test_pod_gone_from_the_api_is_reclaimed_after_grace(lab, tmp_path):
         agent.handle(parse_request(env, '{"cniVersion": "1.0.0", "network": "101"}'))
         api.uids = {"uid-1"}
         assert agent.reclaim_once() == [] and len(lab.platform_nics()) == 1
-        api.down = True  # the API cannot say: not a reason to reclaim
+        api.down = True  # the API cannot say: not a reason to reclaim, however long it lasts
         clock[0] += 60
         assert agent.reclaim_once() == []
+        clock[0] += 60  # past the grace period, still down: an "unknown" read as "no pods" would release now
+        assert agent.reclaim_once() == [] and len(lab.platform_nics()) == 1
         api.down, api.uids = False, set()  # the pod is gone from the node
         assert agent.reclaim_once() == []  # first seen gone: the grace period starts
         clock[0] += 4.9

@@ -307,3 +307,16 @@ def test_two_concurrent_adds_of_one_attachment_get_one_outcome(node):
 
 def test_the_agent_answers_the_liveness_probe(node):
     assert serve_one(node, shim.PROBE) == (0, {})
+
+
+def test_del_never_detaches_a_nic_that_took_over_the_address(node):
+    """The entry's NIC was removed outside the agent, and its address went to another NIC: DEL leaves that one."""
+    result = cni(node, "ADD")
+    ip = result["ips"][0]["address"].split("/")[0]
+    (mine,) = platform(node)
+    node.client.detach_nic(CS, node.vm_id, ip, mine["network_id"])
+    node.client.attach_nic(CS, node.vm_id, mine["network_id"], ip_address=ip)  # someone else's, same address
+    (other,) = platform(node)
+    assert other["ip_address"] == ip and other["mac_address"] != mine["mac_address"]
+    assert cni(node, "DEL") == {}
+    assert platform(node) == [other] and node.ledger.items() == {}
