@@ -165,6 +165,26 @@ class Ledger:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
 
+    def migrate(self):
+        """Rename entries an earlier agent keyed ``<container id>.<ifname>`` to :func:`ledger_key`, reading the
+        interface name from the entry; return ``{old: new}``.  Without it a DEL would not find them and a GC
+        would take them for attachments the runtime no longer lists."""
+        moved = {}
+        for name in sorted(os.listdir(self.dir)):
+            if not name.endswith(".json") or "@" in name:
+                continue
+            old = name[:-5]
+            entry = self.get(old)
+            ifname = (entry or {}).get("ifname") or ""
+            suffix = "." + ifname.replace("/", "_")
+            if not ifname or not old.endswith(suffix) or len(old) == len(suffix):
+                continue
+            new = ledger_key(old[: -len(suffix)], ifname)
+            self.put(new, entry)
+            self.delete(old)
+            moved[old] = new
+        return moved
+
     def items(self):
         out = {}
         for name in sorted(os.listdir(self.dir)):
@@ -416,6 +436,7 @@ class NicAgent:
     # -- crash recovery and reclamation ----------------------------------------
     def recover(self):
         """Resolve what a crash left halfway: release every entry that never became ready."""
+        self.ledger.migrate()
         resolved = []
         entries = self.ledger.items()
         claimed = {e.get("mac") for e in entries.values() if e.get("mac")}

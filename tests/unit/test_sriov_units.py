@@ -298,3 +298,13 @@ def test_the_liveness_probe_fails_on_a_hung_agent_and_passes_on_a_live_one(tmp_p
     worker.join(5)
     live.close()
     assert exit_.value.code == 0
+
+
+def test_the_ledger_migrates_an_earlier_agents_keys(tmp_path):
+    ledger = Ledger(str(tmp_path / "ledger"))
+    for old, ifname in (("x.y.n1", "n1"), ("c1.net1", "net1"), ("c2.a_b", "a/b")):
+        with open(os.path.join(ledger.dir, old + ".json"), "w") as fh:
+            json.dump({"state": "ready", "ifname": ifname}, fh)
+    assert ledger.migrate() == {"x.y.n1": "x.y@n1", "c1.net1": "c1@net1", "c2.a_b": "c2@a%2Fb"}
+    assert set(ledger.items()) == {"x.y@n1", "c1@net1", "c2@a%2Fb"}
+    assert ledger.migrate() == {}
