@@ -47,12 +47,8 @@ from capvco_sriov.shim import (
 )
 
 
-class CniError(Exception):
-    def __init__(self, code, msg, details=""):
-        super().__init__(msg)
-        self.code = code
-        self.msg = msg
-        self.details = details
+class CniError(Refusal):
+    """A CNI error with the spec's code, from the agent (the shim's :class:`Refusal`, as a document too)."""
 
     def to_dict(self, version=VERSIONS[-1]):
         return error(self.code, self.msg, self.details, version)

@@ -37,25 +37,14 @@ import time
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 from capvco_lab.runs import kill_all
+from capvco_lab.specs import cluster_spec
 
 PLAYS = os.path.join(ROOT, "playbooks")
 BIN = os.path.dirname(sys.executable)
 
 
 def spec(name, gpu_replicas):
-    return {
-        "cluster": {"name": name, "location": "be-gen-1", "cloudspace": name + "-cs"},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
-        "pools": [
-            {
-                "name": "gpu",
-                "replicas": gpu_replicas,
-                "vcpus": 4,
-                "memory": 8192,
-                "gpu": {"type": "NVIDIA A100", "count": 2},
-            }
-        ],
-    }
+    return cluster_spec(name, name + "-cs", gpu_replicas, count=2)
 
 
 class Chaos:

@@ -10,6 +10,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import machines, o
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from capvco_lab.specs import cluster_spec as lab_spec
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import CS, LOC, assert_converged, ensure, live, reclaim, vms
@@ -19,19 +20,7 @@ DELETE_CS = "Delete the cloudspace, if the cluster created it and nothing it doe
 
 
 def cluster_spec(name, cloudspace="shared-cs", gpu_replicas=1, count=1):
-    return {
-        "cluster": {"name": name, "location": LOC, "cloudspace": cloudspace},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
-        "pools": [
-            {
-                "name": "gpu",
-                "replicas": gpu_replicas,
-                "vcpus": 4,
-                "memory": 8192,
-                "gpu": {"type": "NVIDIA A100", "count": count, "driverVersion": "550"},
-            }
-        ],
-    }
+    return lab_spec(name, cloudspace, gpu_replicas, count, location=LOC)
 
 
 def play(emu, name, spec, **extra):

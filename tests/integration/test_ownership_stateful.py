@@ -40,6 +40,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import vm_locked
 from capvco_lab.runs import kill_all
+from capvco_lab.specs import cluster_spec
 
 from helpers import COLLECTIONS, ROOT, Emulator, wait_for
 
@@ -83,19 +84,7 @@ def tally(kind, key):
 
 
 def spec(name, cs, replicas, count):
-    return {
-        "cluster": {"name": name, "location": LOC, "cloudspace": cs},
-        "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024},
-        "pools": [
-            {
-                "name": "gpu",
-                "replicas": replicas,
-                "vcpus": 2,
-                "memory": 2048,
-                "gpu": {"type": "NVIDIA A100", "count": count, "driverVersion": "550"},
-            }
-        ],
-    }
+    return cluster_spec(name, cs, replicas, count, location=LOC, small=True)
 
 
 def owner_of_vgpu(row):

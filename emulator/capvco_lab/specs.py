@@ -1,0 +1,21 @@
+"""Cluster specs for the tests and the chaos suite: a control plane and one GPU pool, as cluster_create takes them."""
+
+from __future__ import annotations
+
+
+def cluster_spec(name, cloudspace, gpu_replicas=1, count=1, location="be-gen-1", small=False):
+    """``name``'s spec: one control-plane machine and a pool ``gpu`` of ``gpu_replicas`` x ``count`` A100s."""
+    cpus, memory = (1, 1024) if small else (2, 2048)
+    return {
+        "cluster": {"name": name, "location": location, "cloudspace": cloudspace},
+        "control_plane": {"replicas": 1, "vcpus": cpus, "memory": memory},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": gpu_replicas,
+                "vcpus": cpus * 2,
+                "memory": memory * 4 if not small else memory * 2,
+                "gpu": {"type": "NVIDIA A100", "count": count, "driverVersion": "550"},
+            }
+        ],
+    }
