@@ -11,7 +11,6 @@ reservations.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked  # noqa: F401 (re-exported)
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
 
 

@@ -12,8 +12,9 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm, vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 

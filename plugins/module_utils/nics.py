@@ -10,8 +10,9 @@ answer is resolved the same way: list again and diff before any retry.
 
 from __future__ import annotations
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, LogicError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines, vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
 
 #: Where a resolved attach puts the NIC it found (the platform's own answer is only ``{success}``).
 RESOLVED = "capvco:resolved-nic"

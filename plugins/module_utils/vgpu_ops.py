@@ -16,13 +16,13 @@ attached to this VM" is success.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
     Inventory,
     attached_to,
     deleted,
     vgpu_ids_on,
-    vm_locked,
     wait_unlocked,
 )
 

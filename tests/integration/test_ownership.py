@@ -7,8 +7,8 @@ import os
 import threading
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from capvco_lab.specs import cluster_spec as lab_spec
 
