@@ -146,6 +146,7 @@ OPERATIONS = {
     },
     "listExternalNetworks": {"path": {"location": STR}, "query": {}},
     "getExternalNetwork": {"path": {"location": STR, "external_network_id": INT}, "query": {}},
+    "getExternalNetworkAddresses": {"path": {"location": STR, "external_network_id": INT}, "query": {}},
     "listExternalNetworksVirtualMachine": {"path": {"cloudspace_id": STR, "vm_id": INT}, "query": {}},
     "getExternalNetworksVirtualMachine": {
         "path": {"cloudspace_id": STR, "vm_id": INT, "external_ip_address": STR},

@@ -170,8 +170,7 @@ class Store:
         return per_vm
 
     # -- NICs --------------------------------------------------------------
-    def free_ip(self, net, wanted=None):
-        network = ipaddress.ip_network("%s/%s" % (net["network"], net["subnet_mask"]), strict=False)
+    def _taken(self, net):
         used = {
             r[0]
             for r in self.q(
@@ -179,11 +178,27 @@ class Store:
             )
         }
         used.add(net["gateway"])
+        return used
+
+    @staticmethod
+    def _hosts(net):
+        return ipaddress.ip_network("%s/%s" % (net["network"], net["subnet_mask"]), strict=False).hosts()
+
+    def free_ips(self, net):
+        """Every address of the network a NIC could take now: its hosts (not the network or broadcast address),
+        less the gateway and the addresses of attached NICs."""
+        used = self._taken(net)
+        return [str(h) for h in self._hosts(net) if str(h) not in used]
+
+    def free_ip(self, net, wanted=None):
+        used = self._taken(net)
         if wanted:
-            if ipaddress.ip_address(wanted) not in network or wanted in used or wanted == str(network.network_address):
+            network = ipaddress.ip_network("%s/%s" % (net["network"], net["subnet_mask"]), strict=False)
+            host = ipaddress.ip_address(wanted)
+            if host not in network or str(host) in used or host in (network.network_address, network.broadcast_address):
                 return None
-            return wanted
-        for host in network.hosts():
+            return str(host)
+        for host in self._hosts(net):
             if str(host) not in used:
                 return str(host)
         return None

@@ -5,11 +5,15 @@
 collection's own platform client and NIC operations:
 
 - CNI request validation and results, per the CNI spec 1.0.0 / 1.1.0;
+- NIC identity by address: the agent chooses a free address (:class:`Addresses`)
+  and attaches at it, so its NIC is the VM's NIC at that address, whatever else
+  is on the network; one platform mutation per ADD, then one read for the MAC;
 - a ledger on disk, ``(container id, ifname) -> (pod, netns, network, ip, mac)``,
-  written atomically *before* the attach call (intent) and after it (result),
-  so a crash at any point is resolved on restart;
-- one lock per VM around every platform mutation: concurrent pods queue, none
-  fails for contention;
+  written atomically *before* the attach call (intent, with the chosen address)
+  and when the pod's interface is ready, so a crash at any point is resolved on
+  restart or by the reclaimer;
+- one lock per VM around each platform mutation (not the reads): concurrent pods
+  queue, none fails for contention;
 - rollback when anything fails halfway, and the reclaimer for pods that went
   away without a DEL.
 
@@ -25,6 +29,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import random
 import threading
 import time
 from urllib.parse import quote
@@ -138,17 +143,14 @@ class Ledger:
         return os.path.join(self.dir, key + ".json")
 
     def put(self, key, entry):
+        """Replace the entry atomically: one fsync (the new file's data) before the rename.  A journaling file
+        system (ext4, xfs) commits the rename with its journal; an agent that is killed loses nothing."""
         tmp = self._path(key) + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(entry, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self._path(key))
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
 
     def get(self, key):
         try:
@@ -191,6 +193,42 @@ class Ledger:
         return out
 
 
+#: How many addresses one ADD tries when the platform says the chosen one is taken (by another VM's agent, an
+#: operator, the platform itself) before it answers "try again later".
+ADDRESS_TRIES = 5
+
+
+class Addresses:
+    """The addresses this agent may choose on each external network: what the platform last listed as free
+    (``getExternalNetworkAddresses``), less what this agent has chosen since.  The list is read once per
+    network and again only when it runs dry or an address turns out taken, so an ADD costs no read for it.
+    The choice is random, so agents on different nodes rarely choose the same address at once."""
+
+    def __init__(self, client, location, rng=None):
+        self.client = client
+        self.location = location
+        self.rng = rng or random.SystemRandom()
+        self._lock = threading.Lock()
+        self._free = {}  # network id -> set of addresses
+
+    def choose(self, net_id, refresh=False):
+        with self._lock:  # one read for a burst of first ADDs
+            free = self._free.get(net_id)
+            if free is None or refresh or not free:
+                free = self._free[net_id] = set(self.client.free_addresses(self.location, net_id))
+            if not free:
+                raise CniError(TRY_AGAIN_LATER, "no free address on external network %s" % net_id)
+            ip = self.rng.choice(sorted(free, key=ipaddress.ip_address))
+            free.discard(ip)
+            return ip
+
+    def give_back(self, net_id, ip):
+        """An address this agent released is free again (as far as it knows)."""
+        with self._lock:
+            if ip and net_id in self._free:
+                self._free[net_id].add(ip)
+
+
 class NicAgent:
     """Attach, configure, release and reclaim pod NICs for one VM."""
 
@@ -207,6 +245,7 @@ class NicAgent:
         grace_period=30.0,
         wait_timeout=30.0,
         clock=time.time,
+        rng=None,
     ):
         self.client = client
         self.location = location
@@ -220,6 +259,7 @@ class NicAgent:
         self.wait_timeout = wait_timeout
         self.clock = clock
         self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
+        self.addresses = Addresses(client, location, rng)
         self._key_guard = threading.Lock()
         self._key_locks = {}  # ledger key -> [lock, users]: one operation per attachment at a time
         self._networks = None
@@ -242,15 +282,15 @@ class NicAgent:
         return CniError(TRY_AGAIN_LATER if later else IO_FAILURE, "platform call failed", exc)
 
     def _detach(self, entry):
-        """Detach the entry's NIC, but only if the NIC at that address is still the one it recorded."""
+        """Detach the NIC at the entry's address, but only if it is the one the entry recorded: its MAC when the
+        entry has one, else (an attach whose answer never came) the NIC at the address this agent chose."""
+        nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
+        if nic is None or (entry.get("mac") and nic["mac_address"] != entry["mac"]):
+            return False
         with self.vm_lock:
-            live = [
-                n
-                for n in self.client.nics(self.cloudspace_id, self.vm_id)
-                if n["ip_address"] == entry.get("ip") and n["mac_address"] == entry.get("mac")
-            ]
-            for nic in live:
-                nics.detach(self.client, self.cloudspace_id, self.vm_id, nic["ip_address"], entry["network_id"])
+            nics.detach(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
+        self.addresses.give_back(entry["network_id"], entry["ip"])
+        return True
 
     def result(self, req, entry):
         net = ipaddress.ip_network("%s/%s" % (entry["ip"], entry["prefixlen"]), strict=False)
@@ -271,14 +311,18 @@ class NicAgent:
         return getattr(self, "cmd_" + req.command.lower())(req)
 
     @contextlib.contextmanager
-    def key_lock(self, key):
+    def key_lock(self, key, blocking=True):
+        """One operation per attachment at a time; yields False (and holds nothing) when ``blocking`` is off
+        and another operation holds it."""
         with self._key_guard:
             held = self._key_locks.setdefault(key, [threading.Lock(), 0])
             held[1] += 1
+        got = held[0].acquire(blocking)
         try:
-            with held[0]:
-                yield
+            yield got
         finally:
+            if got:
+                held[0].release()
             with self._key_guard:
                 held[1] -= 1
                 if not held[1]:
@@ -290,6 +334,8 @@ class NicAgent:
             if self.still_in_place(req, existing):
                 return self.result(req, existing)
             self.release(req.key, existing)  # a stale entry (a new netns, the old one gone): a fresh attach
+        elif existing:
+            self.settle(req.key, existing)  # what an earlier ADD of this attachment left halfway
         net = self.network(req.config["network"])
         prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
         routes = [{"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []]
@@ -302,34 +348,12 @@ class NicAgent:
             "config_name": req.config.get("name"),
             "network_id": net["external_network_id"],
             "since": self.clock(),
+            "prefixlen": prefixlen,
+            "routes": routes,
+            "mtu": req.config.get("mtu"),
         }
-        with self.vm_lock:
-            try:
-                before = self.client.nics(self.cloudspace_id, self.vm_id)
-                entry["before"] = [n["mac_address"] for n in before]
-                self.ledger.put(req.key, entry)  # intent, before the call
-                nic = nics.attach(
-                    self.client,
-                    self.cloudspace_id,
-                    self.vm_id,
-                    net["external_network_id"],
-                    model=req.config.get("model") or self.model,
-                    before=before,
-                )
-            except WhiteskyError as exc:
-                # refused or failed: nothing attached (a lost answer is resolved by the NIC list). A LogicError
-                # (a NIC list that does not add up) may leave the agent's NIC behind: issue 15's NIC identity.
-                self.ledger.delete(req.key)
-                raise self.platform_error(exc) from None
-            entry.update(
-                state="attached",
-                ip=nic["ip_address"],
-                mac=nic["mac_address"],
-                prefixlen=prefixlen,
-                routes=routes,
-                mtu=req.config.get("mtu"),
-            )
-            self.ledger.put(req.key, entry)
+        nic = self.attach(req.key, entry, req.config.get("model") or self.model)
+        entry["mac"] = nic["mac_address"]
         try:
             if not self.netlink.wait_for(entry["mac"], self.wait_timeout):
                 raise CniError(IO_FAILURE, "the NIC %s did not appear within %ss" % (entry["mac"], self.wait_timeout))
@@ -342,6 +366,44 @@ class NicAgent:
         entry["state"] = "ready"
         self.ledger.put(req.key, entry)
         return self.result(req, entry)
+
+    def attach(self, key, entry, model):
+        """Choose an address, write the intent with it, attach there; another address when it is taken.
+
+        A refusal (the platform answered, nothing attached) drops the intent.  An outcome that is not known
+        (no answer, or the read of the new NIC failed) is settled at once when the platform answers, else left
+        to the reclaimer: the intent holds the address, which is all it needs.
+        """
+        net_id = entry["network_id"]
+        refresh = False
+        for _ in range(ADDRESS_TRIES):
+            try:
+                entry["ip"] = self.addresses.choose(net_id, refresh=refresh)
+            except WhiteskyError as exc:
+                raise self.platform_error(exc) from None
+            self.ledger.put(key, entry)  # intent, with the address, before the call
+            try:
+                return nics.attach_at(
+                    self.client, self.cloudspace_id, self.vm_id, net_id, entry["ip"], model=model, lock=self.vm_lock
+                )
+            except nics.AddressTaken:
+                self.ledger.delete(key)
+                refresh = True  # the list was stale: read it again for the next choice
+            except ApiError as exc:
+                if exc.status is not None and exc.method == "POST":
+                    self.ledger.delete(key)  # refused: nothing was attached
+                else:
+                    with contextlib.suppress(WhiteskyError):
+                        self.settle(key, entry)
+                raise self.platform_error(exc) from None
+            except WhiteskyError as exc:
+                with contextlib.suppress(WhiteskyError):
+                    self.settle(key, entry)
+                raise self.platform_error(exc) from None
+        raise CniError(
+            TRY_AGAIN_LATER,
+            "the platform refused %d free-looking addresses on external network %s in turn" % (ADDRESS_TRIES, net_id),
+        )
 
     def still_in_place(self, req, entry):
         """Whether a saved result is still true: the same netns, with the entry's NIC in it under the ifname."""
@@ -358,8 +420,7 @@ class NicAgent:
         try:
             self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
         finally:
-            if entry.get("mac"):
-                self._detach(entry)
+            self._detach(entry)
             self.ledger.delete(key)
 
     def cmd_del(self, req):
@@ -372,7 +433,7 @@ class NicAgent:
     def release(self, key, entry):
         """Detach the pod's NIC from the VM: the hot-unplug takes the device out of the pod's netns with it."""
         try:
-            if entry.get("mac"):
+            if entry.get("ip"):
                 self._detach(entry)
         except ApiError as exc:
             raise self.platform_error(exc) from None
@@ -431,27 +492,34 @@ class NicAgent:
 
     # -- crash recovery and reclamation ----------------------------------------
     def recover(self):
-        """Resolve what a crash left halfway: release every entry that never became ready."""
+        """Resolve what a crash left halfway: settle every entry that never became ready."""
         self.ledger.migrate()
         resolved = []
-        entries = self.ledger.items()
-        claimed = {e.get("mac") for e in entries.values() if e.get("mac")}
-        for key, entry in entries.items():
-            if entry["state"] == "ready":
-                continue
-            if entry["state"] == "attaching":
-                with self.vm_lock:
-                    for nic in nics.on_network(self.client.nics(self.cloudspace_id, self.vm_id), entry["network_id"]):
-                        if nic["mac_address"] not in entry.get("before", []) and nic["mac_address"] not in claimed:
-                            entry.update(mac=nic["mac_address"], ip=nic["ip_address"])
-                            break
-            with contextlib.suppress(Exception):
-                self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
-            if entry.get("mac"):
-                self._detach(entry)
-            self.ledger.delete(key)
-            resolved.append(key)
+        for key, entry in self.ledger.items().items():
+            if entry["state"] != "ready":
+                self.settle(key, entry)
+                resolved.append(key)
         return resolved
+
+    def settle(self, key, entry):
+        """Release what an ADD left halfway: the interface back to the node, the NIC at the entry's address
+        detached (it is the one this agent chose), the entry gone."""
+        if not entry.get("ip") and entry["state"] == "attaching":
+            self._settle_legacy(entry)
+        with contextlib.suppress(Exception):
+            self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
+        if entry.get("ip"):
+            self._detach(entry)
+        self.ledger.delete(key)
+
+    def _settle_legacy(self, entry):
+        """An intent written by an agent before addresses were chosen: its NIC is the one on the network that
+        was not there before (the list it wrote down) and no other entry claims."""
+        claimed = {e.get("mac") for e in self.ledger.items().values() if e.get("mac")}
+        for nic in nics.on_network(self.client.nics(self.cloudspace_id, self.vm_id), entry["network_id"]):
+            if nic["mac_address"] not in entry.get("before", []) and nic["mac_address"] not in claimed:
+                entry.update(mac=nic["mac_address"], ip=nic["ip_address"])
+                return
 
     def gone(self, entry, uids):
         if not os.path.exists(entry["netns"]):
@@ -467,6 +535,11 @@ class NicAgent:
         released = []
         for key, entry in self.ledger.items().items():
             if entry["state"] != "ready":
+                with self.key_lock(key, blocking=False) as free:
+                    current = self.ledger.get(key) if free else None
+                    if current is not None and current["state"] != "ready":  # no ADD is on it: a leftover
+                        self.settle(key, current)
+                        released.append({"key": key, "reason": "an ADD left it halfway", "ip": current.get("ip")})
                 continue
             why = self.gone(entry, uids)
             if why is None:

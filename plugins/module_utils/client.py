@@ -75,7 +75,9 @@ OPERATIONS = {
     "getVirtualMachineInfo": ("GET", VM, (), ()),
     "deleteVirtualMachine": ("DELETE", VM, ("permanently", "detach_gpu"), ()),
     "listExternalNetworks": ("GET", LOC + "/external-networks", (), ()),
+    "getExternalNetworkAddresses": ("GET", LOC + "/external-networks/{external_network_id}/ip-addresses", (), ()),
     "listExternalNetworksVirtualMachine": ("GET", VM + "/external-nics", (), ()),
+    "getExternalNetworksVirtualMachine": ("GET", VM + "/external-nics/{external_ip_address}", (), ()),
     "attachExternalNetworksVirtualMachine": (
         "POST",
         VM + "/external-nics",
@@ -555,8 +557,24 @@ class WhiteskyClient:
     def external_networks(self, location):
         return self.result("listExternalNetworks", location=location)
 
+    def free_addresses(self, location, external_network_id):
+        """The addresses of an external network that the platform would give out now."""
+        answer = self.call(
+            "getExternalNetworkAddresses", location=location, external_network_id=external_network_id
+        )
+        return list((answer or {}).get("ip_addresses") or [])
+
     def nics(self, cloudspace_id, vm_id):
         return self.result("listExternalNetworksVirtualMachine", cloudspace_id=cloudspace_id, vm_id=vm_id)
+
+    def nic(self, cloudspace_id, vm_id, ip_address):
+        """The VM's NIC at an address (a 404 when it has none there)."""
+        return self.call(
+            "getExternalNetworksVirtualMachine",
+            cloudspace_id=cloudspace_id,
+            vm_id=vm_id,
+            external_ip_address=ip_address,
+        )
 
     def attach_nic(self, cloudspace_id, vm_id, external_network_id, model=None, ip_address=None, **hooks):
         query = {

@@ -1,17 +1,31 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""External NICs: find the network, attach (and find the new NIC by diffing), detach (pure Python).
+"""External NICs: find the network, attach, detach (pure Python).
 
-``POST .../external-nics`` answers only ``{success}``, so the new NIC is the
-one in the VM's NIC list after the call that was not in it before.  A lost
-answer is resolved the same way: list again and diff before any retry.
+``POST .../external-nics`` answers only ``{success}``.  Two ways to know the
+new NIC:
+
+- **by its address** (:func:`attach_at`): the caller chooses the address, so
+  the NIC is the VM's NIC at that address (``GET .../external-nics/{ip}``),
+  whatever else is on the network.  The node agent always does this.
+- **by diffing** (:func:`attach`, when no address is given): the new NIC is the
+  one in the VM's NIC list after the call that was not in it before.
+
+A lost answer is resolved the same way before anything is sent again.
 """
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, LogicError, gone_is_done
+import contextlib
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    ApiError,
+    InputError,
+    LogicError,
+    WhiteskyError,
+    gone_is_done,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
 
 #: Where a resolved attach puts the NIC it found (the platform's own answer is only ``{success}``).
@@ -42,8 +56,61 @@ def on_network(nics, net_id):
     return [n for n in nics if str(n.get("network_id")) == str(net_id)]
 
 
-def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None, before=None):
-    """Attach a NIC and return it, found by diffing the VM's NIC list.
+class AddressTaken(WhiteskyError):
+    """The platform refused the chosen address (a 409 that is not a VM lock): another NIC holds it."""
+
+
+def nic_at(client, cloudspace_id, vm_id, ip_address, net_id=None):
+    """The VM's NIC at an address (on the network, when given), or None."""
+    try:
+        nic = client.nic(cloudspace_id, vm_id, ip_address)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if not nic or (net_id is not None and str(nic.get("network_id")) != str(net_id)):
+        return None
+    return nic
+
+
+def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", lock=None):
+    """Attach a NIC at a chosen address and return it: the address is its identity, so nothing else on the
+    network (another VM's NIC, an operator's NIC on this VM) is ever mistaken for it.
+
+    ``lock`` (a context manager) is held around the attach call only; the read of the new NIC is outside it.
+    A lost answer is resolved by that read before the call is sent again.  A 409 that is not a VM lock is
+    :class:`AddressTaken`.
+    """
+
+    def resolve(_exc):
+        nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
+        return {RESOLVED: nic} if nic else None
+
+    with lock or contextlib.nullcontext():
+        try:
+            answer = client.attach_nic(
+                cloudspace_id, vm_id, net_id, model=model, ip_address=ip_address, resolve=resolve
+            )
+        except ApiError as exc:
+            if exc.status == 409 and "locked" not in (exc.message or ""):
+                raise AddressTaken(
+                    "address %s is not available on external network %s: %s" % (ip_address, net_id, exc.message),
+                    {"status": 409, "address": ip_address},
+                ) from None
+            raise
+    if isinstance(answer, dict) and RESOLVED in answer:
+        return answer[RESOLVED]
+    nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
+    if nic is None:
+        raise LogicError(
+            "the platform accepted the attach to VM %s at %s on network %s, but has no NIC there"
+            % (vm_id, ip_address, net_id)
+        )
+    return nic
+
+
+def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
+    """Attach a NIC at an address the platform picks and return it, found by diffing the VM's NIC list.
 
     A lost answer is resolved the same way before anything is sent again: a
     new NIC on the network means the attach happened.  A VM locked by another
@@ -69,15 +136,7 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None
         new = new_nics()
         return {RESOLVED: new[0]} if new else None
 
-    answer = client.attach_nic(
-        cloudspace_id,
-        vm_id,
-        net_id,
-        model=model,
-        ip_address=ip_address,
-        retry_if=vm_locked(client, cloudspace_id, vm_id),
-        resolve=resolve,
-    )
+    answer = client.attach_nic(cloudspace_id, vm_id, net_id, model=model, resolve=resolve)
     if isinstance(answer, dict) and RESOLVED in answer:
         return answer[RESOLVED]
     new = new_nics()
@@ -90,9 +149,7 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", ip_address=None
 
 def detach(client, cloudspace_id, vm_id, ip_address, net_id):
     """Detach a NIC by its address; one that is already gone counts as detached."""
-    return gone_is_done(
-        client.detach_nic, cloudspace_id, vm_id, ip_address, net_id, retry_if=vm_locked(client, cloudspace_id, vm_id)
-    )
+    return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
 
 
 def network_info(req):
@@ -126,7 +183,10 @@ def ensure(req):
         if req.check_mode:
             result["diff"] = {"before": before, "after": before + [p.get("ip_address") or "(new address)"]}
             return result
-        nic = attach(client, cs, vm_id, net_id, model=p["model"], ip_address=p.get("ip_address"), before=current)
+        if p.get("ip_address"):
+            nic = attach_at(client, cs, vm_id, net_id, p["ip_address"], model=p["model"])
+        else:
+            nic = attach(client, cs, vm_id, net_id, model=p["model"], before=current)
         result["nic"] = nic_view(nic)
         result["diff"] = {"before": before, "after": sorted(before + [nic["ip_address"]])}
         return result

@@ -37,6 +37,8 @@ options:
   ip_address:
     description:
       - With V(present), ask for this address; with V(absent), detach only the NIC with this address.
+      - With V(present), the new NIC is the VM's NIC at this address, whatever else is on the network.
+        An address another NIC holds (or the network's own, broadcast or gateway address) fails naming it.
       - Without it, V(present) is satisfied by any NIC on the network and V(absent) detaches all of them.
     type: str
   model:

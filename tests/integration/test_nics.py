@@ -63,3 +63,23 @@ def test_unknown_network_lists_the_networks(emulator):
             nics.network_info(Request(client, {"location": "be-gen-1", "name": None}))["networks"][0]["subnet_mask"]
             == "255.255.255.0"
         )
+
+
+def test_a_chosen_address_is_the_nics_identity_and_a_taken_one_is_refused_by_name(emulator):
+    """With ``ip_address`` the NIC is found at that address (no list diff: a stranger's NIC on the network is
+    never taken for it); an address another NIC holds, or the broadcast address, fails naming it."""
+    vm_a, vm_b = vms(emulator, "n0", "n1")
+    params = dict(location="be-gen-1", cloudspace_id=CS, network="sriov-ext", model="virtio", state="present")
+    with emulator.client() as client:
+        client.attach_nic(CS, vm_a, 101)  # a stranger's NIC on the same network and VM
+        emulator.reset_stats()
+        result = nics.ensure(Request(client, dict(params, machine="n0", ip_address="198.51.100.77")))
+        assert result["changed"] and result["nic"]["ip_address"] == "198.51.100.77"
+        assert emulator.op_count("listExternalNetworksVirtualMachine") == 1, "one read before; none to diff after"
+        for ip in ("198.51.100.77", "198.51.100.255"):
+            with pytest.raises(nics.AddressTaken) as err:
+                nics.ensure(Request(client, dict(params, machine="n1", ip_address=ip)))
+            assert ip in str(err.value) and "not available on external network 101" in str(err.value)
+        assert client.nics(CS, vm_b) == []
+        assert "198.51.100.77" in [n["ip_address"] for n in client.nics(CS, vm_a)]
+        assert "198.51.100.77" not in client.free_addresses("be-gen-1", 101)

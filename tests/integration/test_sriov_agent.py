@@ -18,7 +18,7 @@ import pytest
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from capvco_sriov import shim
 from capvco_sriov.agent import Redact, serve_one
-from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
+from capvco_sriov.sriov import ADDRESS_TRIES, CniError, Ledger, NicAgent, parse_request
 
 CS, LOC = "cs-demo", "be-gen-1"
 
@@ -203,13 +203,20 @@ def test_gc_releases_what_the_runtime_no_longer_lists(node, tmp_path):
     assert set(node.ledger.items()) == {"keep@net1"} and len(platform(node)) == 1
 
 
-def test_a_409_at_attach_is_try_again_later(node, emulator):
-    """The platform refused (a VM lock, or any conflict): the runtime should retry, so 11, never 5."""
+def test_a_409_at_attach_is_another_address_and_then_try_again_later(node, emulator):
+    """The platform refused the chosen address (taken meanwhile): the agent chooses another, and after
+    ADDRESS_TRIES refusals in a row answers 11 (the runtime retries), never 5; nothing is left behind."""
     emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [409, 1]})
+    result = cni(node, "ADD")
+    (nic,) = platform(node)
+    assert result["ips"][0]["address"] == nic["ip_address"] + "/24"
+    assert emulator.op_count("attachExternalNetworksVirtualMachine") == 2
+    assert emulator.op_count("getExternalNetworkAddresses") == 2, "a refused address makes the list be read again"
+    emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [409, ADDRESS_TRIES]})
     with pytest.raises(CniError) as err:
-        cni(node, "ADD")
-    assert err.value.code == shim.TRY_AGAIN_LATER
-    assert platform(node) == [] and node.ledger.items() == {}
+        cni(node, "ADD", container="c2")
+    assert err.value.code == shim.TRY_AGAIN_LATER and "refused %d" % ADDRESS_TRIES in err.value.msg
+    assert platform(node) == [nic] and set(node.ledger.items()) == {"c1@net1"}
 
 
 def test_a_platform_outage_on_every_call_is_try_again_later(node, emulator):
@@ -320,3 +327,82 @@ def test_del_never_detaches_a_nic_that_took_over_the_address(node):
     assert other["ip_address"] == ip and other["mac_address"] != mine["mac_address"]
     assert cni(node, "DEL") == {}
     assert platform(node) == [other] and node.ledger.items() == {}
+
+
+def test_an_add_is_one_platform_mutation_and_lists_nothing(node, emulator):
+    """The agent chooses the address and attaches there: one attach call, one read of the NIC at that address,
+    no listing of the VM's NICs; the list of free addresses is read once for many ADDs."""
+    emulator.reset_stats()
+    for i in range(3):
+        netns = node.test_netns + "-%d" % i
+        open(netns, "w").close()
+        cni(node, "ADD", container="c%d" % i, netns=netns)
+    ops = {op: v["count"] for op, v in emulator.stats()["operations"].items()}
+    assert ops.get("attachExternalNetworksVirtualMachine") == 3
+    assert ops.get("getExternalNetworksVirtualMachine") == 3
+    assert ops.get("getExternalNetworkAddresses") == 1
+    assert "listExternalNetworksVirtualMachine" not in ops, ops
+
+
+def test_a_foreign_nic_attached_during_an_add_is_never_claimed(node):
+    """Someone attaches a NIC on the same network to the same VM right after the agent's attach: the ADD gets
+    its own NIC (by its address), and the DEL detaches only that one."""
+    attach = node.client.attach_nic
+    foreign = []
+
+    def attach_then_a_stranger(*args, **kwargs):
+        answer = attach(*args, **kwargs)
+        if not foreign:
+            foreign.append(attach(CS, node.vm_id, 101))  # an operator's NIC, the platform's choice of address
+        return answer
+
+    node.client.attach_nic = attach_then_a_stranger
+    result = cni(node, "ADD")
+    node.client.attach_nic = attach
+    ip = result["ips"][0]["address"].split("/")[0]
+    assert len(platform(node)) == 2
+    (mine,) = [n for n in platform(node) if n["ip_address"] == ip]
+    assert result["interfaces"][0]["mac"] == mine["mac_address"]
+    assert cni(node, "DEL") == {}
+    (left,) = platform(node)
+    assert left["ip_address"] != ip, "the operator's NIC stays"
+
+
+def test_recovery_detaches_only_the_nic_at_the_chosen_address(node):
+    """A crash during the attach call: the intent holds the address. Recovery detaches the NIC there, and
+    never an operator's NIC attached meanwhile at another address."""
+    free = node.client.free_addresses(LOC, 101)
+    mine, other = free[10], free[11]
+    base = {"state": "attaching", "pod_uid": "u9", "netns": node.test_netns, "ifname": "net1"}
+    base.update(network="sriov-ext", network_id=101, since=0)
+    node.ledger.put("c9@net1", dict(base, ip=mine))
+    node.ledger.put("c8@net1", dict(base, ip=free[12]))  # its attach never reached the platform
+    node.client.attach_nic(CS, node.vm_id, 101, ip_address=mine)  # committed; the agent died before the answer
+    node.client.attach_nic(CS, node.vm_id, 101, ip_address=other)  # an operator's, meanwhile
+    assert sorted(node.recover()) == ["c8@net1", "c9@net1"]
+    assert [n["ip_address"] for n in platform(node)] == [other] and node.ledger.items() == {}
+
+
+def test_the_reclaimer_settles_an_intent_that_no_add_is_working_on(node):
+    """An ADD whose outcome stayed unknown leaves its intent: the reclaimer settles it without a restart, and
+    leaves alone an intent whose ADD is still running."""
+    ip = node.client.free_addresses(LOC, 101)[5]
+    entry = {"state": "attaching", "pod_uid": "u7", "netns": node.test_netns, "ifname": "net1"}
+    entry.update(network="sriov-ext", network_id=101, since=0, ip=ip)
+    node.ledger.put("c7@net1", entry)
+    node.client.attach_nic(CS, node.vm_id, 101, ip_address=ip)
+    with node.key_lock("c7@net1"):  # an ADD is on it
+        assert node.reclaim_once() == [] and len(platform(node)) == 1
+    (released,) = node.reclaim_once()
+    assert released["key"] == "c7@net1" and released["ip"] == ip
+    assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_a_lost_attach_answer_is_resolved_by_the_address(node, emulator):
+    """The platform attached, the answer was lost: the read at the chosen address finds the NIC, and the
+    attach is not sent again."""
+    emulator.faults(drop_after_commit={"attachExternalNetworksVirtualMachine": 1})
+    result = cni(node, "ADD")
+    (nic,) = platform(node)
+    assert result["interfaces"][0]["mac"] == nic["mac_address"]
+    assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1

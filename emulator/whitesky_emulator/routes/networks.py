@@ -35,6 +35,15 @@ async def get_network(ctx):
     return net_info(found(ctx.store.external_network(loc, net_id), "external network %s not found" % net_id))
 
 
+@op("GET", LOC + "/external-networks/{external_network_id}/ip-addresses", "getExternalNetworkAddresses")
+async def free_addresses(ctx):
+    ctx.customer()
+    loc = ctx.emu.location(ctx.path["location"])["name"]
+    net_id = ctx.path["external_network_id"]
+    net = found(ctx.store.external_network(loc, net_id), "external network %s not found" % net_id)
+    return {"ip_addresses": ctx.store.free_ips(net)}
+
+
 @op("GET", VM + "/external-nics", "listExternalNetworksVirtualMachine")
 async def list_nics(ctx):
     vm = ctx.target_vm()[2]
