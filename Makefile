@@ -17,7 +17,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
-E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins
+E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins podman:podman runc:runc nsenter:util-linux
 CONTAINER_PKGS := podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev
 # The layers `make test` runs, in order; it prints each one's time at the end.
 LAYERS ?= unit integration molecule sanity lint fresh

@@ -51,8 +51,11 @@ def missing():
 class Lab:
     """The lab; with ``emu`` (a running emulator) and ``vm_name``, the node is that VM (the demo does that)."""
 
-    def __init__(self, tmp_path, emu=None, vm_name=None, cloudspace_id="cs-demo", location="be-gen-1"):
+    def __init__(
+        self, tmp_path, emu=None, vm_name=None, cloudspace_id="cs-demo", location="be-gen-1", agent_image=None
+    ):
         self.tmp = tmp_path
+        self.agent_image = agent_image  # run the agent from this image (podman, as the DaemonSet would)
         self.external_emu = emu
         self.vm_name = vm_name
         self.cloudspace_id = cloudspace_id
@@ -108,44 +111,45 @@ class Lab:
         fd = os.open(cred, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a Secret's file: root only
         with os.fdopen(fd, "w") as fh:
             fh.write(self.emu.token + "\n")
-        env = dict(os.environ)
         if self.agent_log:
             self.agent_log.close()
         self.agent_log = open(self.tmp / "agent.log", "a", encoding="utf-8")  # noqa: SIM115 (closed in down())
+        args = [
+            "--api-url",
+            self.emu.url,
+            "--customer-id",
+            CUSTOMER,
+            "--credential-file",
+            str(cred),
+            "--location",
+            self.location,
+            "--cloudspace-id",
+            self.cloudspace_id,
+            "--vm-id",
+            str(self.vm_id),
+            "--socket",
+            self.socket,
+            "--ledger-dir",
+            self.ledger,
+            "--host-netns",
+            os.path.join(NETNS_DIR, self.node),
+        ] + self.agent_args
+        if self.agent_image:  # the DaemonSet's shape: host network, NET_ADMIN and SYS_ADMIN only, netns HostToContainer
+            argv = ["podman", "run", "--rm", "--name", self.prefix + "-agent", "--network", "host"]
+            argv += ["--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN"]
+            argv += ["-v", "%s:%s" % (self.tmp, self.tmp), "-v", "%s:%s:rslave" % (NETNS_DIR, NETNS_DIR)]
+            argv += [self.agent_image]
+        else:
+            argv = [sys.executable, "-m", "capvco_sriov.agent"]
         self.agent = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "capvco_sriov.agent",
-                "--api-url",
-                self.emu.url,
-                "--customer-id",
-                CUSTOMER,
-                "--credential-file",
-                str(cred),
-                "--location",
-                self.location,
-                "--cloudspace-id",
-                self.cloudspace_id,
-                "--vm-id",
-                str(self.vm_id),
-                "--socket",
-                self.socket,
-                "--ledger-dir",
-                self.ledger,
-                "--host-netns",
-                os.path.join(NETNS_DIR, self.node),
-            ]
-            + self.agent_args,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=self.agent_log,
-            text=True,
+            argv + args, env=dict(os.environ), stdout=subprocess.PIPE, stderr=self.agent_log, text=True
         )
         line = self.agent.stdout.readline()
         assert "serving" in line, (self.tmp / "agent.log").read_text(encoding="utf-8")
 
     def kill_agent(self):
+        if self.agent_image:
+            sh("podman", "kill", "-s", "KILL", self.prefix + "-agent", check=False)
         self.agent.send_signal(signal.SIGKILL)
         self.agent.wait()
 
@@ -167,6 +171,8 @@ class Lab:
         sh("ip", "netns", "del", name, check=False)
 
     def down(self):
+        if self.agent_image:
+            sh("podman", "rm", "-f", "-t", "0", self.prefix + "-agent", check=False)
         if self.agent and self.agent.poll() is None:
             self.agent.terminate()
             self.agent.wait(10)
