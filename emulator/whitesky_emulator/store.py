@@ -50,6 +50,8 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # durable across process restarts, which is what tests need
         self.db.executescript(SCHEMA)
+        self._vgpus_version = 0  # bumped by every write to vgpus: the listing positions below are valid for one
+        self._positions = {}  # (customer, location, flags) -> (version, [rowid, ...]) of a vGPU listing
 
     def empty(self):
         return self.db.execute("SELECT COUNT(*) FROM customers").fetchone()[0] == 0
@@ -61,6 +63,8 @@ class Store:
         return self.db.execute(sql, args).fetchone()
 
     def x(self, sql, *args):
+        if sql.startswith(("INSERT INTO vgpus", "UPDATE vgpus", "DELETE FROM vgpus")):
+            self._vgpus_version += 1
         return self.db.execute(sql, args)
 
     # -- seeding -----------------------------------------------------------
@@ -280,19 +284,35 @@ class Store:
             return where + " AND soft_deleted_at IS NULL"
         return where
 
+    def _listing(self, customer_id, location, only_deleted, include_deleted):
+        """The rowids of a vGPU listing in order, read once per change to vgpus: a page is then a slice, so
+        reading a whole listing page by page costs O(listing), not O(listing x pages) as OFFSET would."""
+        key = (customer_id, location, bool(only_deleted), bool(include_deleted))
+        cached = self._positions.get(key)
+        if cached is None or cached[0] != self._vgpus_version:
+            where = self._vgpu_filter(only_deleted, include_deleted)
+            rowids = [r[0] for r in self.q("SELECT rowid FROM vgpus WHERE " + where + " ORDER BY rowid", *key[:2])]
+            if len(self._positions) > 64:
+                self._positions.clear()
+            cached = self._positions[key] = (self._vgpus_version, rowids)
+        return cached[1]
+
     def count_vgpus(self, customer_id, location, only_deleted=False, include_deleted=False):
-        where = self._vgpu_filter(only_deleted, include_deleted)
-        return self.one("SELECT COUNT(*) FROM vgpus WHERE " + where, customer_id, location)[0]
+        return len(self._listing(customer_id, location, only_deleted, include_deleted))
 
     def page_vgpus(self, customer_id, location, limit, start, only_deleted=False, include_deleted=False):
         """``limit`` reservations after the first ``start`` (in reservation order); ``limit`` None: all."""
+        rowids = self._listing(customer_id, location, only_deleted, include_deleted)
+        ids = rowids[start:] if limit is None else rowids[start : start + limit]
+        if not ids:
+            return []
         where = self._vgpu_filter(only_deleted, include_deleted)
         return self.q(
-            "SELECT * FROM vgpus WHERE " + where + " ORDER BY rowid LIMIT ? OFFSET ?",
+            "SELECT * FROM vgpus WHERE rowid BETWEEN ? AND ? AND " + where + " ORDER BY rowid",
+            ids[0],
+            ids[-1],
             customer_id,
             location,
-            -1 if limit is None else limit,
-            start,
         )
 
     def vgpus_of_vm(self, vm_id):

@@ -20,6 +20,8 @@ from capvco_sriov import shim
 from capvco_sriov.agent import Redact, serve_one
 from capvco_sriov.sriov import ADDRESS_TRIES, CniError, Ledger, NicAgent, parse_request
 
+from helpers import wait_for
+
 CS, LOC = "cs-demo", "be-gen-1"
 
 
@@ -406,3 +408,23 @@ def test_a_lost_attach_answer_is_resolved_by_the_address(node, emulator):
     (nic,) = platform(node)
     assert result["interfaces"][0]["mac"] == nic["mac_address"]
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
+
+
+def test_a_vm_locked_past_the_call_deadline_is_try_again_later(node, emulator):
+    """Another operation holds the VM longer than the agent's call may wait: 11 (the runtime retries), not 5,
+    and not a different address (a lock is not a taken address); nothing is left behind."""
+    emulator.faults(vm_op_seconds=4.0)
+    holder = emulator.client()
+    t = threading.Thread(target=holder.attach_nic, args=(CS, node.vm_id, 101))
+    t.start()
+    try:
+        assert wait_for(lambda: node.client.get_vm(CS, node.vm_id).get("locked"), timeout=10)
+        node.client.timeout, node.client.retry_budget, node.client.backoff = 1.0, 0.2, 0.05
+        with pytest.raises(CniError) as err:
+            cni(node, "ADD")
+        assert err.value.code == shim.TRY_AGAIN_LATER and "locked" in str(err.value.details), err.value.details
+        assert emulator.op_count("getExternalNetworkAddresses") == 1, "no new address was chosen for a lock"
+    finally:
+        t.join()
+        holder.close()
+    assert node.ledger.items() == {} and len(platform(node)) == 1  # only the other operation's NIC
