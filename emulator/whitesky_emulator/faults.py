@@ -76,6 +76,7 @@ class Stats:
         self.vm_lock_conflicts = 0
         self.requests = 0  # API requests received
         self.in_flight = 0  # API requests received and not yet answered
+        self.max_in_flight = 0  # the most at once since the last reset: how concurrent a client was
 
     def as_dict(self):
         return {
@@ -92,6 +93,7 @@ class Stats:
             "vm_lock_conflicts": self.vm_lock_conflicts,
             "requests": self.requests,
             "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
         }
 
 

@@ -70,6 +70,7 @@ def make_endpoint(emu, operation_id, mutating, func):
     async def endpoint(request):
         emu.stats.requests += 1
         emu.stats.in_flight += 1
+        emu.stats.max_in_flight = max(emu.stats.max_in_flight, emu.stats.in_flight)
         try:
             return await answer(request)
         finally:

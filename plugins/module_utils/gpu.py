@@ -141,14 +141,20 @@ def ensure(req):
     cluster, location, cs = p["cluster"], p["location"], p["cloudspace_id"]
     ownership.cluster_part(cluster)
     wanted = p.get("machines") or [p["machine"]]
-    machines = resolve_machines(client.vms(cs), wanted, cs)
+    reads = {"vms": lambda: client.vms(cs), "inventory": lambda: Inventory(client, location)}
+    if present:
+        reads["profiles"] = lambda: client.gpu_profiles(location)
+    got, failed = run_parallel(reads, len(reads))  # independent reads: one round trip, not three
+    if failed:
+        raise next(iter(failed.values()))
+    machines = resolve_machines(got["vms"], wanted, cs)
     for _vm_id, name in machines:
         ownership.machine_part(cluster, name)
     type_ids, alloc = set(), {}
-    inventory = Inventory(client, location)
+    inventory = got["inventory"]
     plans = {}
     if present:
-        profiles = profiles_of_type(client.gpu_profiles(location), p["type"], location)
+        profiles = profiles_of_type(got["profiles"], p["type"], location)
         type_ids = {pr["id"] for pr in profiles}
     for vm_id, name in machines:
         plans[name] = plan_machine(inventory.owned(cluster, name), vm_id, count, type_ids, present)

@@ -36,7 +36,7 @@ options:
   parallel:
     description: With O(cluster), how many VMs' descriptions are read at once.
     type: int
-    default: 8
+    default: 32
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -100,7 +100,7 @@ def main():
             name=dict(type="str"),
             name_prefix=dict(type="str"),
             cluster=dict(type="str"),
-            parallel=dict(type="int", default=8),
+            parallel=dict(type="int", default=32),
         )
     ).run(machines.info)
 

@@ -71,9 +71,11 @@ options:
     type: bool
     default: true
   parallel:
-    description: How many machines are converged at once (one machine's operations always run in turn).
+    description:
+      - How many machines are converged at once (one machine's operations always run in turn).
+      - The default converges a pool of up to 32 machines in one round; a larger pool goes in rounds of this size.
     type: int
-    default: 8
+    default: 32
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -180,7 +182,7 @@ def main():
             count=dict(type="int", default=1),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             permanently=dict(type="bool", default=True),
-            parallel=dict(type="int", default=8),
+            parallel=dict(type="int", default=32),
         ),
         required_one_of=[("machine", "machines")],
         mutually_exclusive=[("machine", "machines")],

@@ -42,9 +42,9 @@ options:
     type: bool
     default: true
   parallel:
-    description: How many VMs' reservations are released at once.
+    description: How many VMs' reservations are released at once (32 by default, a typical pool in one round).
     type: int
-    default: 8
+    default: 32
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -111,7 +111,7 @@ def main():
             cluster=dict(type="str"),
             grace_period=dict(type="int", default=900),
             permanently=dict(type="bool", default=True),
-            parallel=dict(type="int", default=8),
+            parallel=dict(type="int", default=32),
         ),
         required_if=[("scope", "cluster", ("cluster",))],
     ).run(sweep.reclaim)

@@ -1,0 +1,202 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: machine_pool
+short_description: A cluster's machines, a whole pool in one call (VMs created or deleted concurrently)
+version_added: 0.1.0
+description:
+  - The pool form of M(whitesky.capvco.machine), for the lifecycle playbooks: one module call per pool, one listing
+    of the cloudspace, and the platform calls of different machines at once (O(parallel) at a time), instead of a
+    loop of single-machine calls.
+  - Every VM of one of O(names) must carry O(cluster)'s marker in its description (C(capvco/v1 cluster=NAME ...)),
+    checked for all of them before anything is changed; a VM of such a name without it (another cluster's, or
+    one made by hand) fails the call, naming it, and nothing is created or deleted.
+  - With O(state=present), the missing machines are created with the cluster's marker and the collection's
+    first-boot script as user data (the same as M(whitesky.capvco.machine)). Existing ones are kept as they are
+    (a size that differs is a warning, never a resize).
+  - With O(state=absent), a graceful delete releases each machine's vGPUs (the reservations the cluster owns for
+    it) and then deletes it; O(force=true) deletes with C(detach_gpu=true) and releases nothing, leaving those
+    reservations to the cluster teardown and the orphan sweep.
+  - When some machines fail, the others still converge; the module fails naming those that did not, and returns
+    those that did.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  cloudspace_id:
+    description: The cloudspace.
+    type: str
+    required: true
+  cluster:
+    description: The owning cluster, whose marker every machine of O(names) carries (or gets, when created).
+    type: str
+    required: true
+  names:
+    description: The machines' VM names (unique).
+    type: list
+    elements: str
+    required: true
+  state:
+    description: Whether the machines exist.
+    type: str
+    choices: [present, absent]
+    default: present
+  pool:
+    description: The machine pool, recorded in the marker of the machines created.
+    type: str
+  cloudspace_created:
+    description:
+      - Records in the marker of the machines created that the cluster created the cloudspace, so that its teardown
+        may delete the cloudspace (when nothing the cluster does not own is left in it).
+    type: bool
+    default: false
+  force:
+    description: With O(state=absent), delete the VMs with their vGPUs still attached and release nothing.
+    type: bool
+    default: false
+  location:
+    description: The location, for a graceful delete's vGPU release.
+    type: str
+  vcpus:
+    description: Virtual CPUs of each machine (required to create).
+    type: int
+  memory:
+    description: Memory in MiB of each machine (required to create).
+    type: int
+  image_id:
+    description: The image to boot.
+    type: int
+  disk_size:
+    description: Boot disk size in GiB.
+    type: int
+  first_boot:
+    description: The first boot's package installs.
+    type: dict
+    suboptions:
+      packages:
+        description: Packages to install on first boot.
+        type: list
+        elements: str
+        default: []
+      attempts:
+        description: Attempts for each apt step.
+        type: int
+        default: 5
+      delay:
+        description: Seconds before the second attempt, doubled each time.
+        type: int
+        default: 5
+      lock_timeout:
+        description: Seconds to wait for the apt/dpkg lock.
+        type: int
+        default: 600
+  bootstrap_data:
+    description: Bootstrap data run by every machine's first boot after its packages (a script), or sent beside it.
+    type: str
+  parallel:
+    description:
+      - How many machines are created, read or deleted at once. The default converges a pool of up to 32 machines in
+        one round; a larger pool goes in rounds of this size.
+    type: int
+    default: 32
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Reports which machines would be created or deleted (and which vGPUs released).
+    support: full
+  diff_mode:
+    description: The pool's machine names before and after.
+    support: full
+seealso:
+  - module: whitesky.capvco.machine
+  - module: whitesky.capvco.machine_info
+"""
+
+EXAMPLES = r"""
+- name: The GPU pool's three workers
+  whitesky.capvco.machine_pool:
+    cloudspace_id: cs-demo
+    cluster: demo
+    pool: gpu
+    names: [demo-gpu-0, demo-gpu-1, demo-gpu-2]
+    vcpus: 8
+    memory: 32768
+    image_id: 12
+    first_boot:
+      packages: [containerd, kubelet]
+
+- name: Scale down - delete two of them gracefully (their vGPUs are released first)
+  whitesky.capvco.machine_pool:
+    cloudspace_id: cs-demo
+    cluster: demo
+    location: be-gen-1
+    names: [demo-gpu-1, demo-gpu-2]
+    state: absent
+"""
+
+RETURN = r"""
+machines:
+  description: The machines of O(names) that exist (before a delete, after a create), as M(whitesky.capvco.machine)
+    returns one.
+  returned: always
+  type: list
+  elements: dict
+created:
+  description: The names of the machines created (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: The names of the machines deleted (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+released_vgpus:
+  description: With a graceful delete, the names of the reservations released.
+  returned: when state is absent, force is false and a machine was there
+  type: list
+  elements: str
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(
+        dict(
+            cloudspace_id=dict(type="str", required=True),
+            cluster=dict(type="str", required=True),
+            names=dict(type="list", elements="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            pool=dict(type="str"),
+            cloudspace_created=dict(type="bool", default=False),
+            force=dict(type="bool", default=False),
+            location=dict(type="str"),
+            vcpus=dict(type="int"),
+            memory=dict(type="int"),
+            image_id=dict(type="int"),
+            disk_size=dict(type="int"),
+            first_boot=dict(
+                type="dict",
+                options=dict(
+                    packages=dict(type="list", elements="str", default=[]),
+                    attempts=dict(type="int", default=5),
+                    delay=dict(type="int", default=5),
+                    lock_timeout=dict(type="int", default=600),
+                ),
+            ),
+            bootstrap_data=dict(type="str", no_log=True),
+            parallel=dict(type="int", default=32),
+        )
+    ).run(machines.ensure_pool)
+
+
+if __name__ == "__main__":
+    main()
