@@ -40,8 +40,12 @@ def content_hash():
     digest = hashlib.sha256()
     for top in INPUTS:
         path = os.path.join(ROOT, top)
-        files = [path] if os.path.isfile(path) else sorted(
-            os.path.join(d, f) for d, _dirs, names in os.walk(path) if "__pycache__" not in d for f in names
+        files = (
+            [path]
+            if os.path.isfile(path)
+            else sorted(
+                os.path.join(d, f) for d, _dirs, names in os.walk(path) if "__pycache__" not in d for f in names
+            )
         )
         for name in files:
             digest.update(os.path.relpath(name, ROOT).encode())

@@ -21,6 +21,7 @@ import re
 import ssl
 import time
 import traceback
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote, urlsplit
 
@@ -408,7 +409,7 @@ class WhiteskyClient:
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)
 
-    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=8, **path_params):
+    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=16, **path_params):
         """Yield every item of a paginated list (``limit`` / ``start_after``), in order.
 
         Paging goes on until the platform says it is done: ``pagination.count`` items seen, or an
@@ -444,8 +445,13 @@ class WhiteskyClient:
 
         planned = list(range(size, count, size)) if count is not None else []
         if planned:
+            # at most ``parallel`` pages in flight or waiting: memory stays bounded by the window, not the listing
             with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(planned)))) as pool:
-                for start, (items, _seen) in zip(planned, pool.map(page, planned), strict=True):
+                window = deque(pool.submit(page, start) for start in planned[:parallel])
+                for i, start in enumerate(planned):
+                    items, _seen = window.popleft().result()
+                    if i + parallel < len(planned):
+                        window.append(pool.submit(page, planned[i + parallel]))
                     if pos < start:  # a page before this one came back short: fill the gap
                         yield from walk(start)
                     skip = max(0, pos - start)  # what an earlier fill already gave
@@ -559,9 +565,7 @@ class WhiteskyClient:
 
     def free_addresses(self, location, external_network_id):
         """The addresses of an external network that the platform would give out now."""
-        answer = self.call(
-            "getExternalNetworkAddresses", location=location, external_network_id=external_network_id
-        )
+        answer = self.call("getExternalNetworkAddresses", location=location, external_network_id=external_network_id)
         return list((answer or {}).get("ip_addresses") or [])
 
     def nics(self, cloudspace_id, vm_id):

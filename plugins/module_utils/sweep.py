@@ -29,47 +29,82 @@ def machines_in_location(client, location):
     return names
 
 
-def is_orphan(item, vm_names):
-    owner = item["owner"]
-    keys = set()
-    for name in vm_names:
-        try:
-            keys.add(ownership.machine_key(owner.cluster, name))
-        except InputError:
-            continue
-    return owner.machine not in keys
+class OrphanCheck:
+    """Whether an owned reservation's machine is gone: the machine keys of the VMs that exist, per cluster part,
+    computed once per cluster (not once per reservation)."""
+
+    def __init__(self, vm_names):
+        self.vm_names = vm_names
+        self._keys = {}
+
+    def __call__(self, owner):
+        keys = self._keys.get(owner.cluster)
+        if keys is None:
+            keys = set()
+            for name in self.vm_names:
+                try:
+                    keys.add(ownership.machine_key(owner.cluster, name))
+                except InputError:
+                    continue
+            self._keys[owner.cluster] = keys
+        return owner.machine not in keys
 
 
 def info(req):
-    """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost."""
+    """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost.
+
+    The listing is streamed page by page: each reservation is decoded, counted into the summary and kept only as
+    a small record for the costs; rows are returned for all of them, or for the first ``max_rows``.
+    """
     p = req.params
     client = req.client
-    location = p["location"]
-    if p.get("machine") and not p.get("cluster"):
+    location, cluster, machine = p["location"], p.get("cluster"), p.get("machine")
+    max_rows = p.get("max_rows")
+    if machine and not cluster:
         raise InputError("machine needs cluster: names encode the machine per cluster")
-    inventory = Inventory(client, location)
-    items = inventory.owned(p.get("cluster"), p.get("machine")) if p.get("cluster") else list(inventory.items)
+    if max_rows is not None and max_rows < 0:
+        raise InputError("max_rows must be 0 or more, got %r" % max_rows)
+    orphan = OrphanCheck(machines_in_location(client, location)) if (p["orphans_only"] or cluster) else None
     now = time.time()
-    vm_names = machines_in_location(client, location) if (p["orphans_only"] or p.get("cluster")) else None
-    rows = []
-    for item in items:
-        row = view(item)
-        if item["owner"] is not None:
-            row["age"] = int(now - item["owner"].created)
-            if vm_names is not None:
-                row["orphan"] = is_orphan(item, vm_names)
-        if p["orphans_only"] and not row.get("orphan"):
+    summary = {"count": 0, "owned": 0, "orphans": 0, "attached": 0, "in_recycle_bin": 0, "by_cluster": {}}
+    rows, billed = [], []
+    for item in client.vgpus(location, include_deleted=True):
+        owner = ownership.decode(item.get("vgpu_name"))
+        if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
             continue
-        rows.append((item, row))
-    result = {"reservations": [r for _i, r in rows]}
+        is_orphan_now = bool(owner is not None and orphan is not None and orphan(owner))
+        if p["orphans_only"] and not is_orphan_now:
+            continue
+        item["owner"] = owner
+        summary["count"] += 1
+        summary["attached"] += attached_to(item) is not None
+        summary["in_recycle_bin"] += deleted(item)
+        if owner is not None:
+            summary["owned"] += 1
+            summary["orphans"] += is_orphan_now
+            per = summary["by_cluster"].setdefault(owner.cluster, {"count": 0})
+            per["count"] += 1
+        billed.append({"vgpu_id": item["vgpu_id"], "virtual_machine": item.get("virtual_machine"), "owner": owner})
+        if max_rows is None or len(rows) < max_rows:
+            row = view(item)
+            if owner is not None:
+                row["age"] = int(now - owner.created)
+                if orphan is not None:
+                    row["orphan"] = is_orphan_now
+            rows.append(row)
+    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
     if p["with_cost"]:
-        figures, currency, per_hour = costs(client, location, [i for i, _r in rows], now)
-        for item, row in rows:
-            row["vgpu_seconds"], row["cost"] = figures.get(item["vgpu_id"], (0.0, 0.0))
+        figures, currency, per_hour = costs(client, location, billed, now)
+        for row in rows:
+            row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
+        for record in billed:
+            if record["owner"] is not None:
+                per = summary["by_cluster"][record["owner"].cluster]
+                per["cost"] = round(per.get("cost", 0.0) + figures.get(record["vgpu_id"], (0.0, 0.0))[1], 4)
         result["currency"] = currency
-        result["cost_per_hour"] = round(per_hour * len(rows), 4)
-        result["total_cost"] = round(sum(r["cost"] for _i, r in rows), 4)
-    result["report"] = report_lines([r for _i, r in rows], result)
+        result["cost_per_hour"] = round(per_hour * summary["count"], 4)
+        result["total_cost"] = round(sum(cost for _s, cost in figures.values()), 4)
+    result["report"] = report_lines(rows, result)
     return result
 
 
@@ -92,7 +127,9 @@ def report_lines(rows, totals):
                 "%s" % r["cost"] if "cost" in r else "-",
             )
         )
-    summary = "%d reservation(s)" % len(rows)
+    if totals.get("truncated"):
+        lines.append("... and %d more" % totals["truncated"])
+    summary = "%d reservation(s)" % (len(rows) + totals.get("truncated", 0))
     if "cost_per_hour" in totals:
         summary += ", costing %s %s per hour, %s %s so far" % (
             totals["cost_per_hour"],
@@ -118,7 +155,7 @@ def reclaim(req):
     candidates = inventory.owned(cluster)
     ignored = len(inventory.items) - len(candidates)
     now = time.time()
-    vm_names = machines_in_location(client, location) if scope == "orphans" else set()
+    orphan = OrphanCheck(machines_in_location(client, location) if scope == "orphans" else set())
     release, kept = [], []
     for item in candidates:
         row = view(item)
@@ -126,7 +163,7 @@ def reclaim(req):
             kept.append(dict(row, reason="already in the recycle bin"))
         elif scope == "cluster":
             release.append(item)
-        elif not is_orphan(item, vm_names):
+        elif not orphan(item["owner"]):
             kept.append(dict(row, reason="machine %r exists" % item["owner"].machine))
         elif now - item["owner"].created < p["grace_period"]:
             kept.append(

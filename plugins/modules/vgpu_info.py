@@ -37,6 +37,13 @@ options:
         location's C(vgu) price.
     type: bool
     default: false
+  max_rows:
+    description:
+      - Return rows for the first this many reservations (in reservation order, oldest first) and count the rest in
+        RV(truncated). RV(summary), the totals and the costs always cover all of them.
+      - Without it every reservation is a row; a scan of a large location is faster with a bound (each row is
+        returned through Ansible).
+    type: int
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -53,11 +60,12 @@ EXAMPLES = r"""
     cluster: demo
   register: demo_vgpus
 
-- name: What escaped, and what it cost so far
+- name: What escaped, and what it cost so far (totals over all, rows for the 20 oldest)
   whitesky.capvco.vgpu_info:
     location: be-gen-1
     orphans_only: true
     with_cost: true
+    max_rows: 20
   register: orphans
 """
 
@@ -113,6 +121,33 @@ reservations:
     cost:
       description: Cost so far, in RV(currency) (with O(with_cost)).
       type: float
+summary:
+  description: Counts over every reservation listed (not only the rows returned).
+  returned: always
+  type: dict
+  contains:
+    count:
+      description: Reservations listed.
+      type: int
+    owned:
+      description: Of those, owned by this collection.
+      type: int
+    orphans:
+      description: Of those, orphans (when O(cluster) or O(orphans_only) is set).
+      type: int
+    attached:
+      description: Of those, attached to a VM.
+      type: int
+    in_recycle_bin:
+      description: Of those, in the recycle bin (they still bill).
+      type: int
+    by_cluster:
+      description: Per owning cluster, C(count), and C(cost) so far with O(with_cost).
+      type: dict
+truncated:
+  description: How many reservations were listed but not returned as rows (see O(max_rows)).
+  returned: always
+  type: int
 report:
   description: The reservations as a plain-text table, with a summary line (and cost, with O(with_cost)).
   returned: always
@@ -144,6 +179,7 @@ def main():
             machine=dict(type="str"),
             orphans_only=dict(type="bool", default=False),
             with_cost=dict(type="bool", default=False),
+            max_rows=dict(type="int"),
         )
     ).run(sweep.info)
 

@@ -275,3 +275,30 @@ def test_gpu_orphans_playbook_reports_and_fails_then_reclaims(emulator):
     assert len(live(emulator)) == 1  # w1's, which still exists
     rc, out, data = run_playbook("whitesky.capvco.gpu_orphans", emulator, extra_vars={"location": LOC})
     assert rc == 0, out[-2000:]
+
+
+def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
+    """30 orphans of two clusters and one reservation nobody owns: the playbook's failure counts all 30 and their
+    cost, names the 5 oldest, and says how many more; vgpu_info's summary covers what its rows leave out."""
+    now = int(time.time())
+    names = [ownership.encode("gone-%d" % (i % 2), "m%02d" % i, 0, created=now - 7200 + i) for i in range(30)]
+    emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_names": names})
+    emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_name": "someone-else"})
+    params = dict(location=LOC, cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=5)
+    with emulator.client() as client:
+        found = sweep.info(Request(client, params))
+    assert [r["vgpu_name"] for r in found["reservations"]] == names[:5] and found["truncated"] == 25
+    summary = found["summary"]
+    assert (summary["count"], summary["orphans"], summary["owned"]) == (30, 30, 30)
+    assert {c: v["count"] for c, v in summary["by_cluster"].items()} == {
+        ownership.decode(names[0]).cluster: 15,
+        ownership.decode(names[1]).cluster: 15,
+    }
+    assert found["total_cost"] == pytest.approx(sum(v["cost"] for v in summary["by_cluster"].values()), abs=1e-3)
+    assert found["report"][-2] == "... and 25 more" and found["report"][-1].startswith("30 reservation(s)")
+    playbook = os.path.join(ROOT, "playbooks", "gpu_orphans.yml")
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "capvco_orphan_sample": 5})
+    assert rc != 0
+    (failed,) = [r for r in task_results(data, "Fail while any reservation escapes") if r.get("failed")]
+    assert failed["msg"].startswith("30 orphaned vGPU reservation(s) are still billed")
+    assert ", ".join(names[:5]) + " and 25 more." in failed["msg"] and names[5] not in failed["msg"]
