@@ -65,6 +65,7 @@ class Netlink:
     def __init__(self, host_netns=None):
         self.host_netns = host_netns or OWN
         self._host_handle = None  # made and used on the worker only
+        self._index = {}  # MAC -> the node's ifindex of it, as the wait found it (configure takes it from here)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netlink")
 
     def _run(self, work, *args):
@@ -79,15 +80,17 @@ class Netlink:
 
     def wait_for(self, mac, timeout):
         """Wait, up to ``timeout`` seconds, for the hot-plugged NIC to show up in the node: the link notifications
-        wake the wait, so it ends as soon as the NIC is there (the listener is up before the first look)."""
+        wake the wait, so it ends as soon as the NIC is there (the listener is up before the look it waits after)."""
         deadline = time.monotonic() + timeout
+        if self._run(self._find, mac):  # already there (no listener needed)
+            return True
         events = in_netns(
             self.host_netns, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         )
         try:
             events.bind((0, RTMGRP_LINK))
             events.setblocking(False)
-            while not self._run(lambda host: bool(host.link_lookup(address=mac))):
+            while not self._run(self._find, mac):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -99,8 +102,14 @@ class Netlink:
         finally:
             events.close()
 
+    def _find(self, host, mac):
+        found = host.link_lookup(address=mac)
+        if found:
+            self._index[mac] = found[0]
+        return bool(found)
+
     def configure(self, mac, netns, ifname, address, prefixlen, mtu, routes):
-        self._run(_configure, mac, netns, ifname, address, prefixlen, mtu, routes)
+        self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
 
     def release(self, netns, ifname, mac):
         """Move the interface back to the node (a VF returns to its host); absent is fine."""
@@ -112,20 +121,33 @@ class Netlink:
         return self._run(_inspect, netns, ifname)
 
 
-def _configure(host, mac, netns, ifname, address, prefixlen, mtu, routes):
-    idx = host.link_lookup(address=mac)[0]
-    host.link("set", index=idx, state="down")
+def _index_of(handle, idx, mac):
+    """The ifindex of the link with ``mac``: ``idx`` when that link still has it (one get), else a lookup."""
+    if idx is not None:
+        try:
+            if handle.get_links(idx)[0].get_attr("IFLA_ADDRESS") == mac:
+                return idx
+        except Exception:  # gone, or renumbered: look it up
+            pass
+    return handle.link_lookup(address=mac)[0]
+
+
+def _configure(host, idx, mac, netns, ifname, address, prefixlen, mtu, routes):
+    """Move the NIC into the pod, renamed and with its MTU in the same request (the move takes it down), then
+    address it, bring it up and add its routes there.  The kernel keeps the ifindex across the move when it is
+    free in the pod, so the pod's side is one get, not a dump."""
+    if idx is None:  # the wait found it a moment ago, else look it up now
+        idx = host.link_lookup(address=mac)[0]
     fd = os.open(netns, os.O_RDONLY)
     try:
-        host.link("set", index=idx, net_ns_fd=fd)
+        settings = {"net_ns_fd": fd, "ifname": ifname}
+        if mtu:
+            settings["mtu"] = mtu
+        host.link("set", index=idx, **settings)
     finally:
         os.close(fd)
     with netns_socket(netns) as pod:
-        idx = pod.link_lookup(address=mac)[0]
-        settings = {"ifname": ifname}
-        if mtu:
-            settings["mtu"] = mtu
-        pod.link("set", index=idx, **settings)
+        idx = _index_of(pod, idx, mac)
         pod.addr("add", index=idx, address=address, prefixlen=prefixlen)
         pod.link("set", index=idx, state="up")
         for route in routes:

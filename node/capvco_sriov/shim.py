@@ -12,12 +12,16 @@ one JSON line back, ``{"code": <exit code>, "result": <CNI result or error>}``.
 VERSION is answered here, never by the agent.
 """
 
-import json
 import os
-import re
-import socket
 import sys
 import time
+
+try:  # the C halves of json and socket: the pure-Python modules cost more to import than the rest of a run
+    import _json
+    import _socket as socket
+except ImportError:  # an interpreter without them: the plain modules
+    import json as _json
+    import socket
 
 #: The CNI spec versions this plugin speaks; the last one is what it answers in.
 VERSIONS = ("1.0.0", "1.1.0")
@@ -46,9 +50,66 @@ PLUGIN_NOT_AVAILABLE = 50
 CHECK_MISMATCH = 100  # plugin-specific: live state differs from prevResult
 
 
-#: CNI_CONTAINERID as the spec allows it: alphanumerics, then also '_', '.' and '-'.
-CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_IFNAME_BAD = re.compile(r"[/:\s]")
+#: CNI_CONTAINERID as the spec allows it: alphanumerics, then also '_', '.' and '-' (the pattern, for reference;
+#: :func:`valid_container_id` checks it without ``re``, which costs more to import than the rest of a run).
+CONTAINER_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ALNUM | frozenset("_.-")
+
+
+class _Context:
+    """What the C scanner reads from a ``json.JSONDecoder``: json.loads' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity, -Infinity
+
+
+def _codec():
+    """``(loads, dumps)`` on the C scanner and encoder (the same results as json's), else on ``json``."""
+    try:
+        scan = _json.make_scanner(_Context())
+        encode = _json.make_encoder(
+            None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
+        )
+    except (AttributeError, TypeError):  # not the C accelerator: the json module itself
+        return _json.loads, _json.dumps
+
+    def skip(text, i):
+        while i < len(text) and text[i] in " \t\n\r":
+            i += 1
+        return i
+
+    def loads(text):
+        if isinstance(text, (bytes, bytearray)):
+            text = text.decode("utf-8")
+        try:
+            obj, end = scan(text, skip(text, 0))
+        except StopIteration as exc:
+            raise ValueError("Expecting value: char %d" % exc.value) from None
+        except SystemError:  # malformed: the C scanner reports it through json.decoder, which only json imports
+            import json  # noqa: PLC0415 (the error path only)
+
+            return json.loads(text)
+        end = skip(text, end)
+        if end != len(text):
+            raise ValueError("Extra data: char %d" % end)
+        return obj
+
+    def dumps(obj):
+        return "".join(encode(obj, 0))
+
+    return loads, dumps
+
+
+def _unserialisable(obj):
+    raise TypeError("Object of type %s is not JSON serializable" % type(obj).__name__)
+
+
+loads, dumps = _codec()
 
 
 class Refusal(Exception):
@@ -62,7 +123,13 @@ class Refusal(Exception):
 
 
 def valid_ifname(name):
-    return bool(name) and len(name) <= 15 and name not in (".", "..") and not _IFNAME_BAD.search(name)
+    return (
+        bool(name) and len(name) <= 15 and name not in (".", "..") and not any(c in "/:" or c.isspace() for c in name)
+    )
+
+
+def valid_container_id(text):
+    return bool(text) and text[0] in _ALNUM and all(c in _ID_CHARS for c in text)
 
 
 def check(env, stdin):
@@ -75,7 +142,7 @@ def check(env, stdin):
     if command not in COMMANDS or command == "VERSION":  # VERSION is answered before any of this
         raise Refusal(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS[:-1]))
     try:
-        config = json.loads(stdin or "")
+        config = loads(stdin or "")
     except ValueError as exc:
         raise Refusal(DECODE_FAILURE, "failed to decode the network configuration", exc) from None
     if not isinstance(config, dict):
@@ -89,7 +156,7 @@ def check(env, stdin):
         container_id = env.get("CNI_CONTAINERID", "")
         if not container_id:
             raise Refusal(INVALID_ENV, "CNI_CONTAINERID is required")
-        if not CONTAINER_ID.match(container_id):
+        if not valid_container_id(container_id):
             raise Refusal(
                 INVALID_ENV,
                 "invalid CNI_CONTAINERID %r" % container_id,
@@ -117,31 +184,31 @@ def version_result():
 
 
 def encode_request(env, stdin):
-    return json.dumps({"env": {k: env[k] for k in ENV_KEYS if k in env}, "stdin": stdin}).encode() + b"\n"
+    return dumps({"env": {k: env[k] for k in ENV_KEYS if k in env}, "stdin": stdin}).encode() + b"\n"
 
 
 def decode_request(raw):
     """``(env, stdin)`` of one request line; ValueError when it is not one."""
-    msg = json.loads(raw)
+    msg = loads(raw)
     if not isinstance(msg, dict) or not isinstance(msg.get("env") or {}, dict):
         raise ValueError("not a request: %r" % (raw[:200],))
     return msg.get("env") or {}, msg.get("stdin") or ""
 
 
 def encode_reply(code, doc):
-    return json.dumps({"code": code, "result": doc}).encode() + b"\n"
+    return dumps({"code": code, "result": doc}).encode() + b"\n"
 
 
 def decode_reply(raw):
     """``(code, result)`` of one answer line; ValueError when it is not one."""
-    msg = json.loads(raw)
+    msg = loads(raw)
     if not isinstance(msg, dict) or not isinstance(msg.get("code"), int):
         raise ValueError("not an answer: %r" % (raw[:200],))
     return msg["code"], msg.get("result")
 
 
 def reply(code, doc):
-    sys.stdout.write(json.dumps(doc))
+    sys.stdout.write(dumps(doc))
     sys.stdout.write("\n")
     sys.exit(code)
 

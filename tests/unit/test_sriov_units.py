@@ -308,3 +308,42 @@ def test_the_ledger_migrates_an_earlier_agents_keys(tmp_path):
     assert ledger.migrate() == {"x.y.n1": "x.y@n1", "c1.net1": "c1@net1", "c2.a_b": "c2@a%2Fb"}
     assert set(ledger.items()) == {"x.y@n1", "c1@net1", "c2@a%2Fb"}
     assert ledger.migrate() == {}
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(doc=JSON)
+def test_the_shims_codec_is_json(doc):
+    """The shim's codec (json's C scanner and encoder, without the json module) reads and writes what json does."""
+    text = json.dumps(doc)
+    assert shim.loads(text) == json.loads(text)
+    assert json.loads(shim.dumps(doc)) == doc
+    assert shim.loads(shim.dumps(doc).encode()) == doc
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "{", "[1,]", '{"a": 1} x', "nul", '"\x01"'])
+def test_the_shims_codec_refuses_what_json_refuses(bad):
+    with pytest.raises(ValueError):
+        json.loads(bad)
+    with pytest.raises(ValueError):
+        shim.loads(bad)
+
+
+def test_the_plugin_starts_without_the_costly_modules():
+    """json, re and socket cost more to import than the rest of a run: the plugin loads none of them."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-X", "importtime", shim.__file__],
+        input='{"cniVersion": "1.1.0"}',
+        env={"CNI_COMMAND": "VERSION"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert not loaded & {"json", "re", "socket", "enum"}, sorted(loaded)
+    assert json.loads(proc.stdout)["supportedVersions"] == list(shim.VERSIONS)
