@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""GPU benchmark: calls and wall time against their floors, and an orphan scan at scale.
+"""GPU benchmark: the user's paths against their floors, measured in one run, each beside its goal.
 
-Runs against a fresh emulator with 100 ms of injected latency per request and
-prints ratios measured in this one run (these machines are noisy; compare
-ratios, not seconds):
+Runs against a fresh emulator with --latency-ms of injected latency per request and prints figures measured in
+this one run (these machines are noisy; the goals are ratios, or bounds far above the noise), and exits 1 when a
+goal is missed:
 
-1. platform calls per operation against the minimum: reserving 20 machines x 4
-   vGPUs needs R reserve-and-attach calls plus the list pages; teardown needs
-   the list pages plus R deletes;
-2. wall time against the critical path (one VM's operations run in turn
-   because of the VM lock; different VMs may overlap);
-3. an orphan scan over 10,000 reservations: time, and calls against pages.
+1. platform calls per operation against the minimum (20 machines x 4 vGPUs: R reserve-and-attach calls plus the
+   list pages; teardown: the list pages plus R deletes). Goal <= 1.05x.
+2. the ``vgpu`` module's core at the module's own defaults, against the critical path: the independent reads
+   before a create count once (one round trip), then one VM's reserves in turn (the VM lock). Goal <= 1.5x.
+3. ``cluster_create`` and ``cluster_delete`` for that pool through ``ansible-playbook`` (the user's path), against
+   twice the unavoidable work: the playbook's own ``vgpu`` (or sweep) task, plus the VMs' critical path (a listing,
+   a create or delete, a read). Goal <= 1x of that bound.
+4. the orphan scan the user runs (``vgpu_info`` with cost, rows for a bounded sample, and the ``gpu_orphans``
+   playbook) over --scan reservations, then over 10 x that many, in a child process whose peak memory is read.
+   Goals: the core <= 2 s, the playbook <= 3 s, 10 x the reservations <= 10 x the time, peak memory <= 200 MB.
 
     .venv/bin/python benchmarks/gpu_bench.py [--machines 20] [--gpus 4] [--latency-ms 100] [--scan 10000]
 """
@@ -21,18 +25,90 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import PAGE_LIMIT
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
-from capvco_lab.emulator import Emulator
+from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
+
+LOC, CS = "be-gen-1", "cs-demo"
+#: The vgpu module's own defaults (its argument_spec), so the core runs as the module does.
+VGPU_DEFAULTS = {"state": "present", "permanently": True, "parallel": 32}
+SCAN_CHILD = """
+import json, resource, sys, time
+from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+url, token, customer = sys.argv[1:4]
+client = WhiteskyClient(url, token, customer, timeout=120)
+params = dict(location="be-gen-1", cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=20)
+t0 = time.monotonic()
+found = sweep.info(Request(client, params))
+took = time.monotonic() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+print(json.dumps({"seconds": took, "count": found["summary"]["count"], "rss_mb": rss}))
+"""
+
+
+def stamp(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def total_calls(emu):
     return sum(op["count"] for op in emu.stats()["operations"].values())
+
+
+def playbook(emu, name, extra_vars, quiet=False):
+    """Run a playbook as the user does; (seconds, {task name: seconds}, rc)."""
+    env = dict(
+        os.environ,
+        **emu.env(),
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), os.path.join(ROOT, "playbooks", name)]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv + ["-e", json.dumps(extra_vars)], env=env, capture_output=True, text=True)
+    took = time.monotonic() - t0
+    tasks = {}
+    try:
+        for play in json.loads(proc.stdout)["plays"]:
+            for task in play["tasks"]:
+                dur = task["task"]["duration"]
+                tasks[task["task"]["name"]] = stamp(dur["end"]) - stamp(dur["start"])
+    except (ValueError, KeyError):
+        pass
+    if proc.returncode and not quiet:
+        print(proc.stdout[-3000:], proc.stderr[-2000:])
+    if os.environ.get("CAPVCO_BENCH_TASKS"):
+        for task, seconds in tasks.items():
+            print("    %6.2fs %s: %s" % (seconds, name, task))
+    return took, tasks, proc.returncode
+
+
+def seed_orphans(emu, n, start=0):
+    now = int(time.time())
+    names = [ownership.encode("gone", "m%06d" % i, 0, created=now - 7200) for i in range(start, start + n)]
+    for i in range(0, len(names), 5000):
+        emu.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "a100", "vgpu_names": names[i : i + 5000]})
+
+
+def scan_in_child(emu):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([COLLECTIONS, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-c", SCAN_CHILD, emu.url, emu.token, "capvco-demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.splitlines()[-1])
 
 
 def main():
@@ -41,19 +117,19 @@ def main():
     ap.add_argument("--gpus", type=int, default=4)
     ap.add_argument("--latency-ms", type=float, default=100.0)
     ap.add_argument("--scan", type=int, default=10000)
-    ap.add_argument("--parallel", type=int, default=20)
     args = ap.parse_args()
     lat = args.latency_ms / 1000.0
     r = args.machines * args.gpus
+    goals = []
     with tempfile.TemporaryDirectory() as tmp:
         world = {
             "customers": [{"customer_id": "capvco-demo"}],
             "locations": [
                 {
-                    "name": "be-gen-1",
+                    "name": LOC,
                     "prices": {"vgu": 730.0},
-                    "gpus": [{"id": "a100", "vendor": "NVIDIA", "model": "A100", "available_instances": r + args.scan}],
-                    "cloudspaces": [{"cloudspace_id": "cs-demo", "customer_id": "capvco-demo", "name": "bench"}],
+                    "gpus": [{"id": "a100", "vendor": "NVIDIA", "model": "A100", "available_instances": 10**7}],
+                    "cloudspaces": [{"cloudspace_id": CS, "customer_id": "capvco-demo", "name": "bench"}],
                 }
             ],
         }
@@ -62,102 +138,121 @@ def main():
             json.dump(world, fh)
         emu = Emulator(os.path.join(tmp, "state"), extra_args=["--config", seed]).start()
         try:
-            client = emu.client(timeout=60)
+            client = emu.client(timeout=120)
             names = ["m%02d" % i for i in range(args.machines)]
             for n in names:
-                client.create_vm("cs-demo", name=n, description="bench", vcpus=4, memory=8192)
+                client.create_vm(CS, name=n, description="bench", vcpus=4, memory=8192)
             emu.faults(latency_ms=args.latency_ms)
+            # 1 and 2: the vgpu module's core, at the module's defaults
             emu.reset_stats()
-            params = dict(
-                location="be-gen-1",
-                cloudspace_id="cs-demo",
-                cluster="bench",
-                machine=None,
-                machines=names,
-                type="NVIDIA A100",
-                count=args.gpus,
-                state="present",
-                permanently=True,
-                parallel=args.parallel,
-            )
+            params = dict(VGPU_DEFAULTS, location=LOC, cloudspace_id=CS, cluster="bench", machine=None)
+            params.update(machines=names, type="NVIDIA A100", count=args.gpus)
             t0 = time.monotonic()
             gpu.ensure(Request(client, params))
             create_wall = time.monotonic() - t0
             create_calls = total_calls(emu)
             pages = max(1, math.ceil(r / PAGE_LIMIT))
             create_min = r + pages
-            # critical path: the reads that must precede (VM list, reservation pages, profiles), then one VM's
-            # reserves in turn
-            create_floor = (1 + 1 + 1 + args.gpus) * lat
-
+            create_floor = (1 + args.gpus) * lat  # one round of independent reads, then one VM's reserves in turn
             emu.reset_stats()
+            reclaim = dict(location=LOC, scope="cluster", cluster="bench", grace_period=0, permanently=True)
             t0 = time.monotonic()
-            sweep.reclaim(
-                Request(
-                    client,
-                    dict(
-                        location="be-gen-1",
-                        scope="cluster",
-                        cluster="bench",
-                        grace_period=0,
-                        permanently=True,
-                        parallel=args.parallel,
-                    ),
-                )
-            )
+            sweep.reclaim(Request(client, dict(reclaim, parallel=32)))
             teardown_wall = time.monotonic() - t0
             teardown_calls = total_calls(emu)
             teardown_min = pages + r
-            teardown_floor = (1 + 1 + args.gpus) * lat  # list, prices, one VM's deletes in turn
-
+            goals += [
+                ("create: calls / minimum", create_calls / create_min, 1.05),
+                ("teardown: calls / minimum", teardown_calls / teardown_min, 1.05),
+                ("vgpu module (defaults): wall / critical path", create_wall / create_floor, 1.5),
+            ]
+            # 3: the playbooks, the user's path
+            spec = {
+                "cluster": {"name": "bench", "location": LOC, "cloudspace": "bench-cs"},
+                "control_plane": {"replicas": 0, "vcpus": 2, "memory": 2048},
+                "pools": [
+                    {
+                        "name": "gpu",
+                        "replicas": args.machines,
+                        "vcpus": 4,
+                        "memory": 8192,
+                        "gpu": {"type": "NVIDIA A100", "count": args.gpus, "driverVersion": ""},
+                    }
+                ],
+            }
+            create_pb, create_tasks, rc1 = playbook(emu, "cluster_create.yml", spec)
+            vgpu_task = create_tasks.get("GPUs by type, per pool", 0.0)
+            vm_path = 3 * lat  # the cloudspace's listing, each VM's create, its read: the VMs run at once
+            create_bound = 2 * (vgpu_task + vm_path)
+            delete_pb, delete_tasks, rc2 = playbook(emu, "cluster_delete.yml", spec)
+            sweep_task = delete_tasks.get("Release every reservation the cluster owns", 0.0)
+            delete_bound = 2 * (sweep_task + vm_path)
+            goals += [
+                ("cluster_create: wall / 2 x (its vgpu task + the VMs' path)", create_pb / create_bound, 1.0),
+                ("cluster_delete: wall / 2 x (its sweep task + the VMs' path)", delete_pb / delete_bound, 1.0),
+            ]
+            # 4: the orphan scan the user runs
             emu.faults()
-            now = int(time.time())
-            orphan_names = [ownership.encode("gone", "m%05d" % i, 0, created=now - 7200) for i in range(args.scan)]
-            for i in range(0, len(orphan_names), 2000):
-                emu.admin(
-                    "POST",
-                    "/seed-vgpu",
-                    {"location": "be-gen-1", "gpu_id": "a100", "vgpu_names": orphan_names[i : i + 2000]},
-                )
+            seed_orphans(emu, args.scan)
             emu.faults(latency_ms=args.latency_ms)
-            emu.reset_stats()
-            t0 = time.monotonic()
-            found = sweep.info(
-                Request(
-                    client, dict(location="be-gen-1", cluster=None, machine=None, orphans_only=True, with_cost=False)
-                )
-            )
-            scan_wall = time.monotonic() - t0
-            scan_calls = total_calls(emu)
-            scan_pages = math.ceil(args.scan / PAGE_LIMIT)
-            assert len(found["reservations"]) == args.scan, len(found["reservations"])
+            small = scan_in_child(emu)
+            orphans_pb, _tasks, rc3 = playbook(emu, "gpu_orphans.yml", {"location": LOC}, quiet=True)
+            emu.faults()
+            seed_orphans(emu, 9 * args.scan, start=args.scan)
+            emu.faults(latency_ms=args.latency_ms)
+            large = scan_in_child(emu)
+            assert small["count"] == args.scan and large["count"] == 10 * args.scan, (small, large)
+            goals += [
+                ("orphan scan, %d: seconds" % args.scan, small["seconds"], 2.0),
+                ("gpu_orphans playbook, %d, with cost: seconds" % args.scan, orphans_pb, 3.0),
+                (
+                    "orphan scan, %d: x the %d time" % (10 * args.scan, args.scan),
+                    large["seconds"] / small["seconds"],
+                    10.0,
+                ),
+                ("orphan scan, %d: peak memory, MB" % (10 * args.scan), large["rss_mb"], 200.0),
+            ]
         finally:
             emu.stop()
 
     print(
-        "GPU benchmark: %d machines x %d vGPUs (R=%d), %.0f ms latency per call, parallel=%d"
-        % (args.machines, args.gpus, r, args.latency_ms, args.parallel)
+        "GPU benchmark: %d machines x %d vGPUs (R=%d), %.0f ms latency per call"
+        % (args.machines, args.gpus, r, args.latency_ms)
     )
     print(
-        "create:   calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
-        % (create_calls, create_min, create_calls / create_min, create_wall, create_floor, create_wall / create_floor)
+        "  create:   calls %d / minimum %d; wall %.2fs / critical path %.2fs"
+        % (create_calls, create_min, create_wall, create_floor)
+    )
+    print("  teardown: calls %d / minimum %d; wall %.2fs" % (teardown_calls, teardown_min, teardown_wall))
+    print(
+        "  cluster_create %.1fs (its vgpu task %.2fs, bound %.2fs, rc %d);"
+        " cluster_delete %.1fs (sweep %.2fs, bound %.2fs, rc %d)"
+        % (create_pb, vgpu_task, create_bound, rc1, delete_pb, sweep_task, delete_bound, rc2)
     )
     print(
-        "teardown: calls %4d / minimum %4d = %.3fx   wall %.2fs / critical path %.2fs = %.2fx"
+        "  orphan scan: %d in %.2fs (%.0f MB peak); %d in %.2fs (%.0f MB peak);"
+        " gpu_orphans playbook %.2fs (rc %d: it fails while orphans exist)"
         % (
-            teardown_calls,
-            teardown_min,
-            teardown_calls / teardown_min,
-            teardown_wall,
-            teardown_floor,
-            teardown_wall / teardown_floor,
+            args.scan,
+            small["seconds"],
+            small["rss_mb"],
+            10 * args.scan,
+            large["seconds"],
+            large["rss_mb"],
+            orphans_pb,
+            rc3,
         )
     )
-    print(
-        "orphan scan over %d reservations: %.2fs (goal <= 2 s), calls %d / pages %d = %.2fx"
-        % (args.scan, scan_wall, scan_calls, scan_pages, scan_calls / scan_pages)
-    )
-    return 0
+    print("%-62s %10s %8s" % ("goal", "measured", "bound"))
+    missed = []
+    for name, value, bound in goals:
+        ok = value <= bound
+        missed += [] if ok else [name]
+        print("%-62s %10.3f %8.2f %s" % (name, value, bound, "ok" if ok else "MISSED"))
+    if rc1 or rc2:
+        missed.append("a lifecycle playbook failed")
+    print("goals: %s" % ("all met" if not missed else "MISSED: " + "; ".join(missed)))
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

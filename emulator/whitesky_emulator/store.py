@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS external_networks (
 CREATE TABLE IF NOT EXISTS nics (
   nic_id INTEGER PRIMARY KEY AUTOINCREMENT, vm_id INTEGER, network_id INTEGER, ip_address TEXT,
   mac_address TEXT, device_name TEXT, model TEXT, attached_at REAL, detached_at REAL);
+CREATE INDEX IF NOT EXISTS vgpus_by_name ON vgpus (customer_id, vgpu_name);
+CREATE INDEX IF NOT EXISTS vgpus_by_vm ON vgpus (vm_id);
+CREATE INDEX IF NOT EXISTS attachments_by_vgpu ON vgpu_attachments (vgpu_id);
+CREATE INDEX IF NOT EXISTS nics_by_vm ON nics (vm_id);
 """
 
 #: Seconds of one vGU in the consumption report: consumption is in unit-hours.

@@ -208,21 +208,44 @@ def ensure(req):
     return result
 
 
-def ensure_pool(req):
-    """Core of ``machine_pool``: the named machines of a cluster exist (the missing ones created concurrently), or
-    are gone (deleted concurrently, gracefully or by force), in one module call.
+SIZE_KEYS = ("vcpus", "memory", "image_id", "disk_size")
 
-    One listing, each VM's description read in parallel: every VM of one of the names must carry the cluster's
-    marker, checked for all of them before anything is changed.
+
+def pools_of(p):
+    """The pools of a ``machine_pool`` call: ``pools``, or one pool from ``names`` and the size options."""
+    if p.get("pools") is not None:
+        if p.get("names"):
+            raise InputError("give names (one pool) or pools, not both")
+        pools = []
+        for i, pool in enumerate(p["pools"]):
+            if not isinstance(pool, dict) or not isinstance(pool.get("names"), list):
+                raise InputError("pools[%d] must be a mapping with names (a list of VM names), got %r" % (i, pool))
+            pools.append(dict({k: pool.get(k) for k in SIZE_KEYS}, name=pool.get("name"), names=list(pool["names"])))
+        return pools
+    return [dict({k: p.get(k) for k in SIZE_KEYS}, name=p.get("pool"), names=list(p.get("names") or []))]
+
+
+def ensure_pool(req):
+    """Core of ``machine_pool``: a cluster's machines, whole pools per call.
+
+    One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
+    marker, checked for all of them before anything is changed.  Then the missing machines are created and the
+    ones to go deleted, concurrently.  With ``exclusive``, the cluster's machines named in no pool go too (a
+    scale-down; with ``state=absent``, every machine the cluster owns).
     """
     p = req.params
     client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
-    names = list(p["names"])
+    pools = pools_of(p)
+    names = [n for pool in pools for n in pool["names"]]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise InputError("names must be unique; repeated: %s" % ", ".join(dupes))
-    if not names:
-        return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": {"before": [], "after": []}}
+        raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
+    present, exclusive = p["state"] == "present", p.get("exclusive")
+    result = {"changed": False, "machines": [], "created": [], "deleted": []}
+    result["cloudspace_created"] = bool(p.get("cloudspace_created"))
+    if not names and not exclusive:
+        result["diff"] = {"before": [], "after": []}
+        return result
     by_name = {v["name"]: v for v in described(client, cs, p["parallel"])}
     foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
     if foreign:
@@ -230,58 +253,66 @@ def ensure_pool(req):
             "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
             + "; nothing was changed"
         )
-    before = sorted(n for n in names if n in by_name)
-    result = {"changed": False, "created": [], "deleted": []}
-    if p["state"] == "present":
-        missing = [n for n in names if n not in by_name]
-        warnings = [w for w in (size_warning(by_name[n], p) for n in before) if w]
-        if warnings:
-            result["warnings"] = warnings
-        result["machines"] = [vm_view(by_name[n]) for n in names if n in by_name]
-        result["diff"] = {"before": before, "after": sorted(names)}
-        if not missing:
-            return result
-        need_size(p, missing)
-        result.update(changed=True, created=missing)
-        if req.check_mode:
-            return result
-        data = user_data(p)
-        made, errors = run_parallel({n: (lambda n=n: create(client, cs, n, p, data)) for n in missing}, p["parallel"])
-        result["machines"] += [made[n] for n in missing if n in made]
-        result["created"] = [n for n in missing if n in made]
-        if errors:
-            raise PartialFailure(
-                "%d of %d machine(s) were not created: %s"
-                % (len(errors), len(missing), "; ".join("%s: %s" % (n, e) for n, e in sorted(errors.items()))),
-                {"created": result["created"], "failed_machines": sorted(errors)},
-            )
+    owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
+    result["cloudspace_created"] = result["cloudspace_created"] or any(v["cloudspace_created"] for v in owned)
+    if present:
+        creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
+        deletes = [v for v in owned if v["name"] not in names] if exclusive else []
+        kept = [by_name[n] for n in names if n in by_name]
+    else:
+        creates, kept = [], []
+        deletes = owned if exclusive else [by_name[n] for n in names if n in by_name]
+    result["machines"] = [vm_view(v) for v in (kept if present else deletes)]
+    warnings = [
+        w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool["names"] if n in by_name) if w
+    ]
+    if warnings and present:
+        result["warnings"] = warnings
+    before = [v["name"] for v in owned]
+    gone = {v["name"] for v in deletes}
+    result["diff"] = {
+        "before": before,
+        "after": sorted({n for n in before if n not in gone} | {n for _p, n in creates}),
+    }
+    if not creates and not deletes:
         return result
-    gone = [by_name[n] for n in names if n in by_name]
-    result["machines"] = [vm_view(v) for v in gone]
-    result["diff"] = {"before": before, "after": []}
-    if not gone:
-        return result
+    for pool in pools:
+        missing = [n for q, n in creates if q is pool]
+        if missing:
+            need_size(pool, missing)
     force = p.get("force")
-    need_graceful(p, [v["name"] for v in gone])
-    owned = {}
-    if not force:
+    if deletes:
+        need_graceful(p, [v["name"] for v in deletes])
+    reservations = {}
+    if deletes and not force:
         inventory = Inventory(client, p["location"])
-        owned = {v["name"]: inventory.owned(cluster, v["name"]) for v in gone}
-        result["released_vgpus"] = sorted(i["vgpu_name"] for items in owned.values() for i in items)
-    result.update(changed=True, deleted=[v["name"] for v in gone])
+        reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
+        result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
+    result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
     if req.check_mode:
         return result
     ops = None if force else Ops(client, p["location"], cs, permanently=True)
-    done, errors = run_parallel(
-        {v["name"]: (lambda v=v: delete(client, cs, v, force, ops, owned.get(v["name"], ()))) for v in gone},
-        p["parallel"],
-    )
-    result["deleted"] = [v["name"] for v in gone if v["name"] in done]
+    data = user_data(p)
+    jobs = {}
+    for pool, name in creates:
+        spec = dict(pool, cluster=cluster, pool=pool["name"], cloudspace_created=result["cloudspace_created"])
+        jobs[("create", name)] = lambda n=name, spec=spec: create(client, cs, n, spec, data)
+    for vm in deletes:
+        jobs[("delete", vm["name"])] = lambda v=vm: delete(client, cs, v, force, ops, reservations.get(v["name"], ()))
+    done, errors = run_parallel(jobs, p["parallel"])
+    result["created"] = [n for _p, n in creates if ("create", n) in done]
+    result["deleted"] = [v["name"] for v in deletes if ("delete", v["name"]) in done]
+    if present:
+        result["machines"] += [done[("create", n)] for _p, n in creates if ("create", n) in done]
     if errors:
         raise PartialFailure(
-            "%d of %d machine(s) were not deleted: %s"
-            % (len(errors), len(gone), "; ".join("%s: %s" % (n, e) for n, e in sorted(errors.items()))),
-            {"deleted": result["deleted"], "failed_machines": sorted(errors)},
+            "%d machine(s) did not converge: %s"
+            % (len(errors), "; ".join("%s %s: %s" % (what, n, e) for (what, n), e in sorted(errors.items()))),
+            {
+                "created": result["created"],
+                "deleted": result["deleted"],
+                "failed_machines": sorted(n for _what, n in errors),
+            },
         )
     return result
 

@@ -36,10 +36,41 @@ options:
     type: str
     required: true
   names:
-    description: The machines' VM names (unique).
+    description: The machines' VM names (unique), for one pool (O(pool) and the size options). Or use O(pools).
     type: list
     elements: str
-    required: true
+  pools:
+    description:
+      - Several pools in one call, each with its own names and size; the names are unique across them.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The pool, recorded in the marker of the machines created.
+        type: str
+      names:
+        description: The pool's VM names.
+        type: list
+        elements: str
+        required: true
+      vcpus:
+        description: Virtual CPUs of each machine (required to create).
+        type: int
+      memory:
+        description: Memory in MiB of each machine (required to create).
+        type: int
+      image_id:
+        description: The image to boot.
+        type: int
+      disk_size:
+        description: Boot disk size in GiB.
+        type: int
+  exclusive:
+    description:
+      - Also delete the machines the cluster owns that no pool names (a scale-down; gracefully unless O(force)).
+      - With O(state=absent), delete every machine the cluster owns in the cloudspace.
+    type: bool
+    default: false
   state:
     description: Whether the machines exist.
     type: str
@@ -51,7 +82,8 @@ options:
   cloudspace_created:
     description:
       - Records in the marker of the machines created that the cluster created the cloudspace, so that its teardown
-        may delete the cloudspace (when nothing the cluster does not own is left in it).
+        may delete the cloudspace (when nothing the cluster does not own is left in it). A machine the cluster owns
+        whose marker records it already counts too.
     type: bool
     default: false
   force:
@@ -131,6 +163,16 @@ EXAMPLES = r"""
     first_boot:
       packages: [containerd, kubelet]
 
+- name: Two pools in one call; the cluster's machines that neither names are deleted (vGPUs released first)
+  whitesky.capvco.machine_pool:
+    cloudspace_id: cs-demo
+    cluster: demo
+    location: be-gen-1
+    exclusive: true
+    pools:
+      - {name: cp, names: [demo-cp-0], vcpus: 2, memory: 4096}
+      - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768}
+
 - name: Scale down - delete two of them gracefully (their vGPUs are released first)
   whitesky.capvco.machine_pool:
     cloudspace_id: cs-demo
@@ -157,6 +199,10 @@ deleted:
   returned: always
   type: list
   elements: str
+cloudspace_created:
+  description: Whether the cluster created the cloudspace, as O(cloudspace_created) or its machines' markers say.
+  returned: always
+  type: bool
 released_vgpus:
   description: With a graceful delete, the names of the reservations released.
   returned: when state is absent, force is false and a machine was there
@@ -173,7 +219,20 @@ def main():
         dict(
             cloudspace_id=dict(type="str", required=True),
             cluster=dict(type="str", required=True),
-            names=dict(type="list", elements="str", required=True),
+            names=dict(type="list", elements="str"),
+            pools=dict(
+                type="list",
+                elements="dict",
+                options=dict(
+                    name=dict(type="str"),
+                    names=dict(type="list", elements="str", required=True),
+                    vcpus=dict(type="int"),
+                    memory=dict(type="int"),
+                    image_id=dict(type="int"),
+                    disk_size=dict(type="int"),
+                ),
+            ),
+            exclusive=dict(type="bool", default=False),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             pool=dict(type="str"),
             cloudspace_created=dict(type="bool", default=False),
@@ -194,7 +253,8 @@ def main():
             ),
             bootstrap_data=dict(type="str", no_log=True),
             parallel=dict(type="int", default=32),
-        )
+        ),
+        mutually_exclusive=[("names", "pools")],
     ).run(machines.ensure_pool)
 
 

@@ -18,6 +18,8 @@ def pool(emu, check=False, **params):
         cloudspace_id=CS,
         cluster="c1",
         names=[],
+        pools=None,
+        exclusive=False,
         state="present",
         pool="gpu",
         cloudspace_created=False,
@@ -92,3 +94,34 @@ def test_a_pool_is_created_concurrently(emulator):
     assert len(result["created"]) == 20
     stats = emulator.stats()
     assert stats["max_in_flight"] >= 10, stats["max_in_flight"]
+
+
+def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
+    """Two pools at once; then, exclusive, the cluster's machines no pool names go (their vGPUs first), and the
+    neighbour cluster's and the hand-made VM stay; the cloudspace's creation is read from the markers."""
+    with emulator.client() as client:
+        client.create_vm(CS, name="hand-made", description="made by hand", vcpus=2, memory=2048)
+    pool(emulator, names=["other-0"], cluster="c1-other")
+    first = pool(
+        emulator,
+        names=None,
+        pools=[
+            {"name": "cp", "names": ["c1-cp-0"], "vcpus": 2, "memory": 4096},
+            {"name": "gpu", "names": ["c1-gpu-0", "c1-gpu-1"], "vcpus": 4, "memory": 8192},
+        ],
+        cloudspace_created=True,
+    )
+    assert first["created"] == ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"] and first["cloudspace_created"]
+    with emulator.client() as client:
+        marks = {v["name"]: (v["pool"], v["cloudspace_created"], v["vcpus"]) for v in machines.described(client, CS)}
+    assert marks["c1-cp-0"] == ("cp", True, 2) and marks["c1-gpu-1"] == ("gpu", True, 4)
+    ensure(emulator, machines=["c1-gpu-1"], count=2)
+    plan = pool(emulator, check=True, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
+    assert plan["deleted"] == ["c1-cp-0", "c1-gpu-1"] and len(plan["released_vgpus"]) == 2 and plan["created"] == []
+    assert plan["cloudspace_created"], "read from the markers, not passed"
+    assert plan["diff"] == {"before": ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"], "after": ["c1-gpu-0"]}
+    pool(emulator, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
+    assert vm_names(emulator) == ["c1-gpu-0", "hand-made", "other-0"] and live(emulator) == []
+    teardown = pool(emulator, names=None, exclusive=True, state="absent", force=True)
+    assert teardown["deleted"] == ["c1-gpu-0"] and teardown["cloudspace_created"]
+    assert vm_names(emulator) == ["hand-made", "other-0"]
