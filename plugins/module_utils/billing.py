@@ -11,6 +11,7 @@ and an hour is 1/730 of a month.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import attached_to
@@ -34,8 +35,10 @@ def costs(client, location, items, now):
     if not items:
         return {}, None, 0.0
     start = min((i["owner"].created for i in items if i.get("owner")), default=int(now) - 86400)
-    report = client.consumption(location, start - 1, int(now) + 1) or {}
-    price = client.prices(location) or {}
+    with ThreadPoolExecutor(max_workers=2) as pool:  # independent reads: one round trip
+        report_f = pool.submit(client.consumption, location, start - 1, int(now) + 1)
+        price_f = pool.submit(client.prices, location)
+        report, price = report_f.result() or {}, price_f.result() or {}
     per_hour = price_per_hour(price)
     unassigned = {
         u["vgpu_id"]: float((u.get("consumption") or {}).get("vgu") or 0.0)

@@ -11,7 +11,7 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, gpu, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
@@ -20,6 +20,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 
@@ -220,13 +221,64 @@ def pools_of(p):
         for i, pool in enumerate(p["pools"]):
             if not isinstance(pool, dict) or not isinstance(pool.get("names"), list):
                 raise InputError("pools[%d] must be a mapping with names (a list of VM names), got %r" % (i, pool))
-            pools.append(dict({k: pool.get(k) for k in SIZE_KEYS}, name=pool.get("name"), names=list(pool["names"])))
+            gpu_spec = pool.get("gpu") or None
+            if gpu_spec is not None and (not isinstance(gpu_spec, dict) or not gpu_spec.get("type")):
+                raise InputError("pools[%d].gpu must be a mapping with type and count, got %r" % (i, gpu_spec))
+            pools.append(
+                dict(
+                    {k: pool.get(k) for k in SIZE_KEYS}, name=pool.get("name"), names=list(pool["names"]), gpu=gpu_spec
+                )
+            )
         return pools
-    return [dict({k: p.get(k) for k in SIZE_KEYS}, name=p.get("pool"), names=list(p.get("names") or []))]
+    return [dict({k: p.get(k) for k in SIZE_KEYS}, name=p.get("pool"), names=list(p.get("names") or []), gpu=None)]
 
 
 def ensure_pool(req):
-    """Core of ``machine_pool``: a cluster's machines, whole pools per call.
+    """Core of ``machine_pool``: the machines (see :func:`converge_machines`), then each GPU pool's vGPUs by type
+    (the ``vgpu`` core, per pool), or, in a teardown with ``sweep``, every reservation the cluster owns released."""
+    p = req.params
+    pools = pools_of(p)
+    gpu_pools = [pool for pool in pools if pool["gpu"] and pool["names"]]
+    if (gpu_pools or p.get("sweep")) and not p.get("location"):
+        raise InputError("location is required for the vGPUs of a pool (gpu) and for sweep")
+    result = converge_machines(req, pools)
+    if p["state"] == "present" and gpu_pools:
+        result["reservations"] = []
+        for pool in gpu_pools:
+            names = [n for n in pool["names"] if not req.check_mode or n not in result["created"]]
+            params = dict(
+                location=p["location"],
+                cloudspace_id=p["cloudspace_id"],
+                cluster=p["cluster"],
+                machine=None,
+                machines=names,
+                type=pool["gpu"]["type"],
+                count=int(pool["gpu"].get("count", 1)),
+                state="present",
+                permanently=True,
+                parallel=p["parallel"],
+            )
+            done = gpu.ensure(Request(req.client, params, req.check_mode)) if names else {"changed": False}
+            result["changed"] = result["changed"] or done["changed"] or bool(len(names) < len(pool["names"]))
+            result["reservations"] += done.get("reservations", [])
+    if p["state"] == "absent" and p.get("sweep"):
+        params = dict(location=p["location"], scope="cluster", cluster=p["cluster"], grace_period=0)
+        swept = sweep.reclaim(
+            Request(req.client, dict(params, permanently=True, parallel=p["parallel"]), req.check_mode)
+        )
+        result["changed"] = result["changed"] or swept["changed"]
+        result["released"] = swept["released"]
+        if swept["kept"]:
+            raise PartialFailure(
+                "%d reservation(s) of cluster %r were not released: %s"
+                % (len(swept["kept"]), p["cluster"], ", ".join(k["vgpu_name"] for k in swept["kept"])),
+                {"released": swept["released"], "kept": swept["kept"]},
+            )
+    return result
+
+
+def converge_machines(req, pools):
+    """A cluster's machines, whole pools per call.
 
     One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
     marker, checked for all of them before anything is changed.  Then the missing machines are created and the
@@ -235,7 +287,6 @@ def ensure_pool(req):
     """
     p = req.params
     client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
-    pools = pools_of(p)
     names = [n for pool in pools for n in pool["names"]]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

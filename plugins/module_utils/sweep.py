@@ -10,7 +10,9 @@ what is owned but whose machine no longer exists, after a grace period
 
 from __future__ import annotations
 
+import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, price_per_hour
@@ -64,11 +66,36 @@ def info(req):
         raise InputError("machine needs cluster: names encode the machine per cluster")
     if max_rows is not None and max_rows < 0:
         raise InputError("max_rows must be 0 or more, got %r" % max_rows)
-    orphan = OrphanCheck(machines_in_location(client, location)) if (p["orphans_only"] or cluster) else None
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the VMs are read while the listing streams: one round
+        vms = pool.submit(machines_in_location, client, location) if (p["orphans_only"] or cluster) else None
+        summary, rows, billed = scan(p, client.vgpus(location, include_deleted=True), vms)
+    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
+    now = time.time()
+    if p["with_cost"]:
+        figures, currency, per_hour = costs(client, location, billed, now)
+        for row in rows:
+            row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
+        for record in billed:
+            if record["owner"] is not None:
+                per = summary["by_cluster"][record["owner"].cluster]
+                per["cost"] = round(per.get("cost", 0.0) + figures.get(record["vgpu_id"], (0.0, 0.0))[1], 4)
+        result["currency"] = currency
+        result["cost_per_hour"] = round(per_hour * summary["count"], 4)
+        result["total_cost"] = round(sum(cost for _s, cost in figures.values()), 4)
+    result["report"] = report_lines(rows, result)
+    return result
+
+
+def scan(p, listing, vms):
+    """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
+    cluster, machine, max_rows = p.get("cluster"), p.get("machine"), p.get("max_rows")
+    listing = iter(listing)
+    first = next(listing, None)  # the first page comes while the VMs are read
+    orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
     summary = {"count": 0, "owned": 0, "orphans": 0, "attached": 0, "in_recycle_bin": 0, "by_cluster": {}}
     rows, billed = [], []
-    for item in client.vgpus(location, include_deleted=True):
+    for item in itertools.chain([first] if first is not None else [], listing):
         owner = ownership.decode(item.get("vgpu_name"))
         if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
             continue
@@ -92,20 +119,7 @@ def info(req):
                 if orphan is not None:
                     row["orphan"] = is_orphan_now
             rows.append(row)
-    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
-    if p["with_cost"]:
-        figures, currency, per_hour = costs(client, location, billed, now)
-        for row in rows:
-            row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
-        for record in billed:
-            if record["owner"] is not None:
-                per = summary["by_cluster"][record["owner"].cluster]
-                per["cost"] = round(per.get("cost", 0.0) + figures.get(record["vgpu_id"], (0.0, 0.0))[1], 4)
-        result["currency"] = currency
-        result["cost_per_hour"] = round(per_hour * summary["count"], 4)
-        result["total_cost"] = round(sum(cost for _s, cost in figures.values()), 4)
-    result["report"] = report_lines(rows, result)
-    return result
+    return summary, rows, billed
 
 
 REPORT_ROW = "%-36s %-12s %-18s %4s %9s %-16s %12s"

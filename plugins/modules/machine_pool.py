@@ -65,6 +65,21 @@ options:
       disk_size:
         description: Boot disk size in GiB.
         type: int
+      gpu:
+        description:
+          - Each machine of the pool holds O(pools[].gpu.count) vGPUs of O(pools[].gpu.type), after the machines
+            converge, as M(whitesky.capvco.vgpu) does it (the type resolved against the location's profiles, one
+            reserve-and-attach call per vGPU under a name that encodes its owner). Needs O(location).
+        type: dict
+        suboptions:
+          type:
+            description: The GPU type, for example C(NVIDIA A100).
+            type: str
+            required: true
+          count:
+            description: vGPUs per machine.
+            type: int
+            default: 1
   exclusive:
     description:
       - Also delete the machines the cluster owns that no pool names (a scale-down; gracefully unless O(force)).
@@ -91,8 +106,15 @@ options:
     type: bool
     default: false
   location:
-    description: The location, for a graceful delete's vGPU release.
+    description: The location, for a graceful delete's vGPU release, a pool's O(pools[].gpu) and O(sweep).
     type: str
+  sweep:
+    description:
+      - With O(state=absent), after the machines are deleted, release every vGPU reservation the cluster owns
+        (attached before or not, those of machines deleted by force earlier included); the call fails when any is
+        left. This is a cluster teardown's sweep (M(whitesky.capvco.vgpu_reclaim) with C(scope=cluster)).
+    type: bool
+    default: false
   vcpus:
     description: Virtual CPUs of each machine (required to create).
     type: int
@@ -203,6 +225,16 @@ cloudspace_created:
   description: Whether the cluster created the cloudspace, as O(cloudspace_created) or its machines' markers say.
   returned: always
   type: bool
+reservations:
+  description: With O(pools[].gpu), the reservations of the pools' machines, as M(whitesky.capvco.vgpu) returns them.
+  returned: when a pool has gpu
+  type: list
+  elements: dict
+released:
+  description: With O(sweep), the reservations released, as M(whitesky.capvco.vgpu_reclaim) returns them.
+  returned: when sweep is true
+  type: list
+  elements: dict
 released_vgpus:
   description: With a graceful delete, the names of the reservations released.
   returned: when state is absent, force is false and a machine was there
@@ -230,9 +262,14 @@ def main():
                     memory=dict(type="int"),
                     image_id=dict(type="int"),
                     disk_size=dict(type="int"),
+                    gpu=dict(
+                        type="dict",
+                        options=dict(type=dict(type="str", required=True), count=dict(type="int", default=1)),
+                    ),
                 ),
             ),
             exclusive=dict(type="bool", default=False),
+            sweep=dict(type="bool", default=False),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             pool=dict(type="str"),
             cloudspace_created=dict(type="bool", default=False),
