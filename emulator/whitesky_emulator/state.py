@@ -116,18 +116,27 @@ class Emulator:
         )
 
     # -- views: rows as the platform answers them -------------------------------
-    def vgpu_info(self, row):
+    def vgpu_info(self, row, cache=None):
+        """A reservation as the API shows it; ``cache`` (a dict) keeps the VM, profile and customer lookups of a
+        listing, which repeat from row to row."""
+        cache = {} if cache is None else cache
+
+        def once(kind, key, read):
+            if (kind, key) not in cache:
+                cache[(kind, key)] = read(key)
+            return cache[(kind, key)]
+
         vm = None
         if row["vm_id"] is not None:
-            v = self.store.vm_brief(row["vm_id"])
+            v = once("vm", row["vm_id"], self.store.vm_brief)
             vm = {
                 "id": v["vm_id"],
                 "name": v["name"],
                 "cloudspace_id": v["cloudspace_id"],
                 "cloudspace_name": v["cs_name"],
             }
-        prof = self.store.profile(row["gpu_id"])
-        cust = self.store.customer(row["customer_id"])
+        prof = once("profile", row["gpu_id"], self.store.profile)
+        cust = once("customer", row["customer_id"], self.store.customer)
         if row["soft_deleted_at"] is not None:
             status = "DELETED"
         else:

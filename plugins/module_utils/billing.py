@@ -25,20 +25,33 @@ def price_per_hour(price):
     return float(((price or {}).get("resources") or {}).get("vgu") or 0.0) / HOURS_PER_MONTH
 
 
-def costs(client, location, items, now):
+def fetch(client, location, start, now):
+    """The consumption report from ``start`` and the price list, read at once: ``(report, price)``."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # independent reads: one round trip
+        report_f = pool.submit(client.consumption, location, int(start) - 1, int(now) + 1)
+        price_f = pool.submit(client.prices, location)
+        return report_f.result() or {}, price_f.result() or {}
+
+
+def oldest(items, now):
+    return min((i["owner"].created for i in items if i.get("owner")), default=int(now) - 86400)
+
+
+def costs(client, location, items, now, fetched=None):
     """``{vgpu_id: (vgpu_seconds, cost)}`` from the platform's consumption and prices.
 
     A vGPU's own figure comes from ``unassigned_vgpus`` while it was detached;
     while attached it is a share of its VM's ``vgu`` (split evenly between the
-    VM's current vGPUs).
+    VM's current vGPUs).  ``fetched`` is ``(start, (report, price))`` read earlier; it is used when its report
+    starts no later than the oldest of ``items``, else both are read again.
     """
     if not items:
         return {}, None, 0.0
-    start = min((i["owner"].created for i in items if i.get("owner")), default=int(now) - 86400)
-    with ThreadPoolExecutor(max_workers=2) as pool:  # independent reads: one round trip
-        report_f = pool.submit(client.consumption, location, start - 1, int(now) + 1)
-        price_f = pool.submit(client.prices, location)
-        report, price = report_f.result() or {}, price_f.result() or {}
+    start = oldest(items, now)
+    if fetched is not None and fetched[0] <= start:
+        report, price = fetched[1]
+    else:
+        report, price = fetch(client, location, start, now)
     per_hour = price_per_hour(price)
     unassigned = {
         u["vgpu_id"]: float((u.get("consumption") or {}).get("vgu") or 0.0)

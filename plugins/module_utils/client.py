@@ -409,7 +409,7 @@ class WhiteskyClient:
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)
 
-    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=16, **path_params):
+    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=32, **path_params):
         """Yield every item of a paginated list (``limit`` / ``start_after``), in order.
 
         Paging goes on until the platform says it is done: ``pagination.count`` items seen, or an

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, fetch, oldest, price_per_hour
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted, view
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
@@ -66,13 +66,21 @@ def info(req):
         raise InputError("machine needs cluster: names encode the machine per cluster")
     if max_rows is not None and max_rows < 0:
         raise InputError("max_rows must be 0 or more, got %r" % max_rows)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the VMs are read while the listing streams: one round
-        vms = pool.submit(machines_in_location, client, location) if (p["orphans_only"] or cluster) else None
-        summary, rows, billed = scan(p, client.vgpus(location, include_deleted=True), vms)
-    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
     now = time.time()
+    with ThreadPoolExecutor(max_workers=2) as pool:  # what does not depend on the listing is read while it streams
+        vms = pool.submit(machines_in_location, client, location) if (p["orphans_only"] or cluster) else None
+        listing = iter(client.vgpus(location, include_deleted=True))
+        first = next(listing, None)
+        early = None
+        if p["with_cost"] and first is not None:  # the listing is oldest first: the report can start there
+            start = oldest([dict(first, owner=ownership.decode(first.get("vgpu_name")))], now)
+            early = (start, pool.submit(fetch, client, location, start, now))
+        head = [first] if first is not None else []
+        summary, rows, billed = scan(p, itertools.chain(head, listing), vms)
+    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
     if p["with_cost"]:
-        figures, currency, per_hour = costs(client, location, billed, now)
+        fetched = (early[0], early[1].result()) if early else None
+        figures, currency, per_hour = costs(client, location, billed, now, fetched)
         for row in rows:
             row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
         for record in billed:
@@ -89,13 +97,11 @@ def info(req):
 def scan(p, listing, vms):
     """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
     cluster, machine, max_rows = p.get("cluster"), p.get("machine"), p.get("max_rows")
-    listing = iter(listing)
-    first = next(listing, None)  # the first page comes while the VMs are read
     orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
     summary = {"count": 0, "owned": 0, "orphans": 0, "attached": 0, "in_recycle_bin": 0, "by_cluster": {}}
     rows, billed = [], []
-    for item in itertools.chain([first] if first is not None else [], listing):
+    for item in listing:
         owner = ownership.decode(item.get("vgpu_name"))
         if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
             continue

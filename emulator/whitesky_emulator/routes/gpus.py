@@ -73,7 +73,8 @@ async def list_vgpus(ctx):
     pagination = {"limit": limit or 0, "pages": (count + limit - 1) // limit if limit else 1, "count": count}
     if ctx.emu.faults.no_count:
         del pagination["count"]
-    return {"pagination": pagination, "data": [ctx.emu.vgpu_info(r) for r in rows]}
+    cache = {}
+    return {"pagination": pagination, "data": [ctx.emu.vgpu_info(r, cache) for r in rows]}
 
 
 @op("POST", LOC + "/vgpus/{vgpu_id}", "restoreVGPU", mutating=True)
