@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration e2e \
-	molecule chaos sanity lint build clean
+	molecule chaos bench sanity lint build clean
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
@@ -91,6 +91,12 @@ molecule: link deps-e2e image
 
 # The long forms of the chaos suite and of the stateful ownership test, with random seeds (make test runs short,
 # seeded forms of both).
+# The benchmarks (not part of `make test`): each prints its figures beside its goals, measured in one run, and
+# fails when a goal is missed. The CNI one needs root (network namespaces).
+bench: link deps-e2e
+	$(BIN)/python benchmarks/gpu_bench.py; gpu=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
+	  test $$gpu = 0 && test $$cni = 0
+
 chaos: link
 	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)
 	CAPVCO_STATEFUL_RANDOM=1 CAPVCO_STATEFUL_EXAMPLES=$(or $(EXAMPLES),20) CAPVCO_STATEFUL_STEPS=$(or $(STEPS),20) \
