@@ -10,7 +10,7 @@ module: machine_pool
 short_description: A cluster's machines, a whole pool in one call (VMs created or deleted concurrently)
 version_added: 0.1.0
 description:
-  - The pool form of M(whitesky.capvco.machine), for the lifecycle playbooks: one module call per pool, one listing
+  - The pool form of M(whitesky.capvco.machine), for the lifecycle playbooks. One module call per pool, one listing
     of the cloudspace, and the platform calls of different machines at once (O(parallel) at a time), instead of a
     loop of single-machine calls.
   - Every VM of one of O(names) must carry O(cluster)'s marker in its description (C(capvco/v1 cluster=NAME ...)),
