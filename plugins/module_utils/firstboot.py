@@ -22,6 +22,16 @@ from email.mime.text import MIMEText
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
+#: The ``first_boot`` option of the modules that create machines (``machine``, ``machine_pool``).
+OPTIONS = dict(
+    type="dict",
+    options=dict(
+        packages=dict(type="list", elements="str", default=[]),
+        attempts=dict(type="int", default=5),
+        delay=dict(type="int", default=5),
+        lock_timeout=dict(type="int", default=600),
+    ),
+)
 STATE_DIR = "/var/lib/capvco"
 STATUS_FILE = STATE_DIR + "/first-boot.status"
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.:=~*-]*$")

@@ -210,6 +210,8 @@ def ensure(req):
 
 
 SIZE_KEYS = ("vcpus", "memory", "image_id", "disk_size")
+#: The size options of the modules that create machines (``machine``, ``machine_pool`` and its pools).
+SIZE_OPTIONS = {key: dict(type="int") for key in SIZE_KEYS}
 
 
 def pools_of(p):

@@ -58,46 +58,8 @@ options:
   location:
     description: The location, for a graceful delete's vGPU release.
     type: str
-  vcpus:
-    description: Virtual CPUs (required to create).
-    type: int
-  memory:
-    description: Memory in MiB (required to create).
-    type: int
-  image_id:
-    description: The image to boot.
-    type: int
-  disk_size:
-    description: Boot disk size in GiB.
-    type: int
   description:
     description: The VM's description (without O(cluster); with it, the description is the cluster's marker).
-    type: str
-  first_boot:
-    description: The first boot's package installs.
-    type: dict
-    suboptions:
-      packages:
-        description: Packages to install on first boot.
-        type: list
-        elements: str
-        default: []
-      attempts:
-        description: Attempts for each apt step.
-        type: int
-        default: 5
-      delay:
-        description: Seconds before the second attempt, doubled each time.
-        type: int
-        default: 5
-      lock_timeout:
-        description: Seconds to wait for the apt/dpkg lock.
-        type: int
-        default: 600
-  bootstrap_data:
-    description:
-      - Bootstrap data run by the first boot after its packages (a script), or sent beside it (C(#cloud-config)),
-        for example a Cluster API bootstrap Secret's value.
     type: str
   provider_id:
     description:
@@ -109,6 +71,7 @@ options:
     description: Raw user data instead of the first-boot script (not recommended; nothing then fails loudly).
     type: str
 extends_documentation_fragment:
+  - whitesky.capvco.machine
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
 attributes:
@@ -183,7 +146,7 @@ released_vgpus:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -198,20 +161,9 @@ def main():
             pool=dict(type="str"),
             cloudspace_created=dict(type="bool", default=False),
             location=dict(type="str"),
-            vcpus=dict(type="int"),
-            memory=dict(type="int"),
-            image_id=dict(type="int"),
-            disk_size=dict(type="int"),
+            **machines.SIZE_OPTIONS,
             description=dict(type="str"),
-            first_boot=dict(
-                type="dict",
-                options=dict(
-                    packages=dict(type="list", elements="str", default=[]),
-                    attempts=dict(type="int", default=5),
-                    delay=dict(type="int", default=5),
-                    lock_timeout=dict(type="int", default=600),
-                ),
-            ),
+            first_boot=firstboot.OPTIONS,
             bootstrap_data=dict(type="str", no_log=True),
             provider_id=dict(type="str"),
             user_data=dict(type="str", no_log=True),

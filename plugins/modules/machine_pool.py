@@ -54,16 +54,16 @@ options:
         elements: str
         required: true
       vcpus:
-        description: Virtual CPUs of each machine (required to create).
+        description: As O(vcpus), for this pool.
         type: int
       memory:
-        description: Memory in MiB of each machine (required to create).
+        description: As O(memory), for this pool.
         type: int
       image_id:
-        description: The image to boot.
+        description: As O(image_id), for this pool.
         type: int
       disk_size:
-        description: Boot disk size in GiB.
+        description: As O(disk_size), for this pool.
         type: int
       gpu:
         description:
@@ -115,42 +115,6 @@ options:
         left. This is a cluster teardown's sweep (M(whitesky.capvco.vgpu_reclaim) with C(scope=cluster)).
     type: bool
     default: false
-  vcpus:
-    description: Virtual CPUs of each machine (required to create).
-    type: int
-  memory:
-    description: Memory in MiB of each machine (required to create).
-    type: int
-  image_id:
-    description: The image to boot.
-    type: int
-  disk_size:
-    description: Boot disk size in GiB.
-    type: int
-  first_boot:
-    description: The first boot's package installs.
-    type: dict
-    suboptions:
-      packages:
-        description: Packages to install on first boot.
-        type: list
-        elements: str
-        default: []
-      attempts:
-        description: Attempts for each apt step.
-        type: int
-        default: 5
-      delay:
-        description: Seconds before the second attempt, doubled each time.
-        type: int
-        default: 5
-      lock_timeout:
-        description: Seconds to wait for the apt/dpkg lock.
-        type: int
-        default: 600
-  bootstrap_data:
-    description: Bootstrap data run by every machine's first boot after its packages (a script), or sent beside it.
-    type: str
   parallel:
     description:
       - How many machines are created, read or deleted at once. The default converges a pool of up to 32 machines in
@@ -158,6 +122,7 @@ options:
     type: int
     default: 32
 extends_documentation_fragment:
+  - whitesky.capvco.machine
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
 attributes:
@@ -242,7 +207,7 @@ released_vgpus:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -258,10 +223,7 @@ def main():
                 options=dict(
                     name=dict(type="str"),
                     names=dict(type="list", elements="str", required=True),
-                    vcpus=dict(type="int"),
-                    memory=dict(type="int"),
-                    image_id=dict(type="int"),
-                    disk_size=dict(type="int"),
+                    **machines.SIZE_OPTIONS,
                     gpu=dict(
                         type="dict",
                         options=dict(type=dict(type="str", required=True), count=dict(type="int", default=1)),
@@ -275,19 +237,8 @@ def main():
             cloudspace_created=dict(type="bool", default=False),
             force=dict(type="bool", default=False),
             location=dict(type="str"),
-            vcpus=dict(type="int"),
-            memory=dict(type="int"),
-            image_id=dict(type="int"),
-            disk_size=dict(type="int"),
-            first_boot=dict(
-                type="dict",
-                options=dict(
-                    packages=dict(type="list", elements="str", default=[]),
-                    attempts=dict(type="int", default=5),
-                    delay=dict(type="int", default=5),
-                    lock_timeout=dict(type="int", default=600),
-                ),
-            ),
+            **machines.SIZE_OPTIONS,
+            first_boot=firstboot.OPTIONS,
             bootstrap_data=dict(type="str", no_log=True),
             parallel=dict(type="int", default=32),
         ),
