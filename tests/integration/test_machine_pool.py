@@ -125,3 +125,13 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
     teardown = pool(emulator, names=None, exclusive=True, state="absent", force=True)
     assert teardown["deleted"] == ["c1-gpu-0"] and teardown["cloudspace_created"]
     assert vm_names(emulator) == ["hand-made", "other-0"]
+
+
+def test_a_pools_gpus_converge_in_the_same_call_and_count_0_releases_them(emulator):
+    gpu_pool = {"name": "gpu", "names": ["g-0", "g-1"], "vcpus": 4, "memory": 8192}
+    first = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 2})])
+    assert first["created"] == ["g-0", "g-1"] and len(first["reservations"]) == 4 and len(live(emulator)) == 4
+    again = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 2})])
+    assert not again["changed"] and len(again["reservations"]) == 4
+    down = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 0})])
+    assert down["changed"] and down["reservations"] == [] and live(emulator) == []
