@@ -201,7 +201,7 @@ def main():
             create_bound = 2 * (vgpu_alone + vm_path)
             delete_pb, delete_tasks, rc2 = playbook(emu, "cluster_delete.yml", spec)
             sweep_task = delete_tasks.get(
-                "Release every reservation the cluster owns, attached before or not (nothing it owns may be left)", 0.0
+                "Delete every machine the cluster owns (by its marker), then release every reservation it owns", 0.0
             )
             delete_bound = 2 * (reclaim_alone + vm_path)
             goals += [
@@ -243,7 +243,7 @@ def main():
     print("  teardown: calls %d / minimum %d; wall %.2fs" % (teardown_calls, teardown_min, teardown_wall))
     print(
         "  vgpu alone %.1fs, vgpu_reclaim alone %.1fs (one-task playbooks); cluster_create %.1fs (its vgpu task %.2fs,"
-        " bound %.2fs, rc %d); cluster_delete %.1fs (its sweep %.2fs, bound %.2fs, rc %d)"
+        " bound %.2fs, rc %d); cluster_delete %.1fs (its machines and sweep %.2fs, bound %.2fs, rc %d)"
         % (vgpu_alone, reclaim_alone, create_pb, vgpu_task, create_bound, rc1, delete_pb, sweep_task, delete_bound, rc2)
     )
     print(

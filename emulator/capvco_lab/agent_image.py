@@ -18,7 +18,7 @@ from capvco_lab.netlab import ROOT
 DEBIAN = "localhost/capvco-debian:bookworm"
 BASE = "localhost/capvco-python:bookworm"
 CA = "/etc/ssl/certs/ca-certificates.crt"
-INPUTS = ("node/Containerfile", "node/capvco_sriov", "plugins/module_utils")
+INPUTS = ("node/Containerfile", "node/install-cni-plugin.sh", "node/capvco_sriov", "plugins/module_utils")
 BASE_FILE = """FROM %s
 RUN echo "deb http://deb.debian.org/debian bookworm main" > /etc/apt/sources.list.d/debian.list \\
  && apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null \\

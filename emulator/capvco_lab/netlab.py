@@ -23,8 +23,11 @@ import time
 
 from capvco_lab.emulator import CUSTOMER, ROOT, Emulator, wait_for
 
-#: The CNI plugin, run as the container runtime runs it (its shebang names the system python3).
+#: The CNI plugin's launcher (its shebang names the system python3) and its body, and the script that installs them
+#: in a CNI bin directory (the DaemonSet's init container runs it too).
+LAUNCHER = os.path.join(ROOT, "node", "capvco_sriov", "launcher.py")
 PLUGIN = os.path.join(ROOT, "node", "capvco_sriov", "shim.py")
+INSTALL = os.path.join(ROOT, "node", "install-cni-plugin.sh")
 HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotplug.sh")
 NETNS_DIR = "/var/run/netns"
 
@@ -48,6 +51,12 @@ def missing():
     return out
 
 
+def install_plugin(bin_dir):
+    """The plugin installed in ``bin_dir`` as a node has it; the path a runtime runs (``bin_dir/capvco-sriov``)."""
+    subprocess.run(["sh", INSTALL, LAUNCHER, PLUGIN, str(bin_dir)], check=True)
+    return os.path.join(str(bin_dir), "capvco-sriov")
+
+
 class Lab:
     """The lab; with ``emu`` (a running emulator) and ``vm_name``, the node is that VM (the demo does that)."""
 
@@ -66,6 +75,7 @@ class Lab:
         self.pods = []
         self.socket = str(tmp_path / "agent.sock")
         self.ledger = str(tmp_path / "ledger")
+        self.plugin = install_plugin(tmp_path / "cni-bin")
         self.agent = None
         self.agent_log = None
         self.emu = None
@@ -207,7 +217,7 @@ class Lab:
         }
         full.update(env or {})
         proc = subprocess.run(
-            [PLUGIN],
+            [self.plugin],
             input=raw if raw is not None else json.dumps(config),
             env=full,
             capture_output=True,

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 
-from capvco_lab.netlab import PLUGIN
+from capvco_lab.netlab import install_plugin
 
 NETWORK = "capvco-ext"
 
@@ -57,9 +57,7 @@ class Podman:
         self.bin_dir = os.path.join(self.base, "cni-bin")
         for d in (self.conf_dir, self.bin_dir):
             os.makedirs(d, exist_ok=True)
-        plugin = os.path.join(self.bin_dir, "capvco-sriov")
-        shutil.copy2(PLUGIN, plugin)
-        os.chmod(plugin, 0o755)
+        install_plugin(self.bin_dir)
         self.conf = os.path.join(self.base, "containers.conf")
         with open(self.conf, "w", encoding="utf-8") as fh:
             fh.write(

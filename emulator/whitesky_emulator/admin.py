@@ -93,8 +93,17 @@ def admin_routes(emu):
         emu.store.x("COMMIT")
         return JSONResponse({"vgpu_id": ids[0], "vgpu_ids": ids})
 
+    async def vm_file(request):
+        """Write a file on a VM, as its guest would (``{"vm_id", "path", "content"}``): what readFile serves."""
+        cfg = await request.json()
+        if emu.store.one("SELECT vm_id FROM vms WHERE vm_id=? AND deleted_at IS NULL", cfg.get("vm_id")) is None:
+            return JSONResponse({"message": "no VM %r" % cfg.get("vm_id")}, 404)
+        emu.store.write_vm_file(cfg["vm_id"], cfg["path"], cfg["content"])
+        return JSONResponse({"ok": True})
+
     return [
         Route("/faults", faults, methods=["GET", "POST", "DELETE"]),
+        Route("/vm-file", vm_file, methods=["POST"]),
         Route("/stats", stats, methods=["GET", "DELETE"]),
         Route("/ledger", ledger, methods=["GET"]),
         Route("/snapshot", snapshot, methods=["GET"]),

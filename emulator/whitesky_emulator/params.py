@@ -140,6 +140,14 @@ OPERATIONS = {
         ),
     },
     "getVirtualMachineInfo": {"path": {"cloudspace_id": STR, "vm_id": INT}, "query": {}},
+    "readFile": {
+        "path": {"cloudspace_id": STR, "vm_id": INT},
+        "query": {
+            "size": q(INT, required=True, minimum=0),
+            "seek": q(INT, minimum=0),
+            "filepath": q(STR, required=True),
+        },
+    },
     "deleteVirtualMachine": {
         "path": {"cloudspace_id": STR, "vm_id": INT},
         "query": {"permanently": q(BOOL), "detach_disks": q(BOOL), "detach_gpu": q(BOOL)},

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS vms (
   vm_id INTEGER PRIMARY KEY AUTOINCREMENT, cloudspace_id TEXT, name TEXT, description TEXT, vcpus INTEGER,
   memory INTEGER, image_id INTEGER, disk_size INTEGER, user_data TEXT, status TEXT, created REAL,
   updated REAL, deleted_at REAL);
+CREATE TABLE IF NOT EXISTS vm_files (vm_id INTEGER, path TEXT, content TEXT, PRIMARY KEY (vm_id, path));
 CREATE TABLE IF NOT EXISTS external_networks (
   external_network_id INTEGER PRIMARY KEY, location TEXT, name TEXT, network TEXT, gateway TEXT,
   subnet_mask TEXT, dhcp INTEGER, public INTEGER);
@@ -167,15 +168,23 @@ class Store:
         hi = min(row["deleted_at"] or now, end if end is not None else now)
         return max(0.0, hi - lo)
 
-    def attached_seconds(self, vgpu_id, start, end):
-        """Seconds of [start, end] during which the vGPU was attached, per VM."""
+    def attached_seconds(self, customer_id, location, start, end):
+        """Seconds of [start, end] during which each of the location's vGPUs was attached, per VM:
+        ``{vgpu_id: {vm_id: seconds}}``, in one query (the report covers every reservation)."""
         now = time.time()
-        per_vm = {}
-        for att in self.q("SELECT vm_id, start, end FROM vgpu_attachments WHERE vgpu_id=?", vgpu_id):
+        out = {}
+        rows = self.q(
+            "SELECT a.vgpu_id, a.vm_id, a.start, a.end FROM vgpu_attachments a JOIN vgpus g ON g.vgpu_id = a.vgpu_id"
+            " WHERE g.customer_id=? AND g.location=?",
+            customer_id,
+            location,
+        )
+        for att in rows:
             lo, hi = max(att["start"], start), min(att["end"] or now, end)
             if hi > lo:
+                per_vm = out.setdefault(att["vgpu_id"], {})
                 per_vm[att["vm_id"]] = per_vm.get(att["vm_id"], 0.0) + hi - lo
-        return per_vm
+        return out
 
     # -- NICs --------------------------------------------------------------
     def _taken(self, net):
@@ -311,8 +320,9 @@ class Store:
         if not ids:
             return []
         where = self._vgpu_filter(only_deleted, include_deleted)
+        # NOT INDEXED: the rowid range, O(page); SQLite would otherwise pick the customer's index and sort, O(listing)
         return self.q(
-            "SELECT * FROM vgpus WHERE rowid BETWEEN ? AND ? AND " + where + " ORDER BY rowid",
+            "SELECT * FROM vgpus NOT INDEXED WHERE rowid BETWEEN ? AND ? AND " + where + " ORDER BY rowid",
             ids[0],
             ids[-1],
             customer_id,
@@ -413,7 +423,17 @@ class Store:
         now = time.time()
         self.x("UPDATE nics SET detached_at=? WHERE vm_id=? AND detached_at IS NULL", now, vm_id)
         self.x("UPDATE vms SET deleted_at=?, status='DELETED' WHERE vm_id=?", now, vm_id)
+        self.x("DELETE FROM vm_files WHERE vm_id=?", vm_id)
         return nics
+
+    # -- the guest agent's files -------------------------------------------------
+    def write_vm_file(self, vm_id, path, content):
+        """What the guest wrote (the admin API stands in for the machine: a VM here runs no operating system)."""
+        self.x("INSERT OR REPLACE INTO vm_files VALUES (?, ?, ?)", vm_id, path, content)
+
+    def vm_file(self, vm_id, path):
+        row = self.one("SELECT content FROM vm_files WHERE vm_id=? AND path=?", vm_id, path)
+        return None if row is None else row[0]
 
     # -- networks and NICs -------------------------------------------------------
     def external_networks(self, location):

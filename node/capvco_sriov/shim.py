@@ -2,7 +2,8 @@
 """capvco-sriov: the thin CNI plugin (spec 1.0.0 and 1.1.0), and the wire format it shares with the node agent.
 
 This one file is both sides' contract: the plugin runs it (installed as
-``/opt/cni/bin/capvco-sriov``, standard library only, so it starts fast and
+``/opt/cni/bin/capvco-sriov.d/capvco_sriov_shim.py``, run by the launcher ``capvco-sriov``
+beside it (``launcher.py``); standard library only, so it starts fast and
 needs nothing on the host), and the agent imports it for the CNI versions,
 the error codes and the framing of a request and its answer.
 
@@ -12,9 +13,19 @@ one JSON line back, ``{"code": <exit code>, "result": <CNI result or error>}``.
 VERSION is answered here, never by the agent.
 """
 
-import os
 import sys
 import time
+
+try:  # the environment without importing os (a millisecond of each run), decoded as os.environ does
+    import posix
+
+    ENVIRON = {
+        k.decode("utf-8", "surrogateescape"): v.decode("utf-8", "surrogateescape") for k, v in posix.environ.items()
+    }
+except ImportError:  # not a POSIX system: the plain module
+    import os
+
+    ENVIRON = os.environ
 
 try:  # the C halves of json and socket: the pure-Python modules cost more to import than the rest of a run
     import _json
@@ -263,21 +274,21 @@ def probe(path):
 
 def main():
     if sys.argv[1:2] == ["--probe"]:
-        probe(sys.argv[2] if len(sys.argv) > 2 else os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET))
-    command = os.environ.get("CNI_COMMAND", "")
+        probe(sys.argv[2] if len(sys.argv) > 2 else ENVIRON.get("CAPVCO_SRIOV_SOCKET", SOCKET))
+    command = ENVIRON.get("CNI_COMMAND", "")
     if command == "VERSION":
         reply(0, version_result())
     stdin = sys.stdin.read()
     try:
-        conf = check(os.environ, stdin)
+        conf = check(ENVIRON, stdin)
     except Refusal as exc:
         reply(1, error(exc.code, exc.msg, exc.details))
-    path = conf.get("agentSocket") or os.environ.get("CAPVCO_SRIOV_SOCKET", SOCKET)
+    path = conf.get("agentSocket") or ENVIRON.get("CAPVCO_SRIOV_SOCKET", SOCKET)
     timeout = conf.get("timeoutSeconds", TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         reply(1, error(INVALID_CONFIG, "invalid timeoutSeconds %r: a number of seconds, 0 to 3600" % (timeout,)))
     try:
-        code, result = ask(path, encode_request(os.environ, stdin), timeout=timeout)
+        code, result = ask(path, encode_request(ENVIRON, stdin), timeout=timeout)
     except TimeoutError as exc:
         reply(1, error(TRY_AGAIN_LATER, "the capvco node agent did not answer within %ss" % timeout, exc))
     except (OSError, ValueError) as exc:

@@ -43,6 +43,29 @@ options:
         description: Seconds to wait for the apt/dpkg lock.
         type: int
         default: 600
+      gpu_driver:
+        description:
+          - The C(gpu-driver) step of a GPU machine's first boot, after the packages and before the bootstrap
+            data, the same fragment C(whitesky.capvco.gpu_driver) runs (C(docs/gpu-driver.md)). With
+            O(first_boot.gpu_driver.version), nouveau is blacklisted and the branch's packages are installed,
+            pinned, retried and held; in any case C(nvidia-smi) must then list at least
+            O(first_boot.gpu_driver.count) GPUs, with a driver matching the pin, or the first boot fails there
+            (C(first-boot.status) says C(step=gpu-driver) and why) and the bootstrap never runs.
+          - M(whitesky.capvco.machine_pool) sets it for each pool with a C(gpu).
+        type: dict
+        suboptions:
+          version:
+            description: The driver branch or version (C(550), C(550.127.05)); empty verifies a driver the image has.
+            type: str
+            default: ""
+          count:
+            description: The least number of GPUs C(nvidia-smi) must list.
+            type: int
+            default: 1
+          wait:
+            description: Seconds to wait for the GPUs (vGPUs are attached to the running machine).
+            type: int
+            default: 900
   bootstrap_data:
     description:
       - Bootstrap data run by the first boot after its packages (a script), or sent beside it (C(#cloud-config)),

@@ -61,17 +61,17 @@ def costs(client, location, items, now, fetched=None):
     for space in report.get("cloudspaces") or []:
         for vm in space.get("vms") or []:
             vm_vgu[vm["vm_id"]] = float((vm.get("consumption") or {}).get("vgu") or 0.0)
+    on = [(item["vgpu_id"], attached_to(item)) for item in items]
     sharing = {}
-    for item in items:
-        if attached_to(item) is not None:
-            sharing[attached_to(item)] = sharing.get(attached_to(item), 0) + 1
+    for _id, vm_id in on:
+        if vm_id is not None:
+            sharing[vm_id] = sharing.get(vm_id, 0) + 1
     out = {}
-    for item in items:
-        vgu = unassigned.get(item["vgpu_id"], 0.0)
-        vm_id = attached_to(item)
+    for vgpu_id, vm_id in on:
+        vgu = unassigned.get(vgpu_id, 0.0)
         if vm_id is not None:
             vgu += vm_vgu.get(vm_id, 0.0) / sharing[vm_id]
-        out[item["vgpu_id"]] = (round(vgu * SECONDS_PER_VGU, 1), round(vgu * per_hour, 4))
+        out[vgpu_id] = (round(vgu * SECONDS_PER_VGU, 1), round(vgu * per_hour, 4))
     return out, price.get("currency"), per_hour
 
 

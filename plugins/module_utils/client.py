@@ -19,6 +19,7 @@ import json
 import random
 import re
 import ssl
+import sys
 import time
 import traceback
 from collections import deque
@@ -27,6 +28,10 @@ from urllib.parse import quote, urlsplit
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, WhiteskyError
 
+# httpx imports its command line client (click, pygments, rich: some 70 ms, paid by every module run) whenever
+# those are installed; nothing here runs it, and httpx falls back to a stub when it cannot be imported.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)
 try:
     import httpx
 except ImportError:  # pragma: no cover - reported by the module base
@@ -74,6 +79,7 @@ OPERATIONS = {
         (),
     ),
     "getVirtualMachineInfo": ("GET", VM, (), ()),
+    "readFile": ("GET", VM + "/file", ("filepath", "size", "seek"), ()),
     "deleteVirtualMachine": ("DELETE", VM, ("permanently", "detach_gpu"), ()),
     "listExternalNetworks": ("GET", LOC + "/external-networks", (), ()),
     "getExternalNetworkAddresses": ("GET", LOC + "/external-networks/{external_network_id}/ip-addresses", (), ()),
@@ -423,7 +429,6 @@ class WhiteskyClient:
             return got.get("data") or [], (got.get("pagination") or {}).get("count")
 
         data, count = page(0)
-        yield from data
         pos, size = len(data), len(data)
         if not data:
             return
@@ -444,10 +449,14 @@ class WhiteskyClient:
             return True
 
         planned = list(range(size, count, size)) if count is not None else []
-        if planned:
-            # at most ``parallel`` pages in flight or waiting: memory stays bounded by the window, not the listing
+        if not planned:
+            yield from data
+        else:
+            # at most ``parallel`` pages in flight or waiting: memory stays bounded by the window, not the listing;
+            # they are asked for before the first page is handed on, so they are on their way while it is read
             with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(planned)))) as pool:
                 window = deque(pool.submit(page, start) for start in planned[:parallel])
+                yield from data
                 for i, start in enumerate(planned):
                     items, _seen = window.popleft().result()
                     if i + parallel < len(planned):
@@ -526,6 +535,13 @@ class WhiteskyClient:
 
     def get_vm(self, cloudspace_id, vm_id):
         return self.call("getVirtualMachineInfo", cloudspace_id=cloudspace_id, vm_id=vm_id)
+
+    def read_file(self, cloudspace_id, vm_id, filepath, size=65536):
+        """A file of the VM's guest, through its agent (``readFile``): its text, at most ``size`` bytes."""
+        got = self.call(
+            "readFile", query={"filepath": filepath, "size": size}, cloudspace_id=cloudspace_id, vm_id=vm_id
+        )
+        return (got or {}).get("result") or ""
 
     def create_vm(
         self,

@@ -12,14 +12,8 @@ the cluster's own are gone is a neighbour's, and the cloudspace stays.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import cloudspace_by_name as find
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import described
-
-
-def find(client, name, location):
-    for cs in client.cloudspaces():
-        if cs["name"] == name and cs.get("location") == location:
-            return cs
-    return None
 
 
 def view(cs):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lookups on the platform's listings, shared by every part of the core (pure Python).
 
-This module sits below ``machines``, ``nics``, ``gpu`` and ``sweep``: the VMs
+This module sits below ``machines``, ``nics``, ``gpu`` and ``sweep``: a cloudspace by name, the VMs
 of a cloudspace by name or id, and one decoded listing of a location's vGPU
 reservations.
 """
@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
+
+
+def cloudspace_by_name(client, name, location):
+    """The cloudspace called ``name`` in ``location``, or None."""
+    for cs in client.cloudspaces():
+        if cs["name"] == name and cs.get("location") == location:
+            return cs
+    return None
 
 
 def resolve_machines(vms, wanted, cloudspace_id):

@@ -18,7 +18,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     PartialFailure,
     gone_is_done,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, find_vm
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, cloudspace_by_name, find_vm
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
@@ -89,7 +89,20 @@ def user_data(p):
         delay=fb.get("delay") if fb.get("delay") is not None else 5,
         lock_timeout=fb.get("lock_timeout") if fb.get("lock_timeout") is not None else 600,
         provider_id=p.get("provider_id"),
+        gpu_driver=fb.get("gpu_driver"),
     )
+
+
+def pool_first_boot(first_boot, pool):
+    """A pool's first boot: with ``gpu`` (a count above 0), the driver step for its ``driver_version`` (pinned
+    install and verification; empty: the verification of a driver the image has) and its GPU count."""
+    fb = dict(first_boot or {})
+    gpu_spec = pool.get("gpu") or {}
+    count = int(gpu_spec.get("count", 1)) if gpu_spec else 0
+    if count > 0:
+        driver = dict(fb.get("gpu_driver") or {})
+        fb["gpu_driver"] = dict(driver, version=gpu_spec.get("driver_version") or "", count=count)
+    return fb
 
 
 def size_warning(vm, p):
@@ -241,9 +254,24 @@ def ensure_pool(req):
     p = req.params
     pools = pools_of(p)
     gpu_pools = [pool for pool in pools if pool["gpu"] and pool["names"]]
-    if (gpu_pools or p.get("sweep")) and not p.get("location"):
-        raise InputError("location is required for the vGPUs of a pool (gpu) and for sweep")
-    result = converge_machines(req, pools)
+    if (gpu_pools or p.get("sweep") or not p.get("cloudspace_id")) and not p.get("location"):
+        raise InputError(
+            "location is required for the vGPUs of a pool (gpu), for sweep and to find a cloudspace by name"
+        )
+    if p.get("cloudspace_id"):
+        result = converge_machines(req, pools)
+    else:
+        space = cloudspace_by_name(req.client, p["cloudspace"], p["location"])
+        if space is None and p["state"] == "present":
+            raise InputError("cloudspace %r not found in location %r" % (p["cloudspace"], p["location"]))
+        if space is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
+            result = {"changed": False, "machines": [], "created": [], "deleted": [], "cloudspace_id": None}
+            result["cloudspace_created"] = bool(p.get("cloudspace_created"))
+        else:
+            req = Request(req.client, dict(p, cloudspace_id=space["cloudspace_id"]), req.check_mode)
+            p = req.params
+            result = converge_machines(req, pools)
+    result["cloudspace_id"] = p.get("cloudspace_id")
     if p["state"] == "present" and gpu_pools:
         result["reservations"] = []
         for pool in gpu_pools:
@@ -345,11 +373,12 @@ def converge_machines(req, pools):
     if req.check_mode:
         return result
     ops = None if force else Ops(client, p["location"], cs, permanently=True)
-    data = user_data(p)
     jobs = {}
-    for pool, name in creates:
+    for pool in pools:  # each pool's user data: a GPU pool's first boot has its driver step
+        data = user_data(dict(p, first_boot=pool_first_boot(p.get("first_boot"), pool)))
         spec = dict(pool, cluster=cluster, pool=pool["name"], cloudspace_created=result["cloudspace_created"])
-        jobs[("create", name)] = lambda n=name, spec=spec: create(client, cs, n, spec, data)
+        for name in [n for q, n in creates if q is pool]:
+            jobs[("create", name)] = lambda n=name, spec=spec, d=data: create(client, cs, n, spec, d)
     for vm in deletes:
         jobs[("delete", vm["name"])] = lambda v=vm: delete(client, cs, v, force, ops, reservations.get(v["name"], ()))
     done, errors = run_parallel(jobs, p["parallel"])

@@ -1,90 +1,97 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU driver verification: parse ``nvidia-smi`` and check it against the pin (pure Python)."""
+"""The NVIDIA driver on a node: run the driver fragment the first boot embeds, and report it (pure Python).
+
+The install and the verification are shell, in ``firstboot.GPU_DRIVER``: one implementation, which the first
+boot of a new machine embeds and the ``gpu_driver`` and ``gpu_driver_verify`` modules run here, as a script of
+its own with the same status file (``gpu-driver.status``).  This module only runs it and reads what it says.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import re
-import shutil
 import subprocess
 
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 
-QUERY = ["--query-gpu=driver_version,name", "--format=csv,noheader"]
-_VERSION = re.compile(r"^\d+(\.\d+)*$")
+_LINE = re.compile(r"^(\d+(?:\.\d+)*), (.+)$")
 
 
-class VerifyError(WhiteskyError):
-    """Verification failed; ``details`` carries what nvidia-smi printed."""
+class DriverError(WhiteskyError):
+    """The driver script failed; ``details`` carries its step, reason and the tail of its log."""
 
 
 def parse_query(text):
-    """``[{"driver_version", "name"}]`` from ``nvidia-smi --query-gpu=driver_version,name --format=csv,noheader``."""
+    """``[{"driver_version", "name"}]`` from the lines of ``nvidia-smi --query-gpu=driver_version,name
+    --format=csv,noheader`` (lines that are not GPUs are left out: the script has judged them)."""
     gpus = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        version, sep, name = line.partition(",")
-        version, name = version.strip(), name.strip()
-        if not sep or not _VERSION.match(version) or not name:
-            raise ValueError("not an nvidia-smi CSV line (driver_version, name): %r" % line)
-        gpus.append({"driver_version": version, "name": name})
+    for raw in (text or "").splitlines():
+        found = _LINE.match(raw.strip())
+        if found:
+            gpus.append({"driver_version": found.group(1), "name": found.group(2).strip()})
     return gpus
 
 
-def version_matches(reported, pin):
-    """``550.127.05`` satisfies the pins ``550``, ``550.127`` and ``550.127.05``."""
-    return reported == pin or reported.startswith(pin + ".")
-
-
-def check(gpus, expected_version, expected_count):
-    """The problems with what was seen (empty when all is well)."""
-    problems = []
-    if len(gpus) < expected_count:
-        problems.append("nvidia-smi sees %d GPU(s), at least %d expected" % (len(gpus), expected_count))
-    if expected_version:
-        wrong = sorted(
-            {g["driver_version"] for g in gpus if not version_matches(g["driver_version"], expected_version)}
+def run(p, install, verify, check_mode=False):
+    """Run the driver script for the module options ``p``; the status it wrote, or :class:`DriverError`."""
+    script = firstboot.render_gpu_driver(
+        version=p.get("version") or "",
+        count=p["expected_count"],
+        install=install,
+        verify=verify,
+        check=check_mode,
+        attempts=p.get("attempts", 5),
+        delay=p.get("delay", 5),
+        lock_timeout=p.get("lock_timeout", 600),
+        wait=p.get("wait", 0),
+        nvidia_smi=p["nvidia_smi"],
+        state_dir=p["state_dir"],
+    )
+    status_file = os.path.join(p["state_dir"], "gpu-driver.status")
+    try:
+        proc = subprocess.run(["/bin/sh", "-s"], input=script, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise DriverError("cannot run /bin/sh for the GPU driver: %s" % exc, {}) from None
+    try:
+        with open(status_file, encoding="utf-8") as fh:
+            status = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise DriverError(
+            "the GPU driver script left no status in %s (exit %d): %s %s"
+            % (status_file, proc.returncode, exc, (proc.stdout + proc.stderr).strip()[-800:]),
+            {"rc": proc.returncode},
+        ) from None
+    if proc.returncode != 0 or status.get("state") != "ready":
+        raise DriverError(
+            "the GPU driver is not usable, failed at %s: %s" % (status.get("step"), status.get("reason")),
+            {"step": status.get("step"), "reason": status.get("reason"), "log_tail": status.get("log_tail", "")},
         )
-        if wrong:
-            problems.append("driver version %s does not match the pin %s" % (", ".join(wrong), expected_version))
-    return problems
+    gpus = parse_query(status.get("nvidia_smi"))
+    return {
+        "changed": bool(status.get("changed")),
+        "gpus": gpus,
+        "count": len(gpus),
+        "driver_version": status.get("gpu_driver_version") or None,
+        "status_file": status_file,
+    }
+
+
+def install(req):
+    """Core of ``gpu_driver``: the pinned driver installed (when ``version`` is set) and, with ``verify``,
+    verified; in check mode, whether the install would change anything."""
+    p = req.params
+    if req.check_mode:
+        result = run(p, install=True, verify=False, check_mode=True)
+        return dict(result, driver_version=None)
+    return run(p, install=True, verify=p["verify"])
 
 
 def verify(req):
-    """Core of ``gpu_driver_verify``: run nvidia-smi, parse it, check it, or fail loudly with its output."""
-    p = req.params
-    pin = (p.get("expected_version") or "").strip()
-    if pin and not _VERSION.match(pin):
-        raise VerifyError("invalid expected_version %r: a driver branch or version such as 550 or 550.127.05" % pin, {})
-    if p["expected_count"] < 0:
-        raise VerifyError("expected_count must be 0 or more, got %d" % p["expected_count"], {})
-    binary = shutil.which(p["nvidia_smi"]) or p["nvidia_smi"]
-    try:
-        proc = subprocess.run([binary] + QUERY, capture_output=True, text=True, timeout=p["timeout"], check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VerifyError(
-            "GPU driver verification failed: cannot run %s: %s" % (p["nvidia_smi"], exc),
-            {"rc": None, "stdout": "", "stderr": str(exc)},
-        ) from None
-    output = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
-    if proc.returncode != 0:
-        raise VerifyError(
-            "GPU driver verification failed: nvidia-smi exited %d: %s"
-            % (proc.returncode, (proc.stdout + proc.stderr).strip()[-800:]),
-            output,
-        )
-    try:
-        gpus = parse_query(proc.stdout)
-    except ValueError as exc:
-        raise VerifyError("GPU driver verification failed: %s" % exc, output) from None
-    problems = check(gpus, pin, p["expected_count"])
-    if problems:
-        raise VerifyError(
-            "GPU driver verification failed: %s. nvidia-smi printed: %s" % ("; ".join(problems), proc.stdout.strip()),
-            output,
-        )
-    versions = sorted({g["driver_version"] for g in gpus})
-    return {"changed": False, "gpus": gpus, "count": len(gpus), "driver_version": versions[0] if versions else None}
+    """Core of ``gpu_driver_verify``: the driver fragment's verification alone (it changes nothing)."""
+    p = dict(req.params, version=req.params.get("expected_version") or "")
+    result = run(p, install=False, verify=True)
+    return dict(result, changed=False)

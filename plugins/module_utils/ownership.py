@@ -42,6 +42,9 @@ _TIME_DIGITS = 7
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
 _PART = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(_[0-9a-f]{8})?$")
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_P = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:_[0-9a-f]{8})?"
+#: A whole reservation name, matched once (the orphan scan decodes every reservation of a location).
+_ENCODED = re.compile(r"%s\.(%s)\.(%s)\.([0-9]{2})\.([0-9a-z]{%d})" % (PREFIX, _P, _P, _TIME_DIGITS), re.ASCII)
 
 Owner = namedtuple("Owner", "cluster machine slot created")
 Marker = namedtuple("Marker", "cluster pool cloudspace_created")
@@ -97,16 +100,10 @@ def decode(name):
     """The :class:`Owner` of a name, or None when the name is not ours."""
     if not isinstance(name, str) or len(name) > MAX_NAME:
         return None
-    parts = name.split(".")
-    if len(parts) != 5 or parts[0] != PREFIX:
+    found = _ENCODED.fullmatch(name)
+    if found is None:
         return None
-    _prefix, cluster, machine, slot, created = parts
-    if not (_PART.match(cluster) and _PART.match(machine)):
-        return None
-    if not (len(slot) == 2 and slot.isdigit() and len(created) == _TIME_DIGITS):
-        return None
-    if any(c not in _B36 for c in created):
-        return None
+    cluster, machine, slot, created = found.groups()
     return Owner(cluster, machine, int(slot), int(created, 36))
 
 

@@ -10,12 +10,13 @@ module: gpu_driver_verify
 short_description: Verify a node's NVIDIA driver with nvidia-smi, and fail loudly when it is not right
 version_added: 0.1.0
 description:
-  - Runs C(nvidia-smi --query-gpu=driver_version,name --format=csv,noheader) on the node and checks that it exits
-    0, that every GPU reports a driver version matching O(expected_version), and that at least O(expected_count)
-    GPUs are seen.
-  - Fails with a message that says what is wrong and what nvidia-smi printed; C(rc), C(stdout) and C(stderr) are
-    returned with the failure.
-  - Changes nothing.
+  - Runs the verification of the collection's GPU driver fragment on the node (the same one the first boot of a
+    GPU machine runs). C(nvidia-smi --query-gpu=driver_version,name --format=csv,noheader) must exit 0, every GPU
+    must report a driver version matching O(expected_version), and at least O(expected_count) GPUs must be seen,
+    within O(wait) seconds.
+  - Fails with the step, the reason (which says what is wrong and what nvidia-smi printed) and the last lines of
+    the log (C(log_tail)); the status is also left in C(gpu-driver.status) under O(state_dir).
+  - Changes nothing on the node but that status file and its log.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -33,10 +34,14 @@ options:
     description: The nvidia-smi command.
     type: str
     default: nvidia-smi
-  timeout:
-    description: Seconds nvidia-smi may take.
+  wait:
+    description: Seconds to wait for nvidia-smi to list O(expected_count) GPUs (vGPUs attached a moment ago).
     type: int
-    default: 60
+    default: 0
+  state_dir:
+    description: Where the script keeps its status file and log.
+    type: path
+    default: /var/lib/capvco
 attributes:
   check_mode:
     description: Runs in check mode too; it only reads.
@@ -45,8 +50,8 @@ attributes:
     description: Nothing changes, so there is no diff.
     support: none
 notes:
-  - The role M(whitesky.capvco.gpu_driver) runs this after every install and writes its ready marker only when it
-    passes.
+  - The role C(whitesky.capvco.gpu_driver) runs this after every install and writes its ready marker only when it
+    passes; M(whitesky.capvco.gpu_driver_install) installs with the same fragment.
 """
 
 EXAMPLES = r"""
@@ -57,6 +62,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+status_file:
+  description: The status file the script wrote (JSON, as the first boot's).
+  returned: success
+  type: str
+  sample: /var/lib/capvco/gpu-driver.status
 gpus:
   description: The GPUs nvidia-smi reports.
   returned: success
@@ -84,7 +94,8 @@ def main():
             expected_version=dict(type="str", default=""),
             expected_count=dict(type="int", default=1),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
-            timeout=dict(type="int", default=60),
+            wait=dict(type="int", default=0),
+            state_dir=dict(type="path", default="/var/lib/capvco"),
         ),
         connection=False,
     ).run(nvidia.verify)

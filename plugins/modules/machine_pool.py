@@ -28,9 +28,15 @@ author:
   - whitesky.capvco contributors (@whitesky)
 options:
   cloudspace_id:
-    description: The cloudspace.
+    description: The cloudspace. Or use O(cloudspace).
     type: str
-    required: true
+  cloudspace:
+    description:
+      - The cloudspace by name, in O(location), found in the same call (a lifecycle playbook's one task instead of
+        two). Give O(cloudspace_id) or this.
+      - With O(state=present), a cloudspace of that name must exist; with O(state=absent), none is nothing to delete
+        (its machines went with it), and O(sweep) still releases every reservation the cluster owns.
+    type: str
   cluster:
     description: The owning cluster, whose marker every machine of O(names) carries (or gets, when created).
     type: str
@@ -80,6 +86,13 @@ options:
             description: vGPUs per machine.
             type: int
             default: 1
+          driver_version:
+            description:
+              - The NVIDIA driver branch or version the pool's first boot installs, pinned, and verifies (the
+                C(gpu-driver) step, see O(first_boot.gpu_driver)); empty verifies a driver the image has. A pool
+                with a O(pools[].gpu.count) above 0 always gets the step.
+            type: str
+            default: ""
   exclusive:
     description:
       - Also delete the machines the cluster owns that no pool names (a scale-down; gracefully unless O(force)).
@@ -160,6 +173,16 @@ EXAMPLES = r"""
       - {name: cp, names: [demo-cp-0], vcpus: 2, memory: 4096}
       - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768}
 
+- name: Tear a cluster down - every machine it owns, then every reservation it owns, even when the cloudspace is gone
+  whitesky.capvco.machine_pool:
+    cloudspace: demo-cs
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    force: true
+    sweep: true
+    state: absent
+
 - name: Scale down - delete two of them gracefully (their vGPUs are released first)
   whitesky.capvco.machine_pool:
     cloudspace_id: cs-demo
@@ -170,6 +193,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+cloudspace_id:
+  description: The cloudspace (found by name with O(cloudspace)); null when O(cloudspace) names none, in a teardown.
+  returned: always
+  type: str
 machines:
   description: The machines of O(names) that exist (before a delete, after a create), as M(whitesky.capvco.machine)
     returns one.
@@ -214,7 +241,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 def main():
     WhiteskyModule(
         dict(
-            cloudspace_id=dict(type="str", required=True),
+            cloudspace_id=dict(type="str"),
+            cloudspace=dict(type="str"),
             cluster=dict(type="str", required=True),
             names=dict(type="list", elements="str"),
             pools=dict(
@@ -226,7 +254,11 @@ def main():
                     **machines.SIZE_OPTIONS,
                     gpu=dict(
                         type="dict",
-                        options=dict(type=dict(type="str", required=True), count=dict(type="int", default=1)),
+                        options=dict(
+                            type=dict(type="str", required=True),
+                            count=dict(type="int", default=1),
+                            driver_version=dict(type="str", default=""),
+                        ),
                     ),
                 ),
             ),
@@ -242,7 +274,8 @@ def main():
             bootstrap_data=dict(type="str", no_log=True),
             parallel=dict(type="int", default=32),
         ),
-        mutually_exclusive=[("names", "pools")],
+        mutually_exclusive=[("names", "pools"), ("cloudspace_id", "cloudspace")],
+        required_one_of=[("cloudspace_id", "cloudspace")],
     ).run(machines.ensure_pool)
 
 

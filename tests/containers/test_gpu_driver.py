@@ -19,6 +19,7 @@ def role(container, **variables):
         "gpu_driver_retries": 4,
         "gpu_driver_delay": 1,
         "gpu_driver_lock_timeout": 60,
+        "gpu_driver_wait": 0,
     }
     base.update(variables)
     rc, out, data = run_playbook(PLAYBOOK, extra_vars=base, inventory=str(container.inventory))

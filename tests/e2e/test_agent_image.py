@@ -3,15 +3,19 @@ host network, only NET_ADMIN and SYS_ADMIN, the node's netns directory mounted H
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import textwrap
 
 import pytest
+import yaml
 
 from capvco_lab import podman_cni
 from capvco_lab.agent_image import agent_image
-from capvco_lab.netlab import PLUGIN, Lab, missing
+from capvco_lab.netlab import LAUNCHER, PLUGIN, Lab, missing
 
-from helpers import require
+from helpers import require, run_playbook
 
 
 @pytest.fixture
@@ -29,11 +33,13 @@ def test_the_agent_from_its_image_serves_probes_adds_dels_and_reclaims(image_lab
         ["podman", "exec", name, "/opt/capvco/cni/capvco-sriov", "--probe", lab.socket], capture_output=True, text=True
     )
     assert probe.returncode == 0, probe.stderr  # the DaemonSet's liveness probe, inside the image
-    shipped = subprocess.run(
-        ["podman", "exec", name, "cat", "/opt/capvco/cni/capvco-sriov"], capture_output=True, check=True
-    ).stdout
-    with open(PLUGIN, "rb") as fh:
-        assert shipped == fh.read(), "the image ships this tree's plugin"
+    for path, ours in (
+        ("/opt/capvco/cni/capvco-sriov", LAUNCHER),
+        ("/opt/capvco/cni/capvco-sriov.d/capvco_sriov_shim.py", PLUGIN),
+    ):
+        shipped = subprocess.run(["podman", "exec", name, "cat", path], capture_output=True, check=True).stdout
+        with open(ours, "rb") as fh:
+            assert shipped == fh.read(), "the image ships this tree's plugin"
     pod = lab.add_pod(1)
     rc, res = lab.cni("ADD", pod, container="c1")
     assert rc == 0, (res, (lab.tmp / "agent.log").read_text(encoding="utf-8")[-2000:])
@@ -44,3 +50,52 @@ def test_the_agent_from_its_image_serves_probes_adds_dels_and_reclaims(image_lab
     assert lab.cni("ADD", other, container="c2")[0] == 0
     lab.del_pod(other)  # no DEL: the reclaimer in the image releases it
     assert lab.wait_nics(0, timeout=30)
+
+
+def init_container(tmp_path):
+    """The DaemonSet's init container, as the role renders it."""
+    play = tmp_path / "play.yml"
+    play.write_text(
+        textwrap.dedent("""\
+            - name: SR-IOV add-on
+              hosts: localhost
+              gather_facts: false
+              roles:
+                - role: whitesky.capvco.sriov_agent
+            """)
+    )
+    variables = {
+        "sriov_agent_enabled": True,
+        "sriov_agent_credential": "agent-token-0123456789",
+        "sriov_agent_cluster_credential": "cluster-token-abcdef",
+        "sriov_agent_api_url": "https://portal.example/api/1",
+        "sriov_agent_customer_id": "capvco-demo",
+        "sriov_agent_location": "be-gen-1",
+        "sriov_agent_cloudspace_id": "cs-demo",
+        "sriov_agent_networks": [{"name": "sriov-ext", "network": "sriov-ext"}],
+        "sriov_agent_render_dir": str(tmp_path / "out"),
+    }
+    rc, out, _data = run_playbook(str(play), extra_vars=variables)
+    assert rc == 0, out[-2000:]
+    docs = yaml.safe_load_all((tmp_path / "out" / "sriov-agent.yaml").read_text(encoding="utf-8"))
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    (init,) = ds["spec"]["template"]["spec"]["initContainers"]
+    return init
+
+
+def test_the_init_container_installs_a_plugin_that_runs_on_the_host(tmp_path):
+    require(not podman_cni.missing(), "needs podman")
+    init = init_container(tmp_path)
+    host_bin = tmp_path / "host-cni-bin"
+    host_bin.mkdir()
+    (mount,) = init["volumeMounts"]
+    command = init["command"]
+    run = ["podman", "run", "--rm", "--network", "none", "-v", "%s:%s" % (host_bin, mount["mountPath"])]
+    for _ in range(2):  # a first install, then an upgrade over it
+        subprocess.run(run + ["--entrypoint", command[0], agent_image()] + command[1:], check=True)
+    assert sorted(os.listdir(host_bin)) == ["capvco-sriov", "capvco-sriov.d"], "no temporary file is left"
+    plugin = str(host_bin / "capvco-sriov")
+    for _ in range(2):  # the host's python3 runs it, and keeps the body compiled beside it after the first run
+        out = subprocess.run([plugin], env={"CNI_COMMAND": "VERSION"}, capture_output=True, text=True, check=True)
+        assert json.loads(out.stdout)["supportedVersions"] == ["1.0.0", "1.1.0"]
+    assert os.listdir(host_bin / "capvco-sriov.d" / "__pycache__")

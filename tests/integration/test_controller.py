@@ -13,9 +13,12 @@ import base64
 import email
 import os
 import sqlite3
+import subprocess
 
 import pytest
 import yaml
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
 
 from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
@@ -349,6 +352,57 @@ def test_too_few_gpus_now_is_retried_not_terminal(kube, emulator):
     cond = condition(obj, "GPUsReserved")
     assert cond["reason"] == "ReconcileFailed" and "not enough NVIDIA A100" in cond["message"]
     assert live(emulator, "gpu1") == [] and obj["status"]["gpu"]["reservations"] == []
+
+
+STUB_SMI = """#!/bin/sh
+i=0
+while [ "$i" -lt %d ]; do echo "%s, NVIDIA A100-SXM4-40GB"; i=$((i + 1)); done
+"""
+
+
+def guest_reports(emulator, tmp_path, vm_id, smi_version, smi_count):
+    """The VM's guest writes its first-boot status: the status the collection's real gpu-driver step writes (run
+    here, with no install, against a stub nvidia-smi), served by the emulator's readFile as the guest agent would."""
+    stub = tmp_path / "nvidia-smi"
+    stub.write_text(STUB_SMI % (smi_count, smi_version))
+    stub.chmod(0o755)
+    state = tmp_path / ("state-%s-%d" % (smi_version, smi_count))
+    script = firstboot.render_gpu_driver("550", 2, install=False, wait=0, nvidia_smi=str(stub), state_dir=str(state))
+    subprocess.run(["/bin/sh", "-s"], input=script, text=True, capture_output=True, check=False)
+    content = (state / "gpu-driver.status").read_text()
+    emulator.admin("POST", "/vm-file", {"vm_id": vm_id, "path": firstboot.STATUS_FILE, "content": content})
+
+
+def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_path):
+    vc = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    vm, _ = make_machine(kube, "gpu1-md-0-drv", gpu=A100x2)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    obj = kube.get(vm)
+    cond = condition(obj, "GPUDriverReady")
+    assert (cond["status"], cond["reason"]) == ("Unknown", "WaitingForFirstBoot") and obj["status"]["ready"] is True
+    db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
+    user_data = db.execute("SELECT user_data FROM vms WHERE name='gpu1-md-0-drv'").fetchone()[0]
+    script = [p for p in email.message_from_string(user_data).walk() if p.get_content_type() == "text/x-shellscript"]
+    text = script[0].get_payload(decode=True).decode()
+    assert "GPU_DRIVER_VERSION=550\nGPU_COUNT=2\n" in text and "gpu_driver_install" in text
+    assert text.index("gpu_driver_verify\n") < text.index("STEP=done"), "the driver step runs in the first boot"
+
+    guest_reports(emulator, tmp_path, obj["status"]["vmID"], "535.183.01", 2)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    obj = kube.get(vm)
+    cond = condition(obj, "GPUDriverReady")
+    assert (cond["status"], cond["reason"], cond["severity"]) == ("False", "FirstBootFailed", "Error")
+    assert "failed at gpu-driver: driver version 535.183.01 does not match the pin 550" in cond["message"]
+    assert "failureReason" not in obj["status"], "a first boot can be run again: not terminal"
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    assert [e["reason"] for e in kube.events()].count("GPUDriverFailed") == 1, "one event, not one per reconcile"
+
+    guest_reports(emulator, tmp_path, obj["status"]["vmID"], "550.127.05", 2)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    cond = condition(kube.get(vm), "GPUDriverReady")
+    assert (cond["status"], cond["reason"]) == ("True", "DriverVerified")
+    assert cond["message"] == "NVIDIA driver 550.127.05, 2 GPU(s)"
 
 
 def test_vco_status_three_ways_and_bad_input(kube, tmp_path):

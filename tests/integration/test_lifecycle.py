@@ -114,6 +114,11 @@ def test_survey_answers_drive_the_playbooks(emulator):
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=answers)
     assert rc == 0, out[-3000:]
     assert names(emulator, "awx") == ["awx-cp-0", "awx-gpu-0", "awx-gpu-1"] and len(live(emulator, "awx")) == 2
+    # the GPU pool's first boot installs the pinned driver and verifies it (gpu.driverVersion); the others' do not
+    db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
+    user_data = dict(db.execute("SELECT name, user_data FROM vms WHERE name LIKE 'awx-%'").fetchall())
+    assert "GPU_DRIVER_VERSION=550\nGPU_COUNT=1\n" in user_data["awx-gpu-0"]
+    assert "gpu_driver_verify\n" in user_data["awx-gpu-0"] and "gpu_driver_verify\n" not in user_data["awx-cp-0"]
     rc, out, data = run_playbook(
         os.path.join(PLAYS, "machine_delete.yml"),
         emulator,

@@ -135,3 +135,22 @@ def test_a_pools_gpus_converge_in_the_same_call_and_count_0_releases_them(emulat
     assert not again["changed"] and len(again["reservations"]) == 4
     down = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 0})])
     assert down["changed"] and down["reservations"] == [] and live(emulator) == []
+
+
+def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(emulator):
+    gpu_pool = {"name": "gpu", "names": ["c1-g-0"], "vcpus": 4, "memory": 8192, "gpu": {"type": "NVIDIA A100"}}
+    pool(emulator, names=None, pools=[gpu_pool])
+    pool(emulator, cluster="c10", names=None, pools=[dict(gpu_pool, names=["c10-g-0"])])
+    with pytest.raises(InputError, match="cloudspace 'nope' not found in location 'be-gen-1'"):
+        pool(emulator, cloudspace_id=None, cloudspace="nope", names=["x-0"])
+    by_name = dict(cloudspace_id=None, cloudspace="capvco-demo", names=None, exclusive=True, sweep=True)
+    check = pool(emulator, check=True, state="absent", force=True, **by_name)
+    assert check["cloudspace_id"] == CS and check["deleted"] == ["c1-g-0"] and len(live(emulator)) == 1
+    down = pool(emulator, state="absent", force=True, **by_name)
+    assert down["deleted"] == ["c1-g-0"] and len(down["released"]) == 1 and live(emulator) == []
+    assert vm_names(emulator) == ["c10-g-0"] and len(live(emulator, "c10")) == 1, "the prefix neighbour is kept"
+    # a reservation left behind, and the cloudspace gone: the sweep still finds it by its name
+    ensure(emulator, machines=["c10-g-0"], cluster="c1", count=1)
+    gone = pool(emulator, state="absent", **dict(by_name, cloudspace="deleted-already"))
+    assert gone["cloudspace_id"] is None and gone["deleted"] == [] and len(gone["released"]) == 1
+    assert live(emulator) == [] and len(live(emulator, "c10")) == 1

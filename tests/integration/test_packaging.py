@@ -26,7 +26,10 @@ ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1"
         "external_nic",
         "external_network_info",
         "gpu_driver_verify",
+        "gpu_driver_install",
+        "first_boot_info",
         "machine",
+        "machine_pool",
         "machine_info",
         "cloudspace",
         "cloudspace_info",
@@ -43,7 +46,7 @@ def test_ansible_doc_renders(module):
         check=True,
     ).stdout
     assert "EXAMPLES" in out and "RETURN VALUES" in out
-    platform = module not in ("gpu_driver_verify", "vco_status")
+    platform = module not in ("gpu_driver_verify", "gpu_driver_install", "vco_status")
     assert ("api_token" in out) == platform, "platform modules share the connection options"
 
 

@@ -71,6 +71,8 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
     mounts = {v["name"]: v for v in ds["volumes"]}
     assert mounts["netns"]["hostPath"]["path"] == "/var/run/netns" and "ledger" in mounts
     assert ds["initContainers"][0]["volumeMounts"][0]["mountPath"] == "/host/opt/cni/bin"
+    install = ds["initContainers"][0]["command"]  # the image's install script (tests/e2e/test_agent_image.py runs it)
+    assert install[:2] == ["/bin/sh", "/opt/capvco/cni/install-cni-plugin.sh"] and install[-1] == "/host/opt/cni/bin"
     nad = docs[6]
     assert nad["apiVersion"] == "k8s.cni.cncf.io/v1" and nad["metadata"]["namespace"] == "default"
     conf = json.loads(nad["spec"]["config"])

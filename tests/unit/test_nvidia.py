@@ -1,14 +1,23 @@
-"""The nvidia-smi parser and checks, on real output samples."""
+"""The driver fragment's verification (the shell the first boot and the modules run), on real nvidia-smi output."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nvidia
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, nvidia
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
+STUB = """#!/bin/sh
+cat %s
+exit %d
+"""
 
 
 def sample(name):
@@ -16,50 +25,63 @@ def sample(name):
         return fh.read()
 
 
-def test_parse_a100_pair():
-    gpus = nvidia.parse_query(sample("nvidia-smi-a100x2.csv"))
-    assert gpus == [{"driver_version": "550.127.05", "name": "NVIDIA A100-SXM4-40GB"}] * 2
-    assert nvidia.check(gpus, "550", 2) == []
-    assert nvidia.check(gpus, "550.127.05", 1) == []
+def verify(tmp_path, output, pin, count, rc=0):
+    """Run the fragment's verification against an nvidia-smi that prints ``output``; its status document."""
+    out = tmp_path / "smi.out"
+    out.write_text(output)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(STUB % (out, rc))
+    smi.chmod(0o755)
+    state = tmp_path / "state"
+    script = firstboot.render_gpu_driver(pin, count, install=False, wait=0, nvidia_smi=str(smi), state_dir=str(state))
+    subprocess.run(["/bin/sh", "-s"], input=script, text=True, capture_output=True, check=False)
+    with open(state / "gpu-driver.status", encoding="utf-8") as fh:
+        return json.load(fh)
 
 
-def test_parse_t4_and_h200():
+def test_parse_real_samples():
+    assert (
+        nvidia.parse_query(sample("nvidia-smi-a100x2.csv"))
+        == [{"driver_version": "550.127.05", "name": "NVIDIA A100-SXM4-40GB"}] * 2
+    )
     assert nvidia.parse_query(sample("nvidia-smi-t4.csv")) == [{"driver_version": "535.183.01", "name": "Tesla T4"}]
     assert len(nvidia.parse_query(sample("nvidia-smi-h200x8.csv"))) == 8
+    assert nvidia.parse_query("No devices were found\n") == []
 
 
-@pytest.mark.parametrize(
-    "pin,ok", [("550", True), ("550.127", True), ("550.127.05", True), ("55", False), ("5501", False), ("535", False)]
-)
-def test_version_pin(pin, ok):
-    assert nvidia.version_matches("550.127.05", pin) is ok
+def test_the_fragment_passes_real_output_that_matches(tmp_path):
+    status = verify(tmp_path, sample("nvidia-smi-a100x2.csv"), "550", 2)
+    assert (status["state"], status["gpu_driver_version"]) == ("ready", "550.127.05")
+    assert len(nvidia.parse_query(status["nvidia_smi"])) == 2
+    status = verify(tmp_path, sample("nvidia-smi-h200x8.csv"), "", 8)  # an image's own driver: any version
+    assert status["state"] == "ready"
 
 
-def test_check_names_what_is_wrong():
-    gpus = nvidia.parse_query(sample("nvidia-smi-t4.csv"))
-    problems = nvidia.check(gpus, "550", 2)
-    assert problems == [
-        "nvidia-smi sees 1 GPU(s), at least 2 expected",
-        "driver version 535.183.01 does not match the pin 550",
-    ]
-    assert nvidia.check(gpus, "", 1) == []  # baked-in driver: any version
+def test_the_fragment_names_what_is_wrong(tmp_path):
+    status = verify(tmp_path, sample("nvidia-smi-t4.csv"), "550", 1)
+    assert status["state"] == "failed" and status["step"] == "gpu-driver"
+    assert status["reason"].startswith("driver version 535.183.01 does not match the pin 550; nvidia-smi printed:")
+    status = verify(tmp_path, sample("nvidia-smi-t4.csv"), "535", 2)
+    assert "nvidia-smi sees 1 GPU(s), at least 2 expected" in status["reason"]
+    status = verify(tmp_path, "No devices were found\n", "", 1, rc=6)
+    assert status["reason"].startswith("nvidia-smi exited 6 after 0s: No devices were found")
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-        "Make sure that the latest NVIDIA driver is installed and running.",
-        "No devices were found",
-        "550.127.05",
-        "abc, NVIDIA A100",
-    ],
-)
-def test_not_csv_is_refused(text):
-    with pytest.raises(ValueError):
-        nvidia.parse_query(text)
+VERSION = st.lists(st.integers(0, 999), min_size=1, max_size=3).map(lambda xs: ".".join(map(str, xs)))
 
 
-def test_empty_output_is_zero_gpus():
-    assert nvidia.parse_query("\n") == []
-    assert nvidia.check([], "550", 1) == ["nvidia-smi sees 0 GPU(s), at least 1 expected"]
+@settings(max_examples=40, deadline=None)
+@given(reported=VERSION, pin=VERSION)
+def test_a_pin_matches_its_versions_and_no_other(tmp_path_factory, reported, pin):
+    """The documented rule: the pin 550 or 550.127 accepts 550.127.05; 55 and 5501 do not."""
+    status = verify(tmp_path_factory.mktemp("v"), "%s, NVIDIA A100\n" % reported, pin, 1)
+    expected = reported == pin or reported.startswith(pin + ".")
+    assert (status["state"] == "ready") is expected, (reported, pin, status["reason"])
+
+
+@pytest.mark.parametrize("bad", ["r550", "550.", "550;reboot", " 5 5", "latest"])
+def test_a_bad_version_is_refused_naming_it(bad):
+    with pytest.raises(InputError, match="invalid GPU driver version"):
+        firstboot.render_gpu_driver(bad, 1)
+    with pytest.raises(InputError, match="invalid GPU driver version"):
+        firstboot.render([], None, gpu_driver={"version": bad, "count": 1})

@@ -44,12 +44,13 @@ async def consumption(ctx):
     per_vm = defaultdict(float)
     unassigned = []
     total = 0.0
+    attachments = ctx.store.attached_seconds(cid, loc, start, end)
     for row in ctx.store.vgpus_in(cid, loc):
         billed = ctx.store.vgpu_seconds(row, start, end)
         if billed <= 0:
             continue
         total += billed
-        attached = ctx.store.attached_seconds(row["vgpu_id"], start, end)
+        attached = attachments.get(row["vgpu_id"], {})
         for vm_id, secs in attached.items():
             per_vm[vm_id] += secs
         rest = billed - sum(attached.values())

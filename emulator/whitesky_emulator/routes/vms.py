@@ -71,6 +71,25 @@ async def get_vm(ctx):
     return ctx.emu.vm_info(ctx.target_vm()[2])
 
 
+#: The most a readFile may ask for (the platform's 2 MiB).
+READ_MAX = 2 * 1024 * 1024
+
+
+@op("GET", VM + "/file", "readFile")
+async def read_file(ctx):
+    """A file of the guest, through its agent: here, what the admin API wrote for the VM (``/_emulator/vm-file``)."""
+    vm = ctx.target_vm()[2]
+    size, seek, path = ctx.args["size"], ctx.arg("seek", 0), ctx.args["filepath"]
+    if size > READ_MAX:
+        raise HTTPError(400, "size: at most %d bytes" % READ_MAX)
+    if not path.startswith("/"):
+        raise HTTPError(400, "filepath: an absolute path, got %r" % path)
+    content = ctx.store.vm_file(vm["vm_id"], path)
+    if content is None:
+        raise HTTPError(404, "file %r not found on virtual machine %s" % (path, vm["vm_id"]))
+    return {"result": content[seek : seek + size]}
+
+
 @op("DELETE", VM, "deleteVirtualMachine", mutating=True)
 async def delete_vm(ctx):
     vm_id = ctx.target_vm()[2]["vm_id"]

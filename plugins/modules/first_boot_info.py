@@ -1,0 +1,105 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: first_boot_info
+short_description: What a machine's first boot reports, read through the platform (no SSH)
+version_added: 0.1.0
+description:
+  - Reads the first boot's status file (C(/var/lib/capvco/first-boot.status), JSON with C(state), C(step),
+    C(reason), C(gpu_driver_version) and C(log_tail)) from the VM through the platform's guest agent (the
+    C(readFile) operation), so that a controller that cannot reach the machine still sees it.
+  - With O(gpu), also returns the C(GPUDriverReady) condition of a GPU machine, the one the controller records on
+    its VCOMachine.
+  - A file that is not there yet, or an agent that does not answer yet, is no error; C(reported) is false and
+    C(message) says why.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  cloudspace_id:
+    description: The machine's cloudspace.
+    type: str
+    required: true
+  vm_id:
+    description: The machine's VM id.
+    type: int
+    required: true
+  path:
+    description: The status file on the machine.
+    type: str
+    default: /var/lib/capvco/first-boot.status
+  gpu:
+    description: The machine has GPUs; return its C(GPUDriverReady) condition.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: It only reads.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+seealso:
+  - module: whitesky.capvco.machine
+"""
+
+EXAMPLES = r"""
+- name: How far the first boot of a GPU machine is
+  whitesky.capvco.first_boot_info:
+    cloudspace_id: cs-demo
+    vm_id: 42
+    gpu: true
+  register: first_boot
+"""
+
+RETURN = r"""
+reported:
+  description: Whether the first boot has written its status yet.
+  returned: always
+  type: bool
+status:
+  description: The status document (empty when not reported).
+  returned: always
+  type: dict
+  sample: {"state": "failed", "step": "gpu-driver", "reason": "nvidia-smi sees 1 GPU(s), at least 2 expected"}
+message:
+  description: Why there is no status yet (empty when there is).
+  returned: always
+  type: str
+gpu_driver_ready:
+  description:
+    - The C(GPUDriverReady) condition. C(Unknown) while the first boot has no verdict, C(False) with the step and
+      the reason when it failed, C(True) with the driver version it verified.
+  returned: when gpu is true
+  type: dict
+  sample:
+    type: GPUDriverReady
+    status: "True"
+    reason: DriverVerified
+    message: NVIDIA driver 550.127.05, 2 GPU(s)
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(
+        dict(
+            cloudspace_id=dict(type="str", required=True),
+            vm_id=dict(type="int", required=True),
+            path=dict(type="str", default=firstboot.STATUS_FILE),
+            gpu=dict(type="bool", default=False),
+        )
+    ).run(firstboot.info)
+
+
+if __name__ == "__main__":
+    main()
