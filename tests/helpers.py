@@ -11,6 +11,7 @@ import sys
 
 import httpx
 import pytest
+import yaml
 
 from capvco_lab.emulator import COLLECTIONS, CUSTOMER, ROOT, TOKEN, Emulator, ServerProcess, wait_for  # noqa: F401 (re-exported)
 
@@ -230,3 +231,36 @@ def operator_vars(obj):
     out[key] = obj
     out[key + "_spec"] = obj.get("spec") or {}
     return out
+
+
+SRIOV_PLAY = """\
+- name: SR-IOV add-on
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: whitesky.capvco.sriov_agent
+"""
+
+
+#: The role's variables for a rendering (a test overrides what it is about).
+SRIOV_VARS = {
+    "sriov_agent_enabled": True,
+    "sriov_agent_credential": "agent-token-0123456789",
+    "sriov_agent_cluster_credential": "cluster-token-abcdef",
+    "sriov_agent_api_url": "https://portal.example/api/1",
+    "sriov_agent_customer_id": "capvco-demo",
+    "sriov_agent_location": "be-gen-1",
+    "sriov_agent_cloudspace_id": "cs-demo",
+    "sriov_agent_networks": [{"name": "sriov-ext", "network": "sriov-ext"}],
+}
+
+
+def render_sriov(tmp_path, variables):
+    """roles/sriov_agent rendered to a file (``sriov_agent_render_dir``): (rc, output, json document, manifests)."""
+    play = tmp_path / "play.yml"
+    play.write_text(SRIOV_PLAY)
+    out_dir = tmp_path / "out"
+    rc, out, data = run_playbook(str(play), extra_vars=dict(variables, sriov_agent_render_dir=str(out_dir)))
+    rendered = out_dir / "sriov-agent.yaml"
+    docs = list(yaml.safe_load_all(rendered.read_text(encoding="utf-8"))) if rendered.exists() else None
+    return rc, out, data, docs

@@ -40,7 +40,7 @@ def run(p, install, verify, check_mode=False):
     """Run the driver script for the module options ``p``; the status it wrote, or :class:`DriverError`."""
     script = firstboot.render_gpu_driver(
         version=p.get("version") or "",
-        count=p["expected_count"],
+        count=p.get("expected_count", 0),
         install=install,
         verify=verify,
         check=check_mode,
@@ -48,7 +48,7 @@ def run(p, install, verify, check_mode=False):
         delay=p.get("delay", 5),
         lock_timeout=p.get("lock_timeout", 600),
         wait=p.get("wait", 0),
-        nvidia_smi=p["nvidia_smi"],
+        nvidia_smi=p.get("nvidia_smi") or "nvidia-smi",
         state_dir=p["state_dir"],
     )
     status_file = os.path.join(p["state_dir"], "gpu-driver.status")
@@ -70,28 +70,25 @@ def run(p, install, verify, check_mode=False):
             "the GPU driver is not usable, failed at %s: %s" % (status.get("step"), status.get("reason")),
             {"step": status.get("step"), "reason": status.get("reason"), "log_tail": status.get("log_tail", "")},
         )
-    gpus = parse_query(status.get("nvidia_smi"))
-    return {
-        "changed": bool(status.get("changed")),
-        "gpus": gpus,
-        "count": len(gpus),
-        "driver_version": status.get("gpu_driver_version") or None,
-        "status_file": status_file,
-    }
+    return dict(status, status_file=status_file)
 
 
 def install(req):
-    """Core of ``gpu_driver``: the pinned driver installed (when ``version`` is set) and, with ``verify``,
-    verified; in check mode, whether the install would change anything."""
-    p = req.params
-    if req.check_mode:
-        result = run(p, install=True, verify=False, check_mode=True)
-        return dict(result, driver_version=None)
-    return run(p, install=True, verify=p["verify"])
+    """Core of ``gpu_driver_install``: the pinned driver installed and held, nouveau blacklisted; in check mode,
+    whether that would change anything."""
+    status = run(req.params, install=True, verify=False, check_mode=req.check_mode)
+    return {"changed": bool(status.get("changed")), "status_file": status["status_file"]}
 
 
 def verify(req):
-    """Core of ``gpu_driver_verify``: the driver fragment's verification alone (it changes nothing)."""
+    """Core of ``gpu_driver_verify``: the driver fragment's verification (it changes nothing)."""
     p = dict(req.params, version=req.params.get("expected_version") or "")
-    result = run(p, install=False, verify=True)
-    return dict(result, changed=False)
+    status = run(p, install=False, verify=True)
+    gpus = parse_query(status.get("nvidia_smi"))
+    return {
+        "changed": False,
+        "gpus": gpus,
+        "count": len(gpus),
+        "driver_version": status.get("gpu_driver_version") or None,
+        "status_file": status["status_file"],
+    }

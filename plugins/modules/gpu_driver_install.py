@@ -7,35 +7,28 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_driver_install
-short_description: Install a pinned NVIDIA driver branch on a node, retried, held and verified
+short_description: Install a pinned NVIDIA driver branch on a node, retried and held, failing loudly
 version_added: 0.1.0
 description:
-  - Runs the collection's GPU driver fragment on the node, the same shell the first boot of a GPU machine embeds
-    (one implementation, see C(docs/gpu-driver.md)).
-  - With O(version) set, blacklists nouveau, installs the branch's packages (C(nvidia-headless-BRANCH-server),
+  - Runs the install of the collection's GPU driver fragment on the node, the same shell the first boot of a GPU
+    machine embeds (one implementation, see C(docs/gpu-driver.md)).
+  - Blacklists nouveau, installs the branch's packages (C(nvidia-headless-BRANCH-server),
     C(nvidia-utils-BRANCH-server), pinned to O(version) when it is a full version) and the running kernel's
-    headers, waiting up to O(lock_timeout) seconds for the apt/dpkg lock and retrying a failed attempt with
-    backoff (O(attempts), O(delay) doubled each time), then holds the packages.
-  - With O(verify), then verifies as M(whitesky.capvco.gpu_driver_verify) does.
+    headers, waiting up to O(lock_timeout) seconds for the apt/dpkg lock and retrying a failed attempt with backoff
+    (O(attempts), O(delay) doubled each time), then holds the packages.
   - A failure fails loudly with the step (C(gpu-driver)), the reason with apt's own lines, and the last lines of
     the log (C(log_tail)); the status is also left in C(gpu-driver.status) under O(state_dir).
+  - It does not verify; M(whitesky.capvco.gpu_driver_verify) does, after a reboot when this changed something (the
+    role C(whitesky.capvco.gpu_driver) runs both).
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
   version:
     description:
       - The driver branch or version, for example C(550) or C(550.127.05). Empty installs nothing (an image with the
-        driver baked in), and only the verification runs.
+        driver baked in).
     type: str
-    default: ""
-  expected_count:
-    description: The least number of GPUs the node must see, for the verification.
-    type: int
-    default: 1
-  verify:
-    description: Verify after the install. The role turns this off to reboot in between.
-    type: bool
-    default: true
+    required: true
   attempts:
     description: Attempts at the install before failing.
     type: int
@@ -48,14 +41,6 @@ options:
     description: Seconds to wait for the apt/dpkg lock.
     type: int
     default: 600
-  wait:
-    description: Seconds the verification waits for nvidia-smi to list O(expected_count) GPUs.
-    type: int
-    default: 0
-  nvidia_smi:
-    description: The nvidia-smi command.
-    type: str
-    default: nvidia-smi
   state_dir:
     description: Where the script keeps its status file and log.
     type: path
@@ -72,37 +57,19 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: The 550 branch on a GPU node, then a reboot when it changed
+- name: The 550 branch on a GPU node
   whitesky.capvco.gpu_driver_install:
     version: "550"
-    expected_count: 2
-    verify: false
   register: driver
 
-- name: Pin an exact version and verify it at once
-  whitesky.capvco.gpu_driver_install:
-    version: "550.127.05"
-    expected_count: 1
+- name: Reboot into it when it changed something
+  when: driver is changed
+  ansible.builtin.reboot:
 """
 
 RETURN = r"""
-driver_version:
-  description: The driver version nvidia-smi reports, when the verification ran.
-  returned: success
-  type: str
-  sample: 550.127.05
-gpus:
-  description: The GPUs nvidia-smi reports, when the verification ran.
-  returned: success
-  type: list
-  elements: dict
-  sample: [{"driver_version": "550.127.05", "name": "NVIDIA A100-SXM4-40GB"}]
-count:
-  description: How many GPUs it sees.
-  returned: success
-  type: int
 status_file:
-  description: The status file the script wrote (JSON, as the first boot's).
+  description: The install's status file (JSON, as the first boot's), with its log beside it.
   returned: success
   type: str
   sample: /var/lib/capvco/gpu-driver.status
@@ -115,14 +82,10 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.module import Whit
 def main():
     WhiteskyModule(
         dict(
-            version=dict(type="str", default=""),
-            expected_count=dict(type="int", default=1),
-            verify=dict(type="bool", default=True),
+            version=dict(type="str", required=True),
             attempts=dict(type="int", default=5),
             delay=dict(type="int", default=5),
             lock_timeout=dict(type="int", default=600),
-            wait=dict(type="int", default=0),
-            nvidia_smi=dict(type="str", default="nvidia-smi"),
             state_dir=dict(type="path", default="/var/lib/capvco"),
         ),
         connection=False,

@@ -11,7 +11,7 @@ PLAYBOOK = os.path.join(ROOT, "tests", "containers", "gpu_driver.yml")
 MARKER = "/run/capvco/gpu-driver.ready"
 
 
-def role(container, **variables):
+def role(container, check=False, **variables):
     base = {
         "gpu_driver_version": "550",
         "gpu_driver_expected_count": 2,
@@ -22,7 +22,7 @@ def role(container, **variables):
         "gpu_driver_wait": 0,
     }
     base.update(variables)
-    rc, out, data = run_playbook(PLAYBOOK, extra_vars=base, inventory=str(container.inventory))
+    rc, out, data = run_playbook(PLAYBOOK, extra_vars=base, inventory=str(container.inventory), check=check)
     stats = data["stats"][container.name] if data else {}
     return rc, out, data, stats
 
@@ -110,3 +110,21 @@ def test_wrong_version_or_too_few_gpus_fail_loudly_and_leave_no_marker(container
     container.sh("sed -i 's/^FAIL=.*/FAIL=1/' /etc/nvidia-stub.conf")
     rc, out, data, stats = role(container)
     assert rc != 0 and "couldn't communicate with the NVIDIA driver" in failure_message(data)
+
+
+def test_check_mode_says_what_the_install_would_change_and_changes_nothing(container):
+    rc, out, data, stats = role(container, check=True)
+    install = [
+        r
+        for play in data["plays"]
+        for t in play["tasks"]
+        if "Install the driver branch" in t["task"]["name"]
+        for r in t["hosts"].values()
+    ]
+    assert rc == 0 and install and install[0]["changed"] is True, out[-2000:]
+    assert not container.exists("/usr/bin/nvidia-smi")
+    assert not container.exists("/etc/modprobe.d/blacklist-nouveau.conf")
+    assert container.sh("apt-mark showhold").stdout.strip() == ""
+    assert role(container)[0] == 0
+    rc, out, data, stats = role(container, check=True)
+    assert rc == 0 and stats["changed"] == 0, stats

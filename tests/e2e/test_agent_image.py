@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 
 import pytest
-import yaml
 
 from capvco_lab import podman_cni
 from capvco_lab.agent_image import agent_image
 from capvco_lab.netlab import LAUNCHER, PLUGIN, Lab, missing
 
-from helpers import require, run_playbook
+from helpers import SRIOV_VARS, render_sriov, require
 
 
 @pytest.fixture
@@ -54,30 +52,8 @@ def test_the_agent_from_its_image_serves_probes_adds_dels_and_reclaims(image_lab
 
 def init_container(tmp_path):
     """The DaemonSet's init container, as the role renders it."""
-    play = tmp_path / "play.yml"
-    play.write_text(
-        textwrap.dedent("""\
-            - name: SR-IOV add-on
-              hosts: localhost
-              gather_facts: false
-              roles:
-                - role: whitesky.capvco.sriov_agent
-            """)
-    )
-    variables = {
-        "sriov_agent_enabled": True,
-        "sriov_agent_credential": "agent-token-0123456789",
-        "sriov_agent_cluster_credential": "cluster-token-abcdef",
-        "sriov_agent_api_url": "https://portal.example/api/1",
-        "sriov_agent_customer_id": "capvco-demo",
-        "sriov_agent_location": "be-gen-1",
-        "sriov_agent_cloudspace_id": "cs-demo",
-        "sriov_agent_networks": [{"name": "sriov-ext", "network": "sriov-ext"}],
-        "sriov_agent_render_dir": str(tmp_path / "out"),
-    }
-    rc, out, _data = run_playbook(str(play), extra_vars=variables)
+    rc, out, _data, docs = render_sriov(tmp_path, SRIOV_VARS)
     assert rc == 0, out[-2000:]
-    docs = yaml.safe_load_all((tmp_path / "out" / "sriov-agent.yaml").read_text(encoding="utf-8"))
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     (init,) = ds["spec"]["template"]["spec"]["initContainers"]
     return init

@@ -3,46 +3,24 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import kubernetes_validate
 import pytest
-import yaml
 
-from helpers import run_playbook
+from helpers import SRIOV_VARS, render_sriov
 
 K8S_VERSION = "1.30.0"
-PLAY = textwrap.dedent("""\
-    - name: SR-IOV add-on
-      hosts: localhost
-      gather_facts: false
-      roles:
-        - role: whitesky.capvco.sriov_agent
-    """)
-BASE = {
-    "sriov_agent_enabled": True,
-    "sriov_agent_credential": "agent-token-0123456789",
-    "sriov_agent_cluster_credential": "cluster-token-abcdef",
-    "sriov_agent_api_url": "https://portal.example/api/1",
-    "sriov_agent_customer_id": "capvco-demo",
-    "sriov_agent_location": "be-gen-1",
-    "sriov_agent_cloudspace_id": "cs-demo",
-    "sriov_agent_networks": [
+BASE = dict(
+    SRIOV_VARS,
+    sriov_agent_networks=[
         {"name": "sriov-ext", "network": "sriov-ext", "mtu": 1400, "routes": [{"dst": "203.0.113.0/24"}]},
         {"name": "ams", "network": 201, "namespace": "team-a"},
     ],
-}
+)
 
 
 def render(tmp_path, **overrides):
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY)
-    out_dir = tmp_path / "out"
-    variables = dict(BASE, sriov_agent_render_dir=str(out_dir), **overrides)
-    rc, out, data = run_playbook(str(play), extra_vars=variables)
-    rendered = out_dir / "sriov-agent.yaml"
-    docs = list(yaml.safe_load_all(rendered.read_text())) if rendered.exists() else None
-    return rc, out, data, docs
+    return render_sriov(tmp_path, dict(BASE, **overrides))
 
 
 def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
