@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import cloudspace_by_name as find
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import described
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import described
 
 
 def view(cs):
@@ -41,15 +41,8 @@ def ensure(req):
         if cs:
             return result
         result.update(changed=True, diff={"before": {}, "after": {"name": p["name"], "location": p["location"]}})
-        if req.check_mode:
-            return result
-
-        def resolve(_exc):  # the answer was lost: created after all?
-            found = find(client, p["name"], p["location"])
-            return {"cloudspace_id": found["cloudspace_id"]} if found else None
-
-        cs_id = client.create_cloudspace(p["name"], p["location"], p.get("private_network"), resolve=resolve)
-        result["cloudspace"] = view(client.get_cloudspace(cs_id))
+        if not req.check_mode:
+            result["cloudspace"] = create(client, p["name"], p["location"], p.get("private_network"))
         return result
     if not cs:
         return result
@@ -67,6 +60,17 @@ def ensure(req):
                 raise InputError("cloudspace %r still has machines: %s" % (p["name"], exc.message)) from None
             raise
     return result
+
+
+def create(client, name, location, private_network=None):
+    """A new cloudspace, viewed; a lost answer is resolved by looking for it by name."""
+
+    def resolve(_exc):  # the answer was lost: created after all?
+        found = find(client, name, location)
+        return {"cloudspace_id": found["cloudspace_id"]} if found else None
+
+    cs_id = client.create_cloudspace(name, location, private_network, resolve=resolve)
+    return view(client.get_cloudspace(cs_id))
 
 
 def keep_reason(client, cs, cluster, created):

@@ -3,15 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lookups on the platform's listings, shared by every part of the core (pure Python).
 
-This module sits below ``machines``, ``nics``, ``gpu`` and ``sweep``: a cloudspace by name, the VMs
-of a cloudspace by name or id, and one decoded listing of a location's vGPU
-reservations.
+This module sits below ``machines``, ``cloudspaces``, ``nics``, ``gpu`` and ``sweep``: a cloudspace by name,
+the VMs of a cloudspace by name or id, or with their owners (from their descriptions), and one decoded listing
+of a location's vGPU reservations.
 """
 
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 
 
 def cloudspace_by_name(client, name, location):
@@ -20,6 +21,38 @@ def cloudspace_by_name(client, name, location):
         if cs["name"] == name and cs.get("location") == location:
             return cs
     return None
+
+
+def marker_view(description):
+    """What a VM's description says of its owner (``owner`` is None for a VM no cluster owns)."""
+    marker = ownership.parse_marker(description)
+    return {
+        "owner": marker.cluster if marker else None,
+        "pool": marker.pool if marker else None,
+        "cloudspace_created": bool(marker and marker.cloudspace_created),
+    }
+
+
+def describe(client, cloudspace_id, vm):
+    """The VM's listing entry with its owner, read from its description (None when it is gone)."""
+    try:
+        full = client.get_vm(cloudspace_id, vm["vm_id"])
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(vm, description=full.get("description"), **marker_view(full.get("description")))
+
+
+def described(client, cloudspace_id, parallel=32):
+    """Every VM of a cloudspace with its owner (one listing, then each VM's info in parallel)."""
+    vms = client.vms(cloudspace_id)
+    results, errors = run_parallel(
+        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
+    )
+    if errors:
+        raise next(iter(errors.values()))
+    return [results[vm["vm_id"]] for vm in vms if results.get(vm["vm_id"]) is not None]
 
 
 def resolve_machines(vms, wanted, cloudspace_id):

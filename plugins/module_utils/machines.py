@@ -11,14 +11,21 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, gpu, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot, gpu, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
     PartialFailure,
     gone_is_done,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, cloudspace_by_name, find_vm
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
+    Inventory,
+    cloudspace_by_name,
+    describe,
+    described,
+    find_vm,
+    marker_view,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
@@ -38,38 +45,6 @@ def vm_view(vm):
             for n in vm.get("network_interfaces") or []
         ],
     }
-
-
-def marker_view(description):
-    """What a VM's description says of its owner (``owner`` is None for a VM no cluster owns)."""
-    marker = ownership.parse_marker(description)
-    return {
-        "owner": marker.cluster if marker else None,
-        "pool": marker.pool if marker else None,
-        "cloudspace_created": bool(marker and marker.cloudspace_created),
-    }
-
-
-def describe(client, cloudspace_id, vm):
-    """The VM's listing entry with its owner, read from its description (None when it is gone)."""
-    try:
-        full = client.get_vm(cloudspace_id, vm["vm_id"])
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return dict(vm, description=full.get("description"), **marker_view(full.get("description")))
-
-
-def described(client, cloudspace_id, parallel=32):
-    """Every VM of a cloudspace with its owner (one listing, then each VM's info in parallel)."""
-    vms = client.vms(cloudspace_id)
-    results, errors = run_parallel(
-        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
-    )
-    if errors:
-        raise next(iter(errors.values()))
-    return [results[vm["vm_id"]] for vm in vms if results.get(vm["vm_id"]) is not None]
 
 
 def not_owned(name, cluster, description):
@@ -262,15 +237,21 @@ def ensure_pool(req):
         result = converge_machines(req, pools)
     else:
         space = cloudspace_by_name(req.client, p["cloudspace"], p["location"])
-        if space is None and p["state"] == "present":
-            raise InputError("cloudspace %r not found in location %r" % (p["cloudspace"], p["location"]))
+        made = space is None and p["state"] == "present"
+        if made and req.check_mode:  # a new cloudspace: every machine would be new too
+            return new_cloudspace_plan(pools)
+        if made:  # the cluster's own: its machines' markers record that it created it
+            space = cloudspaces.create(req.client, p["cloudspace"], p["location"])
         if space is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
             result = {"changed": False, "machines": [], "created": [], "deleted": [], "cloudspace_id": None}
             result["cloudspace_created"] = bool(p.get("cloudspace_created"))
         else:
-            req = Request(req.client, dict(p, cloudspace_id=space["cloudspace_id"]), req.check_mode)
+            created = bool(p.get("cloudspace_created")) or made
+            params = dict(p, cloudspace_id=space["cloudspace_id"], cloudspace_created=created)
+            req = Request(req.client, params, req.check_mode)
             p = req.params
             result = converge_machines(req, pools)
+            result["changed"] = result["changed"] or made
     result["cloudspace_id"] = p.get("cloudspace_id")
     if p["state"] == "present" and gpu_pools:
         result["reservations"] = []
@@ -304,6 +285,20 @@ def ensure_pool(req):
                 % (len(swept["kept"]), p["cluster"], ", ".join(k["vgpu_name"] for k in swept["kept"])),
                 {"released": swept["released"], "kept": swept["kept"]},
             )
+    return result
+
+
+def new_cloudspace_plan(pools):
+    """What a call would do in check mode when the cloudspace it names is not there yet: create it and every
+    machine (whose sizes are checked); no vGPU can be planned before a machine exists."""
+    names = [n for pool in pools for n in pool["names"]]
+    for pool in pools:
+        if pool["names"]:
+            need_size(pool, pool["names"])
+    result = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
+    result.update(cloudspace_created=True, diff={"before": [], "after": sorted(names)})
+    if any(pool["gpu"] and pool["names"] for pool in pools):
+        result["reservations"] = []
     return result
 
 

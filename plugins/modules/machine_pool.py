@@ -34,8 +34,10 @@ options:
     description:
       - The cloudspace by name, in O(location), found in the same call (a lifecycle playbook's one task instead of
         two). Give O(cloudspace_id) or this.
-      - With O(state=present), a cloudspace of that name must exist; with O(state=absent), none is nothing to delete
-        (its machines went with it), and O(sweep) still releases every reservation the cluster owns.
+      - With O(state=present), a missing one is created, and recorded as the cluster's (C(cloudspace=created) in the
+        markers of the machines created, so that the cluster's teardown may delete it); with O(state=absent), none
+        is nothing to delete (its machines went with it), and O(sweep) still releases every reservation the cluster
+        owns.
     type: str
   cluster:
     description: The owning cluster, whose marker every machine of O(names) carries (or gets, when created).
@@ -194,7 +196,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 cloudspace_id:
-  description: The cloudspace (found by name with O(cloudspace)); null when O(cloudspace) names none, in a teardown.
+  description:
+    - The cloudspace (found, or created, by name with O(cloudspace)); null when O(cloudspace) names none in a teardown,
+      or in check mode when it would be created.
   returned: always
   type: str
 machines:

@@ -141,8 +141,17 @@ def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(e
     gpu_pool = {"name": "gpu", "names": ["c1-g-0"], "vcpus": 4, "memory": 8192, "gpu": {"type": "NVIDIA A100"}}
     pool(emulator, names=None, pools=[gpu_pool])
     pool(emulator, cluster="c10", names=None, pools=[dict(gpu_pool, names=["c10-g-0"])])
-    with pytest.raises(InputError, match="cloudspace 'nope' not found in location 'be-gen-1'"):
-        pool(emulator, cloudspace_id=None, cloudspace="nope", names=["x-0"])
+    # a cloudspace by name that is not there: planned in check mode, created (and recorded as the cluster's) for real
+    fresh = dict(cloudspace_id=None, cloudspace="fresh-cs", names=["f-0"], pool="cpu")
+    plan = pool(emulator, check=True, **fresh)
+    assert plan["changed"] and plan["created"] == ["f-0"] and plan["cloudspace_id"] is None
+    with emulator.client() as client:
+        assert "fresh-cs" not in [c["name"] for c in client.cloudspaces()], "check mode created nothing"
+    made = pool(emulator, **fresh)
+    assert made["changed"] and made["created"] == ["f-0"] and made["cloudspace_created"] and made["cloudspace_id"]
+    again = pool(emulator, **fresh)
+    assert not again["changed"] and again["cloudspace_created"], "the marker remembers who created it"
+    assert again["cloudspace_id"] == made["cloudspace_id"]
     by_name = dict(cloudspace_id=None, cloudspace="capvco-demo", names=None, exclusive=True, sweep=True)
     check = pool(emulator, check=True, state="absent", force=True, **by_name)
     assert check["cloudspace_id"] == CS and check["deleted"] == ["c1-g-0"] and len(live(emulator)) == 1
