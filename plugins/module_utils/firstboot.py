@@ -51,6 +51,7 @@ _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.:=~*-]*$")
 PRELUDE = r"""#!/bin/sh
 # whitesky.capvco %(what)s: retried installs that fail loudly.
 set -u
+set -f  # no pathname expansion: a package list or a pin (550.127.05*) goes to apt as written
 STATE_DIR=%(state_dir)s
 NAME=%(name)s
 TAG=%(tag)s
