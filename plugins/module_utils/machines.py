@@ -238,9 +238,10 @@ def ensure_pool(req):
     else:
         space = cloudspace_by_name(req.client, p["cloudspace"], p["location"])
         made = space is None and p["state"] == "present"
-        if made and req.check_mode:  # a new cloudspace: every machine would be new too
-            return new_cloudspace_plan(pools)
-        if made:  # the cluster's own: its machines' markers record that it created it
+        if made:  # a new cloudspace, the cluster's own (its machines' markers record that it created it)
+            plan = new_cloudspace_plan(pools)  # checked before it is created: bad input leaves nothing behind
+            if req.check_mode:
+                return plan
             space = cloudspaces.create(req.client, p["cloudspace"], p["location"])
         if space is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
             result = {"changed": False, "machines": [], "created": [], "deleted": [], "cloudspace_id": None}
@@ -288,10 +289,19 @@ def ensure_pool(req):
     return result
 
 
+def unique_names(pools):
+    """Every pool's machine names, in order; a name in two places fails, naming it."""
+    names = [n for pool in pools for n in pool["names"]]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
+    return names
+
+
 def new_cloudspace_plan(pools):
     """What a call would do in check mode when the cloudspace it names is not there yet: create it and every
     machine (whose sizes are checked); no vGPU can be planned before a machine exists."""
-    names = [n for pool in pools for n in pool["names"]]
+    names = unique_names(pools)
     for pool in pools:
         if pool["names"]:
             need_size(pool, pool["names"])
@@ -312,10 +322,7 @@ def converge_machines(req, pools):
     """
     p = req.params
     client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
-    names = [n for pool in pools for n in pool["names"]]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
+    names = unique_names(pools)
     present, exclusive = p["state"] == "present", p.get("exclusive")
     result = {"changed": False, "machines": [], "created": [], "deleted": []}
     result["cloudspace_created"] = bool(p.get("cloudspace_created"))

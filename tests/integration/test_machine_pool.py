@@ -143,6 +143,8 @@ def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(e
     pool(emulator, cluster="c10", names=None, pools=[dict(gpu_pool, names=["c10-g-0"])])
     # a cloudspace by name that is not there: planned in check mode, created (and recorded as the cluster's) for real
     fresh = dict(cloudspace_id=None, cloudspace="fresh-cs", names=["f-0"], pool="cpu")
+    with pytest.raises(InputError, match="vcpus"):  # bad input is refused before the cloudspace is made
+        pool(emulator, **dict(fresh, vcpus=None))
     plan = pool(emulator, check=True, **fresh)
     assert plan["changed"] and plan["created"] == ["f-0"] and plan["cloudspace_id"] is None
     with emulator.client() as client:
