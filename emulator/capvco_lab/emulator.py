@@ -113,7 +113,7 @@ class Emulator(ServerProcess):
         return self.admin("GET", "/ledger")
 
     def snapshot(self):
-        """The stored cloudspaces, VMs and reservations (``/_emulator/snapshot``)."""
+        """The stored cloudspaces, their notes, VMs and reservations (``/_emulator/snapshot``)."""
         return self.admin("GET", "/snapshot")
 
     def quiesce(self, timeout=30.0, settle=0.2):

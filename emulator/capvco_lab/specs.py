@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 def cluster_spec(name, cloudspace, gpu_replicas=1, count=1, location="be-gen-1", small=False):
-    """``name``'s spec: one control-plane machine and a pool ``gpu`` of ``gpu_replicas`` x ``count`` A100s."""
+    """``name``'s spec: one control-plane machine and a pool ``gpu`` of ``gpu_replicas`` x ``count`` A100s (a pool
+    without GPUs when ``count`` is 0)."""
     cpus, memory = (1, 1024) if small else (2, 2048)
-    return {
+    spec = {
         "cluster": {"name": name, "location": location, "cloudspace": cloudspace},
         "control_plane": {"replicas": 1, "vcpus": cpus, "memory": memory},
         "pools": [
@@ -19,3 +20,6 @@ def cluster_spec(name, cloudspace, gpu_replicas=1, count=1, location="be-gen-1",
             }
         ],
     }
+    if not count:
+        del spec["pools"][0]["gpu"]
+    return spec

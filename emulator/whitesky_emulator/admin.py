@@ -58,11 +58,12 @@ def admin_routes(emu):
         )
 
     async def snapshot(request):
-        """Every cloudspace, VM and reservation as stored, for tests that compare the state before and after."""
+        """Every cloudspace, VM, reservation and note as stored, for tests that compare the state before and after."""
         cols = {
             "cloudspaces": "cloudspace_id, name, location, status, deleted_at",
             "vms": "vm_id, cloudspace_id, name, description, vcpus, memory, status, deleted_at",
             "vgpus": "vgpu_id, vgpu_name, location, gpu_id, vm_id, soft_deleted_at, deleted_at",
+            "notes": "note_id, cloudspace_id, title, content, created_by, modified_by",
         }
         return JSONResponse(
             {table: [dict(r) for r in emu.store.q("SELECT %s FROM %s" % (c, table))] for table, c in cols.items()}

@@ -41,6 +41,7 @@ def body(properties, required=(), optional=False):
 
 
 VGPU_NAME_BODY = body({"vgpu_name": STR}, required=["vgpu_name"])
+NOTE_BODY = body({"title": STR, "content": STR}, required=["title", "content"])
 FIREWALL = body({"parent_cloudspace_id": STR, "external_network_id": INT, "private": BOOL, "external_network_ip": STR})
 
 #: operationId -> {"path": {name: type}, "query": {name: q(...)}, "body": body(...) or None}
@@ -100,6 +101,10 @@ OPERATIONS = {
     },
     "getCloudspaceInfo": {"path": {"cloudspace_id": STR}, "query": {}},
     "deleteCloudspace": {"path": {"cloudspace_id": STR}, "query": {"permanently": q(BOOL), "reason": q(STR)}},
+    "getCloudspaceNotes": {"path": {"cloudspace_id": STR}, "query": {}},
+    "createCloudspaceNote": {"path": {"cloudspace_id": STR}, "query": {}, "body": NOTE_BODY},
+    "updateCloudspaceNote": {"path": {"cloudspace_id": STR, "note_id": STR}, "query": {}, "body": NOTE_BODY},
+    "deleteCloudspaceNote": {"path": {"cloudspace_id": STR, "note_id": STR}, "query": {}},
     "listCloudspaceVirtualMachines": {
         "path": {"cloudspace_id": STR},
         "query": {

@@ -36,10 +36,14 @@ CREATE TABLE IF NOT EXISTS external_networks (
 CREATE TABLE IF NOT EXISTS nics (
   nic_id INTEGER PRIMARY KEY AUTOINCREMENT, vm_id INTEGER, network_id INTEGER, ip_address TEXT,
   mac_address TEXT, device_name TEXT, model TEXT, attached_at REAL, detached_at REAL);
+CREATE TABLE IF NOT EXISTS notes (
+  note_id TEXT PRIMARY KEY, cloudspace_id TEXT, title TEXT, content TEXT, created REAL, updated REAL,
+  created_by TEXT, modified_by TEXT);
 CREATE INDEX IF NOT EXISTS vgpus_by_name ON vgpus (customer_id, vgpu_name);
 CREATE INDEX IF NOT EXISTS vgpus_by_vm ON vgpus (vm_id);
 CREATE INDEX IF NOT EXISTS attachments_by_vgpu ON vgpu_attachments (vgpu_id);
 CREATE INDEX IF NOT EXISTS nics_by_vm ON nics (vm_id);
+CREATE INDEX IF NOT EXISTS notes_by_cloudspace ON notes (cloudspace_id, created);
 """
 
 #: Seconds of one vGU in the consumption report: consumption is in unit-hours.
@@ -376,12 +380,50 @@ class Store:
         return self.one("SELECT 1 FROM vms WHERE cloudspace_id=? AND deleted_at IS NULL", cloudspace_id) is not None
 
     def delete_cloudspace(self, cloudspace_id, permanently):
-        """Soft: DELETED, in the recycle bin; permanently: gone from every listing."""
+        """Soft: DELETED, in the recycle bin (its notes kept); permanently: gone from every listing, notes too."""
         now = time.time()
         if permanently:
             self.x("UPDATE cloudspaces SET deleted_at=?, status='DESTROYED' WHERE cloudspace_id=?", now, cloudspace_id)
+            self.x("DELETE FROM notes WHERE cloudspace_id=?", cloudspace_id)  # in the recycle bin, they stay
         else:
             self.x("UPDATE cloudspaces SET deleted_at=?, status='DELETED' WHERE cloudspace_id=?", now, cloudspace_id)
+
+    # -- cloudspace notes ------------------------------------------------------
+    def notes(self, cloudspace_id):
+        """A cloudspace's notes, oldest first (``created`` is float seconds; the id breaks a tie)."""
+        return self.q("SELECT * FROM notes WHERE cloudspace_id=? ORDER BY created, note_id", cloudspace_id)
+
+    def note(self, cloudspace_id, note_id):
+        return self.one("SELECT * FROM notes WHERE cloudspace_id=? AND note_id=?", cloudspace_id, note_id)
+
+    def new_note(self, cloudspace_id, title, content, author):
+        now = time.time()
+        note_id = uuid.uuid4().hex
+        self.x(
+            "INSERT INTO notes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            note_id,
+            cloudspace_id,
+            title,
+            content,
+            now,
+            now,
+            author,
+            author,
+        )
+        return note_id
+
+    def update_note(self, note_id, title, content, author):
+        self.x(
+            "UPDATE notes SET title=?, content=?, updated=?, modified_by=? WHERE note_id=?",
+            title,
+            content,
+            time.time(),
+            author,
+            note_id,
+        )
+
+    def delete_note(self, note_id):
+        self.x("DELETE FROM notes WHERE note_id=?", note_id)
 
     # -- VMs -------------------------------------------------------------------
     def vms(self, cloudspace_id, include_deleted=False, only_deleted=False):

@@ -49,7 +49,7 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
 #: Seconds one call may spend on retries beyond its own ``timeout``: its deadline is
 #: ``timeout + RETRY_BUDGET`` after it started (a module's ``timeout`` option sets the first part).
 RETRY_BUDGET = 30.0
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: The largest page the client asks for; the emulator serves up to this.
 PAGE_LIMIT = 500
 
@@ -71,6 +71,10 @@ OPERATIONS = {
     "createCloudspace": ("POST", C + "/cloudspaces", (), ("name", "location", "private_network", "firewall")),
     "getCloudspaceInfo": ("GET", CS, (), ()),
     "deleteCloudspace": ("DELETE", CS, ("permanently",), ()),
+    "getCloudspaceNotes": ("GET", CS + "/notes", (), ()),
+    "createCloudspaceNote": ("POST", CS + "/notes", (), ("title", "content")),
+    "updateCloudspaceNote": ("PUT", CS + "/notes/{note_id}", (), ("title", "content")),
+    "deleteCloudspaceNote": ("DELETE", CS + "/notes/{note_id}", (), ()),
     "listCloudspaceVirtualMachines": ("GET", CS + "/vms", ("include_deleted",), ()),
     "createVirtualMachine": (
         "POST",
@@ -118,7 +122,7 @@ def jwt_expiry(token):
 
 def check_id(kind, value):
     """A customer or location id as it enters: letters, digits, ``.``, ``_`` and ``-``, at most 128."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InputError(
             "invalid %s %r: use 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
             % (kind, value)
@@ -529,6 +533,28 @@ class WhiteskyClient:
 
     def delete_cloudspace(self, cloudspace_id, permanently=True):
         return self.call("deleteCloudspace", query={"permanently": permanently}, cloudspace_id=cloudspace_id)
+
+    def cloudspace_notes(self, cloudspace_id):
+        """The cloudspace's notes (``id``, ``title``, ``content``, ``creation_time``, ...), oldest first."""
+        return self.result("getCloudspaceNotes", cloudspace_id=cloudspace_id)
+
+    def create_cloudspace_note(self, cloudspace_id, title, content, **hooks):
+        """Add a note; the platform answers ``{"success": true}`` without the note's id (list to find it)."""
+        return self.call(
+            "createCloudspaceNote", body={"title": title, "content": content}, cloudspace_id=cloudspace_id, **hooks
+        )
+
+    def update_cloudspace_note(self, cloudspace_id, note_id, title, content, **hooks):
+        return self.call(
+            "updateCloudspaceNote",
+            body={"title": title, "content": content},
+            cloudspace_id=cloudspace_id,
+            note_id=note_id,
+            **hooks,
+        )
+
+    def delete_cloudspace_note(self, cloudspace_id, note_id, **hooks):
+        return self.call("deleteCloudspaceNote", cloudspace_id=cloudspace_id, note_id=note_id, **hooks)
 
     def vms(self, cloudspace_id):
         return self.result("listCloudspaceVirtualMachines", cloudspace_id=cloudspace_id)

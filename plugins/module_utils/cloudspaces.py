@@ -1,23 +1,38 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cloudspaces by name (pure Python).
+"""Cloudspaces by name, and who created them (pure Python).
 
-The platform keeps no owner for a cloudspace.  A cluster's teardown deletes one
-only when the cluster created it (recorded as ``cloudspace=created`` in its
-machines' markers, see ``ownership``) and no VM is left in it: a VM there after
-the cluster's own are gone is a neighbour's, and the cloudspace stays.
+The platform keeps no owner for a cloudspace, but it keeps notes on it.  A cloudspace a cluster creates gets a
+note at once (``ownership.creator_note``): the only proof a teardown accepts.  A cluster's teardown deletes a
+cloudspace only when its earliest creator note names the cluster and no VM the cluster does not own is left in it.
+
+Two runs that find no cloudspace of a name both create one; the platform lets both exist.  Every run then takes the
+same one, the earliest (``lookups.cloudspaces_named``), and the run whose new cloudspace is not it deletes its own,
+still empty, at once.
 """
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import cloudspace_by_name as find
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import described
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    ApiError,
+    InputError,
+    PartialFailure,
+    WhiteskyError,
+    gone_is_done,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import cloudspaces_named, described
 
 
 def view(cs):
     return {k: cs.get(k) for k in ("cloudspace_id", "name", "location", "status", "private_network")} if cs else {}
+
+
+def find(client, name, location):
+    """The cloudspace of this name in the location (the earliest, when runs raced), or None."""
+    spaces = cloudspaces_named(client, name, location)
+    return spaces[0] if spaces else None
 
 
 def info(req):
@@ -34,7 +49,9 @@ def info(req):
 def ensure(req):
     """Core of ``cloudspace``: a cloudspace of this name exists in the location, or not."""
     p = req.params
-    client = req.client
+    client, cluster = req.client, p.get("cluster")
+    if cluster:
+        ownership.cluster_part(cluster)
     cs = find(client, p["name"], p["location"])
     result = {"changed": False, "cloudspace": view(cs)}
     if p["state"] == "present":
@@ -42,45 +59,108 @@ def ensure(req):
             return result
         result.update(changed=True, diff={"before": {}, "after": {"name": p["name"], "location": p["location"]}})
         if not req.check_mode:
-            result["cloudspace"] = create(client, p["name"], p["location"], p.get("private_network"))
+            result["cloudspace"], result["created"] = claim(
+                client, p["name"], p["location"], cluster, p.get("private_network")
+            )
         return result
     if not cs:
         return result
-    if p.get("cluster"):
-        why = keep_reason(client, cs, p["cluster"], p.get("created_by_cluster"))
+    if cluster:
+        why = keep_reason(creator(client, cs["cloudspace_id"]), described(client, cs["cloudspace_id"]), cluster)
         if why:
-            result.update(kept=why, warnings=["cloudspace %r is kept: %s" % (p["name"], why)])
+            result["kept"] = why
             return result
     result.update(changed=True, diff={"before": view(cs), "after": {}})
     if not req.check_mode:
-        try:
-            gone_is_done(client.delete_cloudspace, cs["cloudspace_id"], permanently=True)
-        except ApiError as exc:
-            if exc.status == 409:
-                raise InputError("cloudspace %r still has machines: %s" % (p["name"], exc.message)) from None
-            raise
+        delete(client, cs)
     return result
 
 
+def delete(client, cs):
+    try:
+        gone_is_done(client.delete_cloudspace, cs["cloudspace_id"], permanently=True)
+    except ApiError as exc:
+        if exc.status == 409:
+            raise InputError("cloudspace %r still has machines: %s" % (cs["name"], exc.message)) from None
+        raise
+
+
 def create(client, name, location, private_network=None):
-    """A new cloudspace, viewed; a lost answer is resolved by looking for it by name."""
+    """A new cloudspace, viewed; a lost answer is resolved by looking for one made since (by name)."""
+    before = {c["cloudspace_id"] for c in cloudspaces_named(client, name, location)}
 
     def resolve(_exc):  # the answer was lost: created after all?
-        found = find(client, name, location)
-        return {"cloudspace_id": found["cloudspace_id"]} if found else None
+        new = [c for c in cloudspaces_named(client, name, location) if c["cloudspace_id"] not in before]
+        return {"cloudspace_id": new[-1]["cloudspace_id"]} if new else None
 
     cs_id = client.create_cloudspace(name, location, private_network, resolve=resolve)
     return view(client.get_cloudspace(cs_id))
 
 
-def keep_reason(client, cs, cluster, created):
-    """Why cluster ``cluster``'s teardown must leave cloudspace ``cs``, or None when it may delete it."""
-    if not created:
-        return "cluster %r did not create it (none of its machines records cloudspace=created)" % cluster
-    left = described(client, cs["cloudspace_id"])
+def claim(client, name, location, cluster=None, private_network=None):
+    """Create the cloudspace, record ``cluster`` as its creator (a note), and settle a race: ``(view, created)``.
+
+    When another run made one of the same name first, ours is deleted again (it is empty) and theirs returned,
+    with ``created`` False.
+    """
+    made = create(client, name, location, private_network)
+    if cluster:
+        try:
+            record_creator(client, made["cloudspace_id"], cluster)
+        except WhiteskyError as exc:  # a cloudspace no note claims would outlive every teardown: take it back
+            try:
+                delete(client, made)
+            except WhiteskyError as again:
+                raise PartialFailure(
+                    "cloudspace %r (%s) was created, but its creator note could not be written (%s), nor could it be "
+                    "deleted again (%s): delete it by hand" % (name, made["cloudspace_id"], exc, again),
+                    {"cloudspace_created": True, "cloudspace_id": made["cloudspace_id"]},
+                ) from None
+            raise
+    first = find(client, name, location)
+    if first is not None and first["cloudspace_id"] != made["cloudspace_id"]:
+        delete(client, made)
+        return view(first), False
+    return made, True
+
+
+def record_creator(client, cloudspace_id, cluster):
+    """Write the note that makes ``cluster`` the cloudspace's creator; a lost answer is resolved by reading the
+    notes (the note is sent again only when it is not there)."""
+    title, content = ownership.creator_note(cluster)
+
+    def resolve(_exc):  # the answer was lost (or 502/503/504): is the note there after all?
+        for note in client.cloudspace_notes(cloudspace_id):
+            if note.get("title") == title and note.get("content") == content:
+                return {"success": True}
+        return None
+
+    client.create_cloudspace_note(cloudspace_id, title, content, resolve=resolve)
+
+
+def creator(client, cloudspace_id):
+    """The cluster a cloudspace's earliest creator note names, or None."""
+    notes = sorted(client.cloudspace_notes(cloudspace_id), key=lambda n: (n.get("creation_time") or 0, n.get("id")))
+    for note in notes:
+        owner = ownership.note_creator(note.get("title"), note.get("content"))
+        if owner is not None:
+            return owner
+    return None
+
+
+def keep_reason(made_by, left, cluster, going=()):
+    """Why cluster ``cluster``'s teardown must leave a cloudspace whose creator note names ``made_by`` and that holds
+    the VMs ``left`` (described), once the names in ``going`` are deleted; None when it may delete it."""
+    if made_by != cluster:
+        return (
+            "cluster %r did not create it (no note of it on the cloudspace)" % cluster
+            if made_by is None
+            else "cluster %r created it, not %r" % (made_by, cluster)
+        )
     foreign = sorted(v["name"] for v in left if v["owner"] != cluster)
     if foreign:
         return "it holds %d machine(s) cluster %r does not own: %s" % (len(foreign), cluster, ", ".join(foreign))
-    if left:
-        return "cluster %r's machines are still in it: %s" % (cluster, ", ".join(sorted(v["name"] for v in left)))
+    staying = sorted(v["name"] for v in left if v["name"] not in going)
+    if staying:
+        return "cluster %r's machines are still in it: %s" % (cluster, ", ".join(staying))
     return None

@@ -20,7 +20,9 @@ import re
 import shlex
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
+from urllib.parse import quote
 
+from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
 
 #: The ``first_boot`` option of the modules that create machines (``machine``, ``machine_pool``).
@@ -43,7 +45,7 @@ OPTIONS = dict(
 )
 STATE_DIR = "/var/lib/capvco"
 STATUS_FILE = STATE_DIR + "/first-boot.status"
-_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.:=~*-]*$")
+_PACKAGE = re.compile(clusterspec.PACKAGE)
 
 #: What every script of the collection starts with (the first boot, and roles/gpu_driver's run of the driver
 #: fragment): a log, a JSON status file that says ready or failed with the step and reason, the retry with
@@ -234,10 +236,27 @@ chmod 0700 "$STATE_DIR/bootstrap.sh"
 PROVIDER = r"""STEP=kubelet-provider-id
 mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet || fail "could not write /etc/default/kubelet"
 """
-_PROVIDER_ID = re.compile(r"^[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+$")
+_PROVIDER_ID = re.compile(r"[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+")
 
 
-_DRIVER_VERSION = re.compile(r"^([0-9]+(\.[0-9]+)*)?$")
+_DRIVER_VERSION = re.compile(clusterspec.DRIVER_VERSION)
+
+
+#: The platform takes user data in ``createVirtualMachine``'s query string, and an HTTP client takes at most 64 KiB
+#: of query (httpx: 65,536 characters); the other parameters of that call keep to the last KiB.
+USER_DATA_LIMIT = 65536 - 1024
+
+
+def check_user_data(data, what):
+    """Refuse user data that cannot reach the platform, before anything is created: its size and the limit."""
+    size = len(quote(data or "", safe=""))  # at least what the client sends (it leaves a few more characters as is)
+    if size > USER_DATA_LIMIT:
+        raise InputError(
+            "the user data of %s is %d bytes once URL-encoded (%d as text); the platform takes user data in the query "
+            "string, which holds at most %d bytes of it: make bootstrap_data or the package list smaller"
+            % (what, size, len(data), USER_DATA_LIMIT)
+        )
+    return data
 
 
 def _common(attempts, delay, lock_timeout):
@@ -248,7 +267,7 @@ def _common(attempts, delay, lock_timeout):
 def gpu_driver_vars(version="", count=1, wait=900, nvidia_smi="nvidia-smi"):
     """The driver fragment's settings, checked: ``{version, count, wait, nvidia_smi}`` shell-quoted."""
     version = "" if version is None else str(version).strip()
-    if not _DRIVER_VERSION.match(version):
+    if not _DRIVER_VERSION.fullmatch(version):
         raise InputError(
             "invalid GPU driver version %r: a driver branch or version such as 550 or 550.127.05, or empty for a"
             " driver the image has" % version
@@ -280,10 +299,10 @@ def render(
         script = render(packages, None, attempts, delay, lock_timeout, state_dir, provider_id, gpu_driver)
         return multipart([("text/cloud-config", bootstrap), ("text/x-shellscript", script)])
     for name in packages:
-        if not _PACKAGE.match(name):
+        if not isinstance(name, str) or not _PACKAGE.fullmatch(name):
             raise InputError("invalid package name %r in first_boot packages" % name)
     _common(attempts, delay, lock_timeout)
-    if provider_id and not _PROVIDER_ID.match(provider_id):
+    if provider_id and not _PROVIDER_ID.fullmatch(provider_id):
         raise InputError("invalid provider_id %r; expected SCHEME://PATH (letters, digits, . _ ~ / -)" % provider_id)
     provider = PROVIDER % {"arg": shlex.quote("KUBELET_EXTRA_ARGS=--provider-id=" + provider_id)} if provider_id else ""
     gpu = ""

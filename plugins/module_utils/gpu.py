@@ -27,6 +27,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
     Inventory,
     attached_to,
+    check_owned,
     deleted,
     resolve_machines,
     view,
@@ -128,8 +129,13 @@ def plan_machine(items, vm_id, count, type_ids, present):
     return plan
 
 
-def ensure(req):
-    """Core of ``vgpu``: each machine holds exactly ``count`` vGPUs of ``type`` (or none)."""
+def ensure(req, world=None):
+    """Core of ``vgpu``: each machine holds exactly ``count`` vGPUs of ``type`` (or none).
+
+    Every machine must carry ``cluster``'s marker (checked before anything is changed).  ``world`` holds what a
+    caller read and checked already (the ``cluster`` core): ``vms``, ``inventory`` and ``profiles``.
+    """
+    world = world or {}
     p = req.params
     client = req.client
     present = p["state"] == "present"
@@ -141,12 +147,21 @@ def ensure(req):
     cluster, location, cs = p["cluster"], p["location"], p["cloudspace_id"]
     ownership.cluster_part(cluster)
     wanted = p.get("machines") or [p["machine"]]
-    reads = {"vms": lambda: client.vms(cs), "inventory": lambda: Inventory(client, location)}
+
+    def owned_vms():  # the listing, then the targets' markers (beside the inventory's pages)
+        vms = client.vms(cs)
+        targets = resolve_machines(vms, wanted, cs)
+        check_owned(client, cs, [{"vm_id": v, "name": n} for v, n in targets], cluster, p["parallel"])
+        return vms
+
+    reads = {"vms": owned_vms, "inventory": lambda: Inventory(client, location)}
     if present:
         reads["profiles"] = lambda: client.gpu_profiles(location)
+    reads = {k: v for k, v in reads.items() if k not in world}
     got, failed = run_parallel(reads, len(reads))  # independent reads: one round trip, not three
     if failed:
         raise next(iter(failed.values()))
+    got.update(world)
     machines = resolve_machines(got["vms"], wanted, cs)
     for _vm_id, name in machines:
         ownership.machine_part(cluster, name)

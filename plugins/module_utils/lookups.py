@@ -15,22 +15,23 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiE
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 
 
+def cloudspaces_named(client, name, location):
+    """The cloudspaces called ``name`` in ``location``, the earliest first (creation time, then id): two runs that
+    each created one agree on which is the cluster's."""
+    found = [cs for cs in client.cloudspaces() if cs["name"] == name and cs.get("location") == location]
+    return sorted(found, key=lambda cs: (cs.get("creation_time") or 0, str(cs.get("cloudspace_id"))))
+
+
 def cloudspace_by_name(client, name, location):
-    """The cloudspace called ``name`` in ``location``, or None."""
-    for cs in client.cloudspaces():
-        if cs["name"] == name and cs.get("location") == location:
-            return cs
-    return None
+    """The cloudspace called ``name`` in ``location`` (the earliest of several), or None."""
+    found = cloudspaces_named(client, name, location)
+    return found[0] if found else None
 
 
 def marker_view(description):
     """What a VM's description says of its owner (``owner`` is None for a VM no cluster owns)."""
     marker = ownership.parse_marker(description)
-    return {
-        "owner": marker.cluster if marker else None,
-        "pool": marker.pool if marker else None,
-        "cloudspace_created": bool(marker and marker.cloudspace_created),
-    }
+    return {"owner": marker.cluster if marker else None, "pool": marker.pool if marker else None}
 
 
 def describe(client, cloudspace_id, vm):
@@ -53,6 +54,30 @@ def described(client, cloudspace_id, parallel=32):
     if errors:
         raise next(iter(errors.values()))
     return [results[vm["vm_id"]] for vm in vms if results.get(vm["vm_id"]) is not None]
+
+
+def not_owned(name, cluster, description):
+    """The refusal of a VM that ``cluster`` does not own (the same words from every module)."""
+    return InputError(
+        "machine %r is not owned by cluster %r: its description (%r) carries no marker of that cluster, so it is left "
+        "as it is; give the machine another name, or remove it by hand" % (name, cluster, description or "")
+    )
+
+
+def check_owned(client, cloudspace_id, vms, cluster, parallel=32):
+    """Refuse, before anything is changed, when a VM of ``vms`` (``[{vm_id, name}]``) does not carry ``cluster``'s
+    marker (each VM's description read in parallel)."""
+    results, errors = run_parallel(
+        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
+    )
+    if errors:
+        raise next(iter(errors.values()))
+    foreign = [v for v in results.values() if v is not None and v["owner"] != cluster]
+    if foreign:
+        raise InputError(
+            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
+            + "; nothing was changed"
+        )
 
 
 def resolve_machines(vms, wanted, cloudspace_id):

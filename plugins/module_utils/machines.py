@@ -25,6 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
     described,
     find_vm,
     marker_view,
+    not_owned,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
@@ -47,17 +48,15 @@ def vm_view(vm):
     }
 
 
-def not_owned(name, cluster, description):
-    return InputError(
-        "machine %r is not owned by cluster %r: its description (%r) carries no marker of that cluster, so it is left "
-        "as it is; give the machine another name, or remove it by hand" % (name, cluster, description or "")
-    )
-
-
-def user_data(p):
-    """The VM's user data: the first-boot script for the options (or the raw ``user_data``)."""
+def user_data(p, what):
+    """The VM's user data: the first-boot script for the options (or the raw ``user_data``), checked to fit the
+    platform's query string (``what`` names the machine or pool in the error)."""
     fb = p.get("first_boot") or {}
-    return p.get("user_data") or firstboot.render(
+    return firstboot.check_user_data(p.get("user_data") or _render(p, fb), what)
+
+
+def _render(p, fb):
+    return firstboot.render(
         fb.get("packages") or [],
         p.get("bootstrap_data"),
         attempts=fb.get("attempts") or 5,
@@ -102,7 +101,7 @@ def create(client, cs, name, p, data):
     VM found there must carry the marker.  Returns its view."""
     cluster = p.get("cluster")
     if cluster:
-        description = ownership.machine_marker(cluster, p.get("pool"), p.get("cloudspace_created"))
+        description = ownership.machine_marker(cluster, p.get("pool"))
     else:
         description = p.get("description") or "capvco machine"
 
@@ -173,7 +172,7 @@ def ensure(req):
             result["diff"] = {"before": before, "after": before}
             return result
         need_size(p, [name])
-        data = user_data(p)
+        data = user_data(p, "machine %r" % name)
         after = {"name": name, "vcpus": p["vcpus"], "memory": p["memory"], "image_id": p.get("image_id")}
         result.update(changed=True, diff={"before": {}, "after": after})
         if req.check_mode:
@@ -238,17 +237,15 @@ def ensure_pool(req):
     else:
         space = cloudspace_by_name(req.client, p["cloudspace"], p["location"])
         made = space is None and p["state"] == "present"
-        if made:  # a new cloudspace, the cluster's own (its machines' markers record that it created it)
-            plan = new_cloudspace_plan(pools)  # checked before it is created: bad input leaves nothing behind
+        if made:  # a new cloudspace, the cluster's own (a note on it records that the cluster created it)
+            plan = new_cloudspace_plan(pools, p)  # checked before it is created: bad input leaves nothing behind
             if req.check_mode:
                 return plan
-            space = cloudspaces.create(req.client, p["cloudspace"], p["location"])
+            space, made = cloudspaces.claim(req.client, p["cloudspace"], p["location"], p["cluster"])
         if space is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
             result = {"changed": False, "machines": [], "created": [], "deleted": [], "cloudspace_id": None}
-            result["cloudspace_created"] = bool(p.get("cloudspace_created"))
         else:
-            created = bool(p.get("cloudspace_created")) or made
-            params = dict(p, cloudspace_id=space["cloudspace_id"], cloudspace_created=created)
+            params = dict(p, cloudspace_id=space["cloudspace_id"])
             req = Request(req.client, params, req.check_mode)
             p = req.params
             result = converge_machines(req, pools)
@@ -298,38 +295,50 @@ def unique_names(pools):
     return names
 
 
-def new_cloudspace_plan(pools):
+def new_cloudspace_plan(pools, p):
     """What a call would do in check mode when the cloudspace it names is not there yet: create it and every
-    machine (whose sizes are checked); no vGPU can be planned before a machine exists."""
+    machine (whose sizes and user data are checked); no vGPU can be planned before a machine exists."""
     names = unique_names(pools)
     for pool in pools:
         if pool["names"]:
             need_size(pool, pool["names"])
+    pool_user_data(p, pools)
     result = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
-    result.update(cloudspace_created=True, diff={"before": [], "after": sorted(names)})
+    result.update(cloudspace_made=True, diff={"before": [], "after": sorted(names)})
     if any(pool["gpu"] and pool["names"] for pool in pools):
         result["reservations"] = []
     return result
 
 
-def converge_machines(req, pools):
+def pool_user_data(p, pools):
+    """``{index: user data}`` of the pools with machines to create: each pool's first boot (a GPU pool's has its
+    driver step), checked to fit."""
+    return {
+        i: user_data(dict(p, first_boot=pool_first_boot(p.get("first_boot"), pool)), "pool %r" % (pool["name"] or ""))
+        for i, pool in enumerate(pools)
+        if pool["names"]
+    }
+
+
+def converge_machines(req, pools, world=None):
     """A cluster's machines, whole pools per call.
 
     One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
     marker, checked for all of them before anything is changed.  Then the missing machines are created and the
     ones to go deleted, concurrently.  With ``exclusive``, the cluster's machines named in no pool go too (a
-    scale-down; with ``state=absent``, every machine the cluster owns).
+    scale-down; with ``state=absent``, every machine the cluster owns).  ``world`` holds what a caller read
+    already: ``vms`` (described) and ``inventory``.
     """
+    world = world or {}
     p = req.params
     client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
     names = unique_names(pools)
     present, exclusive = p["state"] == "present", p.get("exclusive")
     result = {"changed": False, "machines": [], "created": [], "deleted": []}
-    result["cloudspace_created"] = bool(p.get("cloudspace_created"))
     if not names and not exclusive:
         result["diff"] = {"before": [], "after": []}
         return result
-    by_name = {v["name"]: v for v in described(client, cs, p["parallel"])}
+    by_name = {v["name"]: v for v in (world["vms"] if "vms" in world else described(client, cs, p["parallel"]))}
     foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
     if foreign:
         raise InputError(
@@ -337,7 +346,6 @@ def converge_machines(req, pools):
             + "; nothing was changed"
         )
     owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
-    result["cloudspace_created"] = result["cloudspace_created"] or any(v["cloudspace_created"] for v in owned)
     if present:
         creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
         deletes = [v for v in owned if v["name"] not in names] if exclusive else []
@@ -363,12 +371,13 @@ def converge_machines(req, pools):
         missing = [n for q, n in creates if q is pool]
         if missing:
             need_size(pool, missing)
+    data = pool_user_data(p, [dict(pool, names=[n for q, n in creates if q is pool]) for pool in pools])
     force = p.get("force")
     if deletes:
         need_graceful(p, [v["name"] for v in deletes])
     reservations = {}
     if deletes and not force:
-        inventory = Inventory(client, p["location"])
+        inventory = world.get("inventory") or Inventory(client, p["location"])
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
@@ -376,11 +385,10 @@ def converge_machines(req, pools):
         return result
     ops = None if force else Ops(client, p["location"], cs, permanently=True)
     jobs = {}
-    for pool in pools:  # each pool's user data: a GPU pool's first boot has its driver step
-        data = user_data(dict(p, first_boot=pool_first_boot(p.get("first_boot"), pool)))
-        spec = dict(pool, cluster=cluster, pool=pool["name"], cloudspace_created=result["cloudspace_created"])
+    for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
+        spec = dict(pool, cluster=cluster, pool=pool["name"])
         for name in [n for q, n in creates if q is pool]:
-            jobs[("create", name)] = lambda n=name, spec=spec, d=data: create(client, cs, n, spec, d)
+            jobs[("create", name)] = lambda n=name, spec=spec, d=data[i]: create(client, cs, n, spec, d)
     for vm in deletes:
         jobs[("delete", vm["name"])] = lambda v=vm: delete(client, cs, v, force, ops, reservations.get(v["name"], ()))
     done, errors = run_parallel(jobs, p["parallel"])

@@ -17,12 +17,18 @@ A name that does not decode is not ours and is never touched.
 Machines are owned by a marker in the VM's ``description``, written when the
 collection creates the VM (the platform has no tags):
 
-``capvco/v1 cluster=<cluster> [pool=<pool>] [cloudspace=created]``
+``capvco/v1 cluster=<cluster> [pool=<pool>]``
 
 It is read back with ``getVirtualMachineInfo`` (listings do not carry the
 description) and compared whole: cluster ``web`` never matches ``web-gpu``'s
-machines, nor a VM made by hand.  ``cloudspace=created`` records that the
-cluster made its cloudspace, the only evidence the platform can keep of it.
+machines, nor a VM made by hand.
+
+A cloudspace a cluster creates is owned by a note written on it at once (the
+platform keeps notes on cloudspaces): title ``capvco/v1``, content
+``creator cluster=<cluster>`` (:func:`creator_note`).
+
+Every name is matched whole (``fullmatch``): ``$`` would match before a final
+newline, and ``"web\n"`` is not a name.
 """
 
 from __future__ import annotations
@@ -39,18 +45,17 @@ MAX_NAME = 64
 MAX_SLOT = 99
 CLUSTER_MAX = 20
 _TIME_DIGITS = 7
-_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
-_PART = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(_[0-9a-f]{8})?$")
+_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?")
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 _P = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:_[0-9a-f]{8})?"
 #: A whole reservation name, matched once (the orphan scan decodes every reservation of a location).
 _ENCODED = re.compile(r"%s\.(%s)\.(%s)\.([0-9]{2})\.([0-9a-z]{%d})" % (PREFIX, _P, _P, _TIME_DIGITS), re.ASCII)
 
 Owner = namedtuple("Owner", "cluster machine slot created")
-Marker = namedtuple("Marker", "cluster pool cloudspace_created")
+Marker = namedtuple("Marker", "cluster pool")
 MARKER = "capvco/v1"
 # What releases before the marker wrote on the machines of cluster_create (read, never written).
-_LEGACY_MARKER = re.compile(r"^capvco cluster ([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?), pool ([A-Za-z0-9-]+)$")
+_LEGACY_MARKER = re.compile(r"capvco cluster ([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?), pool ([A-Za-z0-9-]+)")
 
 
 def _b36(n, width=_TIME_DIGITS):
@@ -68,7 +73,7 @@ def _shorten(value, limit):
 
 
 def _check(kind, value):
-    if not isinstance(value, str) or not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InputError("invalid %s name %r: use letters, digits and '-' (not at either end)" % (kind, value))
 
 
@@ -114,15 +119,13 @@ def owned_by(owner, cluster, machine=None):
     return machine is None or owner.machine == machine_part(cluster, machine)
 
 
-def machine_marker(cluster, pool=None, cloudspace_created=False):
+def machine_marker(cluster, pool=None):
     """The ``description`` a machine of ``cluster`` is created with."""
     _check("cluster", cluster)
     parts = [MARKER, "cluster=" + cluster]
     if pool:
         _check("pool", pool)
         parts.append("pool=" + pool)
-    if cloudspace_created:
-        parts.append("cloudspace=created")
     return " ".join(parts)
 
 
@@ -130,26 +133,45 @@ def parse_marker(description):
     """The :class:`Marker` a VM's description carries, or None when it carries none."""
     if not isinstance(description, str):
         return None
-    legacy = _LEGACY_MARKER.match(description)
+    legacy = _LEGACY_MARKER.fullmatch(description)
     if legacy:
-        return Marker(legacy.group(1), legacy.group(3), False)
+        return Marker(legacy.group(1), legacy.group(3))
     tokens = description.split(" ")
     if tokens[0] != MARKER:
         return None
     fields = {}
     for token in tokens[1:]:
         key, sep, value = token.partition("=")
-        if not sep or key in fields or key not in ("cluster", "pool", "cloudspace"):
+        if not sep or key in fields or key not in ("cluster", "pool"):
             return None
         fields[key] = value
-    if not _NAME.match(fields.get("cluster", "")) or fields.get("cloudspace", "created") != "created":
+    if not _NAME.fullmatch(fields.get("cluster", "")):
         return None
-    if "pool" in fields and not _NAME.match(fields["pool"]):
+    if "pool" in fields and not _NAME.fullmatch(fields["pool"]):
         return None
-    return Marker(fields["cluster"], fields.get("pool"), "cloudspace" in fields)
+    return Marker(fields["cluster"], fields.get("pool"))
 
 
 def machine_owned(description, cluster):
     """True when a VM's description says it is ``cluster``'s (the whole name, never a prefix)."""
     marker = parse_marker(description)
     return marker is not None and marker.cluster == cluster
+
+
+NOTE_TITLE = MARKER
+
+
+def creator_note(cluster):
+    """``(title, content)`` of the note that records ``cluster`` as the creator of a cloudspace."""
+    _check("cluster", cluster)
+    return NOTE_TITLE, "creator cluster=" + cluster
+
+
+def note_creator(title, content):
+    """The cluster a cloudspace note records as the cloudspace's creator, or None (the whole note must match)."""
+    if title != NOTE_TITLE or not isinstance(content, str):
+        return None
+    head, sep, cluster = content.partition("=")
+    if head != "creator cluster" or not sep or not _NAME.fullmatch(cluster):
+        return None
+    return cluster

@@ -17,7 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, fetch, oldest, price_per_hour
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import Inventory, attached_to, deleted, view
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
+    Inventory,
+    attached_to,
+    check_owned,
+    deleted,
+    view,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
@@ -194,6 +200,14 @@ def reclaim(req):
             )
         else:
             release.append(item)
+    if cluster:  # a reservation of the cluster's on a VM that is not the cluster's is refused, as vgpu refuses it
+        on_vms = {}
+        for item in release:
+            vm = item.get("virtual_machine") or {}
+            if attached_to(item) is not None and vm.get("cloudspace_id"):
+                on_vms.setdefault(vm["cloudspace_id"], {})[vm["id"]] = {"vm_id": vm["id"], "name": vm.get("name")}
+        for cs, vms in sorted(on_vms.items()):
+            check_owned(client, cs, list(vms.values()), cluster, p["parallel"])
     price = client.prices(location) if release else {}
     per_hour = price_per_hour(price)
     result = {

@@ -12,9 +12,12 @@ version_added: 0.1.0
 description:
   - Ensures a cloudspace of O(name) exists in O(location) (V(present)) or not (V(absent)). A cloudspace that still
     has machines is not deleted; the error says so.
-  - With O(cluster) and O(state=absent) (a cluster's teardown), the cloudspace is deleted only when the cluster
-    created it (O(created_by_cluster)) and no VM is left in it; otherwise it is kept, RV(kept) and a warning say
-    why, and the task succeeds unchanged.
+  - With O(cluster) and O(state=present), a cloudspace it creates gets a note that records the cluster as its
+    creator (title C(capvco/v1), content C(creator cluster=NAME)). When another run created one of the same name
+    at the same time, every run takes the earliest and the other is deleted again.
+  - With O(cluster) and O(state=absent) (a cluster's teardown), the cloudspace is deleted only when its note
+    records that cluster as its creator and no VM is left in it; otherwise it is kept, RV(kept) says why, and the
+    task succeeds unchanged.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -35,14 +38,10 @@ options:
     choices: [present, absent]
     default: present
   cluster:
-    description: With O(state=absent), the cluster whose teardown this is (see O(created_by_cluster)).
-    type: str
-  created_by_cluster:
     description:
-      - With O(cluster), whether that cluster created the cloudspace (its machines' markers record it, see
-        M(whitesky.capvco.machine_info)). When false the cloudspace is kept.
-    type: bool
-    default: false
+      - The cluster the cloudspace belongs to - recorded by a note when this creates it, and required of the note
+        before O(state=absent) deletes it.
+    type: str
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -67,7 +66,6 @@ EXAMPLES = r"""
     name: demo
     location: be-gen-1
     cluster: demo
-    created_by_cluster: true
     state: absent
 """
 
@@ -86,6 +84,10 @@ cloudspace:
     location:
       description: Its location.
       type: str
+created:
+  description: With O(state=present), false when another run created the cloudspace first (and this one's was deleted).
+  returned: when the cloudspace was missing
+  type: bool
 kept:
   description: With O(cluster), why the cloudspace was kept instead of deleted.
   returned: when kept
@@ -104,7 +106,6 @@ def main():
             private_network=dict(type="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             cluster=dict(type="str"),
-            created_by_cluster=dict(type="bool", default=False),
         )
     ).run(cloudspaces.ensure)
 

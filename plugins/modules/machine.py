@@ -49,12 +49,6 @@ options:
   pool:
     description: With O(cluster), the machine pool, recorded in the marker.
     type: str
-  cloudspace_created:
-    description:
-      - With O(cluster), records in the marker that the cluster created the cloudspace, so that its teardown may
-        delete the cloudspace (when nothing the cluster does not own is left in it).
-    type: bool
-    default: false
   location:
     description: The location, for a graceful delete's vGPU release.
     type: str
@@ -159,7 +153,6 @@ def main():
             force=dict(type="bool", default=False),
             cluster=dict(type="str"),
             pool=dict(type="str"),
-            cloudspace_created=dict(type="bool", default=False),
             location=dict(type="str"),
             **machines.SIZE_OPTIONS,
             description=dict(type="str"),

@@ -83,10 +83,6 @@ machines:
       description: The machine pool the marker names (null when it names none).
       type: str
       returned: with O(cluster)
-    cloudspace_created:
-      description: Whether the marker records that the cluster created the cloudspace.
-      type: bool
-      returned: with O(cluster)
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines

@@ -34,8 +34,8 @@ options:
     description:
       - The cloudspace by name, in O(location), found in the same call (a lifecycle playbook's one task instead of
         two). Give O(cloudspace_id) or this.
-      - With O(state=present), a missing one is created, and recorded as the cluster's (C(cloudspace=created) in the
-        markers of the machines created, so that the cluster's teardown may delete it); with O(state=absent), none
+      - With O(state=present), a missing one is created, and recorded as the cluster's by a note on it (so that the
+        cluster's teardown, M(whitesky.capvco.cluster), may delete it); with O(state=absent), none
         is nothing to delete (its machines went with it), and O(sweep) still releases every reservation the cluster
         owns.
     type: str
@@ -109,13 +109,6 @@ options:
   pool:
     description: The machine pool, recorded in the marker of the machines created.
     type: str
-  cloudspace_created:
-    description:
-      - Records in the marker of the machines created that the cluster created the cloudspace, so that its teardown
-        may delete the cloudspace (when nothing the cluster does not own is left in it). A machine the cluster owns
-        whose marker records it already counts too.
-    type: bool
-    default: false
   force:
     description: With O(state=absent), delete the VMs with their vGPUs still attached and release nothing.
     type: bool
@@ -217,9 +210,9 @@ deleted:
   returned: always
   type: list
   elements: str
-cloudspace_created:
-  description: Whether the cluster created the cloudspace, as O(cloudspace_created) or its machines' markers say.
-  returned: always
+cloudspace_made:
+  description: In check mode, true when the cloudspace would be created.
+  returned: in check mode, when the cloudspace is missing
   type: bool
 reservations:
   description: With O(pools[].gpu), the reservations of the pools' machines, as M(whitesky.capvco.vgpu) returns them.
@@ -270,7 +263,6 @@ def main():
             sweep=dict(type="bool", default=False),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             pool=dict(type="str"),
-            cloudspace_created=dict(type="bool", default=False),
             force=dict(type="bool", default=False),
             location=dict(type="str"),
             **machines.SIZE_OPTIONS,

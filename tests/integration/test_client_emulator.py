@@ -205,3 +205,60 @@ def test_parameters_in_the_wrong_place_are_refused(emulator):
         headers={"Authorization": "Bearer " + emulator.token},
     )
     assert resp.status_code == 400 and "name" in resp.json()["message"]
+
+
+def test_cloudspace_notes(emulator):
+    client = emulator.client()
+    cs = client.create_cloudspace("notes-cs", LOC)
+    assert client.cloudspace_notes(cs) == []
+    assert client.create_cloudspace_note(cs, "first", "one") == {"success": True}
+    assert client.create_cloudspace_note(cs, "second", "two") == {"success": True}
+    notes = client.cloudspace_notes(cs)
+    assert [(n["title"], n["content"]) for n in notes] == [("first", "one"), ("second", "two")]
+    fields = {"id", "title", "content", "creation_time", "last_update_time", "created_by", "modified_by"}
+    for n in notes:
+        assert set(n) == fields
+        assert isinstance(n["id"], str) and n["id"]
+        assert isinstance(n["creation_time"], float) and n["last_update_time"] == n["creation_time"]
+        assert n["created_by"] == n["modified_by"] == CUSTOMER
+    assert notes[0]["creation_time"] < notes[1]["creation_time"], "float seconds order notes made in one second"
+    first, second = notes
+    assert client.update_cloudspace_note(cs, first["id"], "first!", "one, edited") == {"success": True}
+    edited = client.cloudspace_notes(cs)
+    assert [n["id"] for n in edited] == [first["id"], second["id"]], "an update keeps the order"
+    assert (edited[0]["title"], edited[0]["content"]) == ("first!", "one, edited")
+    assert edited[0]["creation_time"] == first["creation_time"]
+    assert edited[0]["last_update_time"] > first["last_update_time"]
+    assert client.delete_cloudspace_note(cs, second["id"]) == {"success": True}
+    assert [n["id"] for n in client.cloudspace_notes(cs)] == [first["id"]]
+    for call in (
+        lambda: client.delete_cloudspace_note(cs, second["id"]),
+        lambda: client.update_cloudspace_note(cs, "no-such-note", "t", "c"),
+        lambda: client.cloudspace_notes("cs-nowhere"),
+        lambda: client.create_cloudspace_note("cs-nowhere", "t", "c"),
+        lambda: client.delete_cloudspace_note("cs-nowhere", first["id"]),
+        lambda: client.delete_cloudspace_note(CS, first["id"]),  # a note of another cloudspace
+    ):
+        with pytest.raises(ApiError) as err:
+            call()
+        assert err.value.status == 404
+    url = emulator.url + "/customers/%s/cloudspaces/%s/notes" % (CUSTOMER, cs)
+    auth = {"Authorization": "Bearer " + emulator.token}
+    for bad, field in (
+        ({"title": "t", "content": "c", "author": "x"}, "body.author"),
+        ({"content": "c"}, "body.title"),
+        ({"title": 1, "content": "c"}, "body.title"),
+    ):
+        for method, target in (("POST", url), ("PUT", url + "/" + first["id"])):
+            resp = httpx.request(method, target, json=bad, headers=auth)
+            assert resp.status_code == 400 and field in resp.json()["message"], (method, bad, resp.text)
+    assert [n["title"] for n in client.cloudspace_notes(cs)] == ["first!"]
+    # in the recycle bin a cloudspace keeps its notes; deleted permanently, they go with it
+    binned = client.create_cloudspace("notes-bin", LOC)
+    client.create_cloudspace_note(binned, "kept", "while binned")
+    client.delete_cloudspace(binned, permanently=False)
+    client.delete_cloudspace(cs, permanently=True)
+    assert [(n["cloudspace_id"], n["title"]) for n in emulator.snapshot()["notes"]] == [(binned, "kept")]
+    with pytest.raises(ApiError) as err:
+        client.cloudspace_notes(cs)
+    assert err.value.status == 404

@@ -11,7 +11,9 @@ spec's own looseness, written down in docs/known-limitations.md.
 The spec is narrowed before generation only where the emulator's world
 decides: the customer is the emulator's one customer, and a location is one
 of its two (or one that does not exist), so requests get past the 403/404
-into the operations themselves.
+into the operations themselves.  A note's id is one the emulator makes, so a
+generated request names either a placeholder, replaced by a note made just
+before it is sent, or a note that does not exist.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance
 from schemathesis.config import SchemathesisConfig
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from whitesky_emulator.app import OPS
 
 from helpers import CUSTOMER, SPEC_ABSENT, Emulator
@@ -32,6 +35,8 @@ from spec import load_spec
 
 SPEC = load_spec()
 EXAMPLES = int(os.environ.get("CAPVCO_CONFORMANCE_EXAMPLES", "25"))
+#: The placeholder a generated request names a note by, replaced by a real note's id (see ``with_a_note``).
+A_NOTE = "a-note"
 SERVED = {operation_id for _method, _path, operation_id, _mutating, _func in OPS}
 pytestmark = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
 
@@ -51,6 +56,8 @@ def narrowed(spec):
                 param["enum"] = ["be-gen-1", "nl-ams-1", "xx-nowhere-1"]
             if param.get("in") == "path" and param["name"] == "cloudspace_id":
                 param["enum"] = ["cs-demo", "cs-ams", "cs-nowhere"]
+            if param.get("in") == "path" and param["name"] == "note_id":
+                param["enum"] = [A_NOTE, "no-such-note"]
         paths[path] = dict(ops, **({"parameters": item["parameters"]} if "parameters" in item else {}))
     out["paths"] = paths
     return out
@@ -78,11 +85,30 @@ def test_every_served_operation_is_in_the_spec():
     } >= SERVED
 
 
+def with_a_note(case, live):
+    """A case that names the placeholder note gets a real one, made now in its cloudspace (or in cs-demo).
+
+    A generated deleteCloudspace may have taken the cloudspace already: the case then keeps the placeholder.
+    """
+    params = case.path_parameters or {}
+    if params.get("note_id") != A_NOTE:
+        return
+    cs = params.get("cloudspace_id") if params.get("cloudspace_id") in ("cs-demo", "cs-ams") else "cs-demo"
+    with live.client() as client:
+        try:
+            client.create_cloudspace_note(cs, "conformance", "a note to update or delete")
+            params["note_id"] = client.cloudspace_notes(cs)[-1]["id"]
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+
 @schema.parametrize()
 @settings(
     max_examples=EXAMPLES, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None
 )
 def test_the_emulator_conforms_to_the_spec(case, live):
+    with_a_note(case, live)
     case.call_and_validate(
         base_url=live.url.rsplit("/api/1", 1)[0] + SPEC.get("basePath", "/api/1"),
         headers={"Authorization": "Bearer " + live.token},

@@ -18,7 +18,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot
 
 from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
@@ -137,7 +137,9 @@ def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
     vc = make_cluster(kube)
     reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
     status = kube.get(vc)["status"]
-    assert status["ready"] is True and status["gpuOwner"] == "gpu1" and status["cloudspaceCreated"] is True
+    assert status["ready"] is True and status["gpuOwner"] == "gpu1" and "cloudspaceCreated" not in status
+    with emulator.client() as client:  # the cloudspace is the cluster's by a note on it
+        assert cloudspaces.creator(client, status["cloudspaceID"]) == "gpu1"
     assert condition(kube.get(vc), "GPUReservationsClean")["status"] == "True"
     assert changed(reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)) == 0
 

@@ -54,9 +54,11 @@ def reclaim(emu, check=False, **params):
         return sweep.reclaim(Request(client, base, check_mode=check))
 
 
-def vms(emu, *names):
+def vms(emu, *names, cluster="c1"):
+    """VMs of ``cluster`` (its marker in their description), as the machine modules make them."""
     with emu.client() as client:
-        return [client.create_vm(CS, name=n, description="t", vcpus=2, memory=2048) for n in names]
+        marker = ownership.machine_marker(cluster) if cluster else "made by hand"
+        return [client.create_vm(CS, name=n, description=marker, vcpus=2, memory=2048) for n in names]
 
 
 def live(emu, cluster="c1"):
@@ -207,7 +209,8 @@ def test_force_deleted_machine_then_cluster_sweep_leaves_nothing_billing(emulato
 
 
 def test_unowned_and_other_clusters_reservations_survive_every_sweep(emulator):
-    vms(emulator, "w0", "w9")
+    vms(emulator, "w0")
+    vms(emulator, "w9", cluster="other")
     theirs = emulator.admin(
         "POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-l4-24q", "vgpu_name": "hand-made-by-ops"}
     )["vgpu_id"]

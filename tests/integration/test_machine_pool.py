@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import machines
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
@@ -22,7 +22,6 @@ def pool(emu, check=False, **params):
         exclusive=False,
         state="present",
         pool="gpu",
-        cloudspace_created=False,
         force=False,
         location="be-gen-1",
         vcpus=2,
@@ -98,7 +97,7 @@ def test_a_pool_is_created_concurrently(emulator):
 
 def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
     """Two pools at once; then, exclusive, the cluster's machines no pool names go (their vGPUs first), and the
-    neighbour cluster's and the hand-made VM stay; the cloudspace's creation is read from the markers."""
+    neighbour cluster's and the hand-made VM stay."""
     with emulator.client() as client:
         client.create_vm(CS, name="hand-made", description="made by hand", vcpus=2, memory=2048)
     pool(emulator, names=["other-0"], cluster="c1-other")
@@ -109,21 +108,19 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
             {"name": "cp", "names": ["c1-cp-0"], "vcpus": 2, "memory": 4096},
             {"name": "gpu", "names": ["c1-gpu-0", "c1-gpu-1"], "vcpus": 4, "memory": 8192},
         ],
-        cloudspace_created=True,
     )
-    assert first["created"] == ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"] and first["cloudspace_created"]
+    assert first["created"] == ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"]
     with emulator.client() as client:
-        marks = {v["name"]: (v["pool"], v["cloudspace_created"], v["vcpus"]) for v in machines.described(client, CS)}
-    assert marks["c1-cp-0"] == ("cp", True, 2) and marks["c1-gpu-1"] == ("gpu", True, 4)
+        marks = {v["name"]: (v["pool"], v["vcpus"]) for v in machines.described(client, CS)}
+    assert marks["c1-cp-0"] == ("cp", 2) and marks["c1-gpu-1"] == ("gpu", 4)
     ensure(emulator, machines=["c1-gpu-1"], count=2)
     plan = pool(emulator, check=True, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
     assert plan["deleted"] == ["c1-cp-0", "c1-gpu-1"] and len(plan["released_vgpus"]) == 2 and plan["created"] == []
-    assert plan["cloudspace_created"], "read from the markers, not passed"
     assert plan["diff"] == {"before": ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"], "after": ["c1-gpu-0"]}
     pool(emulator, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
     assert vm_names(emulator) == ["c1-gpu-0", "hand-made", "other-0"] and live(emulator) == []
     teardown = pool(emulator, names=None, exclusive=True, state="absent", force=True)
-    assert teardown["deleted"] == ["c1-gpu-0"] and teardown["cloudspace_created"]
+    assert teardown["deleted"] == ["c1-gpu-0"]
     assert vm_names(emulator) == ["hand-made", "other-0"]
 
 
@@ -150,9 +147,11 @@ def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(e
     with emulator.client() as client:
         assert "fresh-cs" not in [c["name"] for c in client.cloudspaces()], "check mode created nothing"
     made = pool(emulator, **fresh)
-    assert made["changed"] and made["created"] == ["f-0"] and made["cloudspace_created"] and made["cloudspace_id"]
+    assert made["changed"] and made["created"] == ["f-0"] and made["cloudspace_id"]
+    with emulator.client() as client:
+        assert cloudspaces.creator(client, made["cloudspace_id"]) == "c1", "a note records who created it"
     again = pool(emulator, **fresh)
-    assert not again["changed"] and again["cloudspace_created"], "the marker remembers who created it"
+    assert not again["changed"]
     assert again["cloudspace_id"] == made["cloudspace_id"]
     by_name = dict(cloudspace_id=None, cloudspace="capvco-demo", names=None, exclusive=True, sweep=True)
     check = pool(emulator, check=True, state="absent", force=True, **by_name)
@@ -160,8 +159,10 @@ def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(e
     down = pool(emulator, state="absent", force=True, **by_name)
     assert down["deleted"] == ["c1-g-0"] and len(down["released"]) == 1 and live(emulator) == []
     assert vm_names(emulator) == ["c10-g-0"] and len(live(emulator, "c10")) == 1, "the prefix neighbour is kept"
-    # a reservation left behind, and the cloudspace gone: the sweep still finds it by its name
-    ensure(emulator, machines=["c10-g-0"], cluster="c1", count=1)
+    # a reservation left behind (its machine deleted by force), and the cloudspace gone: the sweep still finds it
+    pool(emulator, names=None, pools=[gpu_pool])
+    pool(emulator, names=["c1-g-0"], state="absent", force=True)
+    assert len(live(emulator)) == 1
     gone = pool(emulator, state="absent", **dict(by_name, cloudspace="deleted-already"))
     assert gone["cloudspace_id"] is None and gone["deleted"] == [] and len(gone["released"]) == 1
     assert live(emulator) == [] and len(live(emulator, "c10")) == 1

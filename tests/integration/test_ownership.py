@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
@@ -16,7 +18,7 @@ from helpers import ROOT, run_playbook, task_results
 from test_gpu import CS, LOC, assert_converged, ensure, live, reclaim, vms
 
 PLAYS = os.path.join(ROOT, "playbooks")
-DELETE_CS = "Delete the cloudspace, if the cluster created it and nothing it does not own is left in it"
+DELETE_CS = "Delete every machine the cluster owns, release every reservation it owns, then its own cloudspace"
 
 
 def cluster_spec(name, cloudspace="shared-cs", gpu_replicas=1, count=1):
@@ -92,8 +94,8 @@ def test_two_clusters_and_a_hand_made_vm_share_a_cloudspace(emulator):
     assert untouched(vgpus_before, vgpus_after, lambda g: not of_cluster({0: g}, "web")) == {}
     assert vm_names(emulator, "shared-cs") == ["web-db", "web-gpu-cp-0", "web-gpu-gpu-0"]
     assert live(emulator, "web") == [] and len(live(emulator, "web-gpu")) == 1
-    (kept,) = task_results(data, DELETE_CS)
-    assert not kept["changed"] and "web-db" in kept["kept"] and "web-gpu-cp-0" in kept["kept"]
+    (kept,) = [c["kept"] for r in task_results(data, DELETE_CS) for c in r["plan"]["cloudspaces"]]
+    assert "web-db" in kept and "web-gpu-cp-0" in kept
     assert spaces[cs]["deleted_at"] is None
 
     # `web-gpu` has no orphans, and its own delete keeps the cloudspace: it did not create it
@@ -101,8 +103,8 @@ def test_two_clusters_and_a_hand_made_vm_share_a_cloudspace(emulator):
     assert rc == 0, out[-3000:]
     rc, out, data = play(emulator, "cluster_delete.yml", cluster_spec("web-gpu"))
     assert rc == 0, out[-3000:]
-    (kept,) = task_results(data, DELETE_CS)
-    assert "did not create it" in kept["kept"]
+    (kept,) = [c["kept"] for r in task_results(data, DELETE_CS) for c in r["plan"]["cloudspaces"]]
+    assert "cluster 'web' created it, not 'web-gpu'" in kept
     assert vm_names(emulator, "shared-cs") == ["web-db"] and live(emulator, "web-gpu") == []
     assert emulator.ledger()["accruing"] == 0
 
@@ -112,7 +114,9 @@ def test_a_cluster_deletes_the_cloudspace_it_created_once_it_is_empty(emulator):
     assert rc == 0, out[-3000:]
     cs = cloudspace_id(emulator, "solo-cs")
     _s, vms_now, _g = state(emulator)
-    assert {v["description"] for v in vms_now.values()} == {"capvco/v1 cluster=solo pool=cp cloudspace=created"}
+    assert {v["description"] for v in vms_now.values()} == {"capvco/v1 cluster=solo pool=cp"}
+    notes = [n for n in emulator.snapshot()["notes"] if n["cloudspace_id"] == cs]
+    assert [(n["title"], n["content"]) for n in notes] == [("capvco/v1", "creator cluster=solo")]
     rc, out, data = play(emulator, "cluster_delete.yml", cluster_spec("solo", cloudspace="solo-cs", gpu_replicas=0))
     assert rc == 0, out[-3000:]
     spaces, _v, _g = state(emulator)
@@ -140,7 +144,7 @@ def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
     with emulator.client() as client:
         for name, description in (
             ("a-0", ownership.machine_marker("a", "cp")),
-            ("a-b-0", ownership.machine_marker("a-b", "cp", cloudspace_created=True)),
+            ("a-b-0", ownership.machine_marker("a-b", "cp")),
             ("a-1", "capvco/v1 cluster=a-b pool=gpu"),
             ("a-hand", "capvco cluster a"),
             ("b-0", ownership.machine_marker("a", "gpu")),
@@ -151,10 +155,15 @@ def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
 
 
 def test_clusters_whose_names_are_prefixes_never_share_reservations(emulator):
-    vms(emulator, "prod-0", "prod-2-0")
+    vms(emulator, "prod-0", cluster="prod")
+    vms(emulator, "prod-2-0", cluster="prod-2")
     ensure(emulator, cluster="prod", machines=["prod-0"], count=1)
     ensure(emulator, cluster="prod-2", machines=["prod-2-0"], count=2)
-    ensure(emulator, cluster="prod-2", machine="prod-0", count=1)  # prod-2 may hold a vGPU on a machine named prod-0
+    with pytest.raises(InputError, match="machine 'prod-0' is not owned by cluster 'prod-2'"):
+        ensure(emulator, cluster="prod-2", machine="prod-0", count=1)  # prod's machine, whatever its name
+    with emulator.client() as client:  # a reservation of prod-2's on prod's machine, made by hand, still is prod-2's
+        vm_id = [v["vm_id"] for v in client.vms(CS) if v["name"] == "prod-0"][0]
+        client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-20c", ownership.encode("prod-2", "prod-0", 0))
     assert len(live(emulator, "prod")) == 1 and len(live(emulator, "prod-2")) == 3
     res = reclaim(emulator, scope="cluster", cluster="prod")
     assert [r["cluster"] for r in res["released"]] == ["prod"]
@@ -175,7 +184,7 @@ def test_teardown_purges_owned_reservations_in_the_recycle_bin(emulator):
 
 def test_long_cluster_names_are_not_orphans_while_their_machine_lives(emulator):
     cluster = "a-very-long-cluster-name-over-twenty"
-    vms(emulator, "a-very-long-cluster-name-over-twenty-gpu-0")
+    vms(emulator, "a-very-long-cluster-name-over-twenty-gpu-0", cluster=cluster)
     ensure(emulator, cluster=cluster, machine="a-very-long-cluster-name-over-twenty-gpu-0", count=1)
     res = reclaim(emulator, scope="orphans", cluster=None, grace_period=0)
     assert res["released"] == [] and len(live(emulator, cluster)) == 1
@@ -256,12 +265,12 @@ def test_release_waits_out_a_neighbours_lock_on_the_vm(emulator):
 
 
 def test_the_machine_module_refuses_a_vm_the_cluster_does_not_own(emulator):
-    vms(emulator, "w0")
+    vms(emulator, "w0", cluster=None)
     with emulator.client() as client:
         for state_ in ("present", "absent"):
             params = dict(
                 cloudspace_id=CS, name="w0", cluster="c1", state=state_, force=True, vcpus=2, memory=2048,
-                location=LOC, pool=None, cloudspace_created=False, description=None, first_boot=None,
+                location=LOC, pool=None, description=None, first_boot=None,
                 user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
             )  # fmt: skip
             try:

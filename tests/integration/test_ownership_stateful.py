@@ -49,7 +49,27 @@ CLUSTERS = ("web", "web-gpu", "web-gpu-with-a-name-over-twenty")
 CLOUDSPACES = ("shared-cs", "own-cs")
 FAULTS = ("none", "drop", "slow", "503", "429", "lock")
 # The first is what Hypothesis's simplest example repeats: a cheap one, that runs no playbook.
-ACTIONS = ("someone_else", "converge", "kill_a_run", "delete_a_machine", "reclaim_orphans", "delete_cluster")
+ACTIONS = (
+    "someone_else",
+    "converge",
+    "kill_a_run",
+    "delete_a_machine",
+    "reclaim_orphans",
+    "delete_cluster",
+    "typo",
+    "over_capacity",
+)
+#: Typos a user makes in a spec (``typo`` applies one): each must be refused before anything changes.
+TYPOS = (
+    ("pools", 0, "replicas", "two"),
+    ("pools", 0, "replicas", -1),
+    ("pools", 0, "replicas", 1.5),
+    ("control_plane", None, "replicas", "three"),
+    ("gpu", None, "driverversion", "550"),
+    ("pools", 0, "replica", 2),
+    ("cluster", None, "name", "nl\n"),
+    ("pools", 0, "name", "g p"),
+)
 TAKEN = "is not owned by cluster"  # the refusal of a name that a VM the cluster does not own holds
 SHORT = "not enough NVIDIA A100"  # the refusal when the location's GPUs are all reserved
 EXAMPLES = int(os.environ.get("CAPVCO_STATEFUL_EXAMPLES", "3"))
@@ -64,6 +84,7 @@ FIGURES = {
     "kills": 0,
     "refusals": 0,
     "violations": 0,
+    "refused_specs": 0,
     "rules": {},
     "faults": {},
 }
@@ -316,8 +337,36 @@ class Ownership(RuleBasedStateMachine):
             self.someone_else(("vm", "reservation", "recycle_bin")[seed % 3], name, cs, pick, flag)
         elif action == "reclaim_orphans":
             self.reclaim_orphans(name)
+        elif action in ("typo", "over_capacity"):
+            self.bad_spec(action, name, cs, replicas, pick)
         else:
             self.delete_cluster(name, fault, seed)
+
+    def bad_spec(self, kind, name, cs, replicas, pick):
+        """A typo'd or an over-capacity spec is applied to a cluster (live or not): it is refused naming the field
+        or the shortage, and the platform is exactly as it was."""
+        c = self.clusters.get(name)
+        cs = c["cs"] if c and not c["deleted"] else cs
+        bad = spec(name, cs, max(replicas, 1), 1)
+        if kind == "over_capacity":
+            bad = spec(name, cs, 3, 16)  # 48 A100s: more than the location has
+            expected = (SHORT, TAKEN)  # (a name a hand-made VM holds is refused first)
+        else:
+            where, index, key, value = TYPOS[pick % len(TYPOS)]
+            target = bad["pools"][0]["gpu"] if where == "gpu" else bad[where]
+            target = target[index] if index is not None else target
+            if key == "replica":
+                target.pop("replicas")
+            target[key] = value
+            expected = (key + ": ",)
+        before = self.emu.snapshot()
+        rc, out, killed = self.run("cluster_create.yml", bad)
+        assert not killed and rc != 0 and any(e in out for e in expected), (kind, out[-3000:])
+        after = self.emu.snapshot()
+        if after != before:
+            FIGURES["violations"] += 1
+        assert after == before, "a refused spec changed the platform"
+        FIGURES["refused_specs"] += 1
 
     def converge(self, name, cs, replicas, count, fault, seed):
         """Create a cluster, or scale it up or down (its cloudspace is fixed at creation)."""
@@ -427,6 +476,12 @@ class Ownership(RuleBasedStateMachine):
             for v in vms.values()
             if v["deleted_at"] is None and ownership.machine_owned(v["description"], name)
         ]
+        cs = self.clusters[name]["cs"]
+        if self.created_cs.get(cs) == name:  # its own cloudspace goes too, unless others' VMs are in it
+            spaces, vms, _g = self.snapshot()
+            for cs_id in (k for k, c in spaces.items() if c["name"] == cs and c["deleted_at"] is None):
+                others = [v["name"] for v in vms.values() if v["cloudspace_id"] == cs_id and v["deleted_at"] is None]
+                assert others, "cluster %s's own cloudspace %r is left empty after its delete" % (name, cs)
         self.clusters[name].update(deleted=True, seconds=self.billed_seconds(name))
 
 

@@ -118,7 +118,7 @@ def test_the_samples_validate_and_the_bad_ones_are_rejected():
         assert crdschema.check(crds, doc) == [], doc["metadata"]["name"]
     expected = {
         "unknown-gpu-field": "colour",
-        "negative-count": "minimum of 0",
+        "negative-count": "minimum of 1",
         "no-gpu-type": "'type' is a required",
         "no-vcpus": "'vcpus' is a required",
         "driver-as-number": "not of type 'string'",

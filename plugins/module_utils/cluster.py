@@ -1,0 +1,428 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A whole cluster from its spec: checked, read, planned with its capacity and price, then applied (pure Python).
+
+1. The spec is checked whole (``clusterspec.check``): a bad one fails before anything is read.
+2. The world is read in parallel: the cloudspace by name, the cluster's VMs with their markers, the location's
+   reservations, GPU profiles and prices (and, for a teardown, the cloudspace's creator note).
+3. :func:`plan` (pure) computes what must change: the cloudspace, the machines to create and delete, the vGPUs to
+   reserve, attach and release, the capacity that needs, the user data of each pool, and the price per hour
+   before and after.  Every check is here: ownership of every VM the plan touches, GPU types, capacity, user-data
+   size, the budget.  A plan that cannot be carried out raises before the first platform write.
+4. Check mode returns the plan.  The real run applies it through the machines, GPU and sweep cores (handed what
+   was read, so nothing is read twice) and reports what it did, also when it fails halfway.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, clusterspec, gpu, machines, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
+    Inventory,
+    cloudspaces_named,
+    described,
+    not_owned,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+
+
+def _read(jobs):
+    got, failed = run_parallel(jobs, len(jobs))
+    if failed:
+        raise next(iter(failed.values()))
+    return got
+
+
+def read(client, spec, teardown=False, parallel=32):
+    """The world a plan needs, read in two parallel rounds: ``{spaces: [{cloudspace, vms, creator}], inventory,
+    profiles, price}`` (the same-named cloudspaces, earliest first; a converge reads the first one only)."""
+    loc, name = spec["cluster"]["location"], spec["cluster"]["cloudspace"]
+    jobs = {
+        "spaces": lambda: cloudspaces_named(client, name, loc),
+        "inventory": lambda: Inventory(client, loc),
+        "price": lambda: client.prices(loc),
+    }
+    if not teardown and any(pool.get("gpu") for pool in spec["pools"]):
+        jobs["profiles"] = lambda: client.gpu_profiles(loc)
+    world = _read(jobs)
+    spaces = world["spaces"] if teardown else world["spaces"][:1]
+    second = {}
+    for cs in spaces:
+        cs_id = cs["cloudspace_id"]
+        second[("vms", cs_id)] = lambda i=cs_id: described(client, i, parallel)
+        if teardown:
+            second[("creator", cs_id)] = lambda i=cs_id: cloudspaces.creator(client, i)
+    got = _read(second)
+    world["spaces"] = [
+        {
+            "cloudspace": cloudspaces.view(cs),
+            "vms": got[("vms", cs["cloudspace_id"])],
+            "creator": got.get(("creator", cs["cloudspace_id"])),
+        }
+        for cs in spaces
+    ]
+    world.setdefault("profiles", [])
+    return world
+
+
+def _machine_pools(spec):
+    """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``)."""
+    out = []
+    for pool in clusterspec.pools(spec):
+        g = pool.get("gpu")
+        out.append(
+            {
+                "name": pool["name"],
+                "names": pool["names"],
+                "vcpus": pool["vcpus"],
+                "memory": pool["memory"],
+                "image_id": pool.get("image"),
+                "disk_size": pool.get("diskSize"),
+                "gpu": dict(type=g["type"], count=g["count"], driver_version=g["driverVersion"]) if g else None,
+            }
+        )
+    return out
+
+
+def _params(spec, cloudspace_id, parallel, state="present", **extra):
+    """What the machines, GPU and sweep cores take, for this cluster."""
+    params = dict(
+        cloudspace_id=cloudspace_id,
+        cluster=spec["cluster"]["name"],
+        location=spec["cluster"]["location"],
+        state=state,
+        exclusive=True,
+        force=False,
+        parallel=parallel,
+        first_boot=dict(spec["first_boot"]),
+        bootstrap_data=None,
+        provider_id=None,
+        user_data=None,
+        permanently=True,
+    )
+    params.update(extra)
+    return params
+
+
+def _price(world, before, reserve, release):
+    per_hour = price_per_hour(world.get("price"))
+    return {
+        "currency": (world.get("price") or {}).get("currency"),
+        "per_vgpu_hour": round(per_hour, 4),
+        "vgpus_before": before,
+        "vgpus_after": before + reserve - release,
+        "hourly_before": round(before * per_hour, 4),
+        "hourly_added": round(reserve * per_hour, 4),
+        "hourly_removed": round(release * per_hour, 4),
+        "hourly_after": round((before + reserve - release) * per_hour, 4),
+    }
+
+
+def plan(spec, world, max_hourly_cost=None):
+    """What converging to ``spec`` changes, from the ``world`` :func:`read` returned (pure: no platform call).
+
+    Raises :class:`InputError` (or ``InsufficientCapacity``) for any plan that cannot be carried out whole.
+    """
+    cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
+    space = world["spaces"][0] if world["spaces"] else None
+    vms = space["vms"] if space else []
+    by_name = {v["name"]: v for v in vms}
+    pools = _machine_pools(spec)
+    names = [n for pool in pools for n in pool["names"]]
+    foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
+    if foreign:
+        raise InputError(
+            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
+            + "; nothing was changed"
+        )
+    owned = sorted(v["name"] for v in vms if v["owner"] == cluster)
+    create = [{"name": n, "pool": pool["name"]} for pool in pools for n in pool["names"] if n not in by_name]
+    delete = [n for n in owned if n not in names]
+    user_data = machines.pool_user_data(
+        _params(spec, None, 1),
+        [dict(pool, names=[c["name"] for c in create if c["pool"] == pool["name"]]) for pool in pools],
+    )
+    inventory = world["inventory"]
+    reserve, release, attach, needs = [], [], [], {}
+    for pool in pools:
+        g = pool["gpu"]
+        type_ids = set()
+        if g:
+            profiles = gpu.profiles_of_type(world["profiles"], g["type"], location)
+            type_ids = {p["id"] for p in profiles}
+            needs.setdefault(gpu.normalise_type(g["type"]), (g["type"], profiles, {}))
+        for name in pool["names"]:
+            items = inventory.owned(cluster, name)
+            if not g and not items:
+                continue
+            vm_id = by_name[name]["vm_id"] if name in by_name else None
+            mp = gpu.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
+            release += mp["releases"]
+            attach += mp["fixes"]
+            reserve += [{"machine": name, "slot": s, "type": g["type"]} for s in mp["missing"]]
+            if g and mp["missing"]:
+                needs[gpu.normalise_type(g["type"])][2][name] = len(mp["missing"])
+    for name in delete:  # a graceful delete releases the machine's reservations first
+        release += inventory.owned(cluster, name)
+    capacity = {}
+    for label, profiles, wanted in needs.values():
+        gpu.allocate(profiles, wanted, label)  # InsufficientCapacity before anything is created
+        capacity[label] = {
+            "needed": sum(wanted.values()),
+            "available": sum(int(p.get("available_instances") or 0) for p in profiles),
+        }
+    billed = inventory.owned(cluster)
+    price = _price(world, len(billed), len(reserve), len(release))
+    if max_hourly_cost is not None and price["hourly_after"] > max_hourly_cost:
+        raise InputError(
+            "the plan costs %.4f %s per hour in vGPUs once applied (%d vGPU(s)), over max_hourly_cost %s; nothing was "
+            "changed" % (price["hourly_after"], price["currency"] or "", price["vgpus_after"], max_hourly_cost)
+        )
+    return {
+        "cloudspace": {
+            "name": spec["cluster"]["cloudspace"],
+            "cloudspace_id": space["cloudspace"]["cloudspace_id"] if space else None,
+            "create": space is None,
+        },
+        "create": create,
+        "delete": delete,
+        "keep": [n for n in owned if n in names],
+        "reserve": reserve,
+        "release": sorted(i["vgpu_name"] for i in release),
+        "attach": sorted(i["vgpu_name"] for i in attach),
+        "capacity": capacity,
+        "price": price,
+        "user_data_bytes": {pools[i]["name"]: len(data) for i, data in sorted(user_data.items())},
+    }
+
+
+def _changed(p):
+    return bool(p["cloudspace"]["create"] or p["create"] or p["delete"] or p["reserve"] or p["release"] or p["attach"])
+
+
+def _result(spec, p, done=None):
+    """The module's result: the plan, and what was done (in check mode: what the plan would do)."""
+    if done is None:
+        done = _sorted(
+            {
+                "cloudspace_created": p["cloudspace"]["create"],
+                "created": [c["name"] for c in p["create"]],
+                "deleted": list(p["delete"]),
+                "reserved": sorted("%s/%02d" % (r["machine"], r["slot"]) for r in p["reserve"]),
+                "released": list(p["release"]),
+            }
+        )
+    before = [] if p["cloudspace"]["create"] else ["cloudspace %s" % p["cloudspace"]["name"]]
+    before += ["machine %s" % n for n in sorted(p["keep"] + p["delete"])]
+    after = ["cloudspace %s" % p["cloudspace"]["name"]]
+    after += ["machine %s" % n for n in sorted(p["keep"] + [c["name"] for c in p["create"]])]
+    diff = {
+        "before": "\n".join(before + ["vgpus %d" % p["price"]["vgpus_before"]]) + "\n",
+        "after": "\n".join(after + ["vgpus %d" % p["price"]["vgpus_after"]]) + "\n",
+    }
+    out = dict(done, changed=_changed(p), plan=p, spec=spec, diff=diff)
+    out["machines"] = [
+        {"name": n, "pool": pool["name"], "gpu": pool.get("gpu") or {}}
+        for pool in clusterspec.pools(spec)
+        for n in pool["names"]
+    ]
+    return out
+
+
+def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=32):
+    """Core of ``cluster`` with ``state=present``."""
+    spec = clusterspec.check(raw_spec)
+    if max_hourly_cost is not None and max_hourly_cost < 0:
+        raise InputError("max_hourly_cost must be 0 or more, got %r" % max_hourly_cost)
+    world = read(client, spec, parallel=parallel)
+    p = plan(spec, world, max_hourly_cost)
+    if check_mode:
+        return _result(spec, p)
+    done = {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
+    try:
+        _apply(client, spec, world, p, done, parallel)
+    except WhiteskyError as exc:
+        raise _failed(exc, done) from None
+    return _result(spec, p, _sorted(done))
+
+
+def _sorted(done):
+    """What a run did, its lists sorted (the platform answers in its own order), each name once."""
+    return {k: sorted(set(v)) if isinstance(v, list) else v for k, v in done.items()}
+
+
+def _failed(exc, done):
+    """A failure halfway: the error, with what the run did before it (``changed`` true when it did anything)."""
+    done = _sorted(done)
+    details = dict(exc.details, **done)
+    details["changed"] = any(done.values())
+    what = "; ".join("%s %s" % (k, ", ".join(v) if isinstance(v, list) else v) for k, v in done.items() if v)
+    return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
+
+
+def _apply(client, spec, world, p, done, parallel):
+    space = world["spaces"][0]["cloudspace"] if world["spaces"] else None
+    vms = world["spaces"][0]["vms"] if world["spaces"] else []
+    if space is None:
+        try:
+            space, done["cloudspace_created"] = cloudspaces.claim(
+                client, spec["cluster"]["cloudspace"], spec["cluster"]["location"], spec["cluster"]["name"]
+            )
+        except WhiteskyError as exc:  # created, but neither claimed nor taken back
+            done["cloudspace_created"] = bool(exc.details.get("cloudspace_created"))
+            raise
+        if not done["cloudspace_created"]:  # another run made it first: what is in it and reserved now?
+            vms = described(client, space["cloudspace_id"], parallel)
+            world = dict(world, inventory=Inventory(client, spec["cluster"]["location"]))
+    cs = space["cloudspace_id"]
+    pools = _machine_pools(spec)
+    params = _params(spec, cs, parallel)
+    try:
+        got = machines.converge_machines(Request(client, params), pools, {"vms": vms, "inventory": world["inventory"]})
+    except PartialFailure as exc:
+        done["created"] += exc.details.get("created", [])
+        done["deleted"] += exc.details.get("deleted", [])
+        raise
+    done["created"] += got["created"]
+    done["deleted"] += got["deleted"]
+    done["released"] += got.get("released_vgpus", [])
+    listed = [{"vm_id": m["vm_id"], "name": m["name"]} for m in got["machines"]]
+    # by id: a slot bought again within the second its last reservation was made has the same name
+    before = {i["vgpu_id"] for i in world["inventory"].items}
+    cluster = spec["cluster"]["name"]
+    for pool in pools:
+        g = pool["gpu"]
+        targets = [n for n in pool["names"] if g or world["inventory"].owned(cluster, n)]
+        if not targets:
+            continue
+        extra = dict(machines=targets, machine=None, type=g["type"] if g else None, count=g["count"] if g else 0)
+        req = Request(client, _params(spec, cs, parallel, state="present" if g else "absent", **extra))
+        try:
+            got = gpu.ensure(req, {"vms": listed, "inventory": world["inventory"], "profiles": world["profiles"]})
+        except PartialFailure as exc:  # the machines that did converge: what they reserved
+            done["reserved"] += _new_slots(exc.details.get("reservations", []), before)
+            raise
+        mine = {i["vgpu_name"] for n in targets for i in world["inventory"].owned(cluster, n)}
+        done["released"] += [n for n in p["release"] if n in mine]
+        done["reserved"] += _new_slots(got.get("reservations", []), before)
+
+
+def _new_slots(reservations, before):
+    """``MACHINE/SLOT`` of the reservations not among the ids ``before``."""
+    return ["%s/%02d" % (r["vm_name"], r["slot"]) for r in reservations if r["vgpu_id"] not in before]
+
+
+def teardown(client, raw_spec, check_mode=False, machine=None, force=False, delete_cloudspace=True, parallel=32):
+    """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
+    reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
+    else deleted."""
+    spec = clusterspec.check(raw_spec)
+    cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
+    world = read(client, spec, teardown=True, parallel=parallel)
+    inventory = world["inventory"]
+    deletes, spaces_gone, kept = [], [], {}
+    for space in world["spaces"]:
+        owned = [v for v in space["vms"] if v["owner"] == cluster]
+        if machine is not None:
+            named = [v for v in space["vms"] if v["name"] == machine]
+            if named and named[0]["owner"] != cluster:
+                raise not_owned(machine, cluster, named[0].get("description"))
+            owned = named
+        deletes += [(space, v) for v in owned]
+        going = {v["name"] for v in owned}
+        why = cloudspaces.keep_reason(space["creator"], space["vms"], cluster, going)
+        if machine is not None or not delete_cloudspace:
+            why = why or "not asked to delete it"
+        if why:
+            kept[space["cloudspace"]["cloudspace_id"]] = why
+        else:
+            spaces_gone.append(space)
+    if machine is not None:
+        release = [] if force else [i for _s, v in deletes for i in inventory.owned(cluster, v["name"])]
+    else:
+        release = inventory.owned(cluster)
+    p = {
+        "cloudspaces": [
+            dict(s["cloudspace"], delete=s in spaces_gone, kept=kept.get(s["cloudspace"]["cloudspace_id"]))
+            for s in world["spaces"]
+        ],
+        "delete": sorted(v["name"] for _s, v in deletes),
+        "release": sorted(i["vgpu_name"] for i in release),
+        "price": _price(world, len(inventory.owned(cluster)), 0, len(release)),
+    }
+    changed = bool(p["delete"] or p["release"] or spaces_gone)
+    done = {
+        "deleted": p["delete"],
+        "released": p["release"],
+        "cloudspaces_deleted": [s["cloudspace"]["cloudspace_id"] for s in spaces_gone],
+    }
+    out = dict(done, changed=changed, plan=p, spec=spec)
+    out["diff"] = {
+        "before": "".join("machine %s\n" % n for n in p["delete"]) + "vgpus %d\n" % p["price"]["vgpus_before"],
+        "after": "vgpus %d\n" % p["price"]["vgpus_after"],
+    }
+    if check_mode:
+        return out
+    done = {"deleted": [], "released": [], "cloudspaces_deleted": []}
+    try:
+        for space in world["spaces"]:
+            cs = space["cloudspace"]["cloudspace_id"]
+            mine = [v for s, v in deletes if s is space]
+            if mine:
+                params = _params(spec, cs, parallel, state="absent", force=force)
+                params["exclusive"] = False
+                got = machines.converge_machines(
+                    Request(client, params),
+                    [{"name": None, "names": [v["name"] for v in mine], "gpu": None}],
+                    {"vms": space["vms"], "inventory": inventory},
+                )
+                done["deleted"] += got["deleted"]
+                done["released"] += got.get("released_vgpus", [])
+        if machine is None:
+            swept = sweep.reclaim(
+                Request(
+                    client,
+                    dict(
+                        location=location,
+                        scope="cluster",
+                        cluster=cluster,
+                        grace_period=0,
+                        permanently=True,
+                        parallel=parallel,
+                    ),
+                )
+            )
+            done["released"] += [r["vgpu_name"] for r in swept["released"]]
+            if swept["kept"]:
+                raise PartialFailure(
+                    "%d reservation(s) of cluster %r were not released: %s"
+                    % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
+                    {"kept": swept["kept"]},
+                )
+        for space in spaces_gone:
+            cloudspaces.delete(client, space["cloudspace"])
+            done["cloudspaces_deleted"].append(space["cloudspace"]["cloudspace_id"])
+    except WhiteskyError as exc:
+        raise _failed(exc, done) from None
+    return dict(out, **_sorted(done))
+
+
+def run(req):
+    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`, from the module's parameters."""
+    p = req.params
+    if p["state"] == "present":
+        if p.get("machine") is not None:
+            raise InputError("machine is for state=absent (delete one machine of the cluster)")
+        return converge(req.client, p["spec"], req.check_mode, p.get("max_hourly_cost"), p["parallel"])
+    return teardown(
+        req.client,
+        p["spec"],
+        req.check_mode,
+        machine=p.get("machine"),
+        force=p["force"],
+        delete_cloudspace=p["delete_cloudspace"],
+        parallel=p["parallel"],
+    )

@@ -1,0 +1,231 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cluster
+short_description: A whole cluster from its spec, checked and planned (with its capacity and price) before any change
+version_added: 0.1.0
+description:
+  - Takes the cluster spec as a user writes it (O(spec), the same keys as the cluster playbooks' variables) and
+    checks it whole before anything is read or changed - strict types (C("2") is read as 2, C("two") or C(1.5)
+    never), bounds, names matched whole, unknown keys refused with a suggestion. Every error names its path, for
+    example C(pools[1].gpu.driverversion) as an unknown key, with C(did you mean driverVersion?). docs/lifecycle.md
+    has the spec's reference, generated from the same schema.
+  - Then it reads the platform (the cloudspace by name, the cluster's machines and their markers, the location's
+    reservations, GPU profiles and prices) and computes a plan - the cloudspace to create, the machines to create
+    and delete, the vGPUs to reserve, attach and release - and checks it whole - the ownership of every machine it
+    touches, the GPU types, the location's capacity, each pool's user data against the platform's limit and
+    O(max_hourly_cost). A plan that cannot be carried out fails here, and nothing is created.
+  - In check mode the module returns that plan (RV(plan)) with its price. The real run applies it and returns what
+    it did; a run that fails halfway says what it had done (RV(created), RV(deleted), RV(reserved), RV(released)),
+    with C(changed) true when it did anything.
+  - With O(state=present), the cluster converges to the spec - pools scaled up and down (a machine gone is
+    deleted gracefully, its vGPUs released first), each GPU pool's vGPUs by type, a pool without C(gpu) holding
+    none. A cloudspace it creates is recorded as the cluster's by a note on it.
+  - With O(state=absent), every machine the cluster owns is deleted and every reservation it owns released
+    (recycle bin included), and each cloudspace of the name that a note records as the cluster's and that holds
+    nothing the cluster does not own is deleted. With O(machine), only that machine is deleted.
+author:
+  - whitesky.capvco contributors (@whitesky)
+options:
+  spec:
+    description:
+      - The cluster spec, with the keys C(cluster) (C(name), C(location), C(cloudspace)), C(control_plane),
+        C(pools) (each with C(name), C(replicas), C(vcpus), C(memory), and C(gpu) with C(type), C(count),
+        C(driverVersion)), C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type and bounds.
+    type: dict
+    required: true
+    suboptions:
+      cluster:
+        description: C(name), C(location) and C(cloudspace) (by name; the cluster's name by default).
+        type: raw
+      control_plane:
+        description: C(replicas) (default 1), C(vcpus) (2), C(memory) (4096), C(image), C(diskSize).
+        type: raw
+      pools:
+        description: The worker pools; one that is no longer listed is scaled to zero.
+        type: raw
+      first_boot:
+        description: C(packages), C(attempts), C(delay), C(lock_timeout) of every machine's first boot.
+        type: raw
+      sriov:
+        description: The SR-IOV add-on (deployed by the playbook, not by this module); checked here.
+        type: dict
+        suboptions:
+          enabled:
+            description: Whether the add-on is deployed.
+            type: raw
+          networks:
+            description: The external networks pods may ask for.
+            type: raw
+          credential:
+            description: The node agent's own platform token; never printed.
+            type: raw
+          credentialSecretRef:
+            description: A Secret with the node agent's token (C(name), C(key)).
+            type: raw
+  state:
+    description: V(present) converges the cluster to O(spec); V(absent) tears it down (or deletes O(machine)).
+    type: str
+    choices: [present, absent]
+    default: present
+  machine:
+    description:
+      - With O(state=absent), delete only this machine of the cluster (gracefully, its vGPUs released first,
+        unless O(force)); the cloudspace and the other reservations stay.
+    type: str
+  force:
+    description:
+      - With O(state=absent), delete machines with their vGPUs attached (C(detach_gpu)); a teardown's sweep then
+        releases them, while a single O(machine) leaves them to the teardown or the orphan sweep.
+    type: bool
+    default: false
+  delete_cloudspace:
+    description: With O(state=absent), delete the cloudspace when the cluster created it and nothing else is in it.
+    type: bool
+    default: true
+  max_hourly_cost:
+    description:
+      - Refuse a plan whose vGPUs would cost more than this per hour, once applied (in the location's currency),
+        before anything is created.
+    type: float
+  parallel:
+    description: How many machines are created, read or deleted at once.
+    type: int
+    default: 32
+extends_documentation_fragment:
+  - whitesky.capvco.connection
+  - whitesky.capvco.connection.actiongroups
+attributes:
+  check_mode:
+    description: Returns the plan, with its price, and fails exactly where the real run would.
+    support: full
+  diff_mode:
+    description: The cloudspace, the machines and the number of vGPUs, before and after.
+    support: full
+seealso:
+  - module: whitesky.capvco.machine_pool
+"""
+
+EXAMPLES = r"""
+- name: What would this spec change, and what would it cost?
+  whitesky.capvco.cluster:
+    spec:
+      cluster: {name: demo, location: be-gen-1, cloudspace: demo}
+      control_plane: {replicas: 1}
+      pools:
+        - {name: gpu, replicas: 2, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1, driverVersion: "550"}}
+    max_hourly_cost: 10
+  check_mode: true
+  register: plan
+
+- name: Converge to it
+  whitesky.capvco.cluster:
+    spec: "{{ {'cluster': cluster, 'control_plane': control_plane, 'pools': pools} }}"
+
+- name: Tear it down
+  whitesky.capvco.cluster:
+    spec: {cluster: {name: demo, location: be-gen-1}}
+    state: absent
+"""
+
+RETURN = r"""
+spec:
+  description: The spec as checked, with its defaults filled in.
+  returned: success
+  type: dict
+plan:
+  description:
+    - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),
+      C(cloudspace_id), C(create)), C(create) (C(name), C(pool)), C(delete), C(keep), C(reserve) (C(machine),
+      C(slot), C(type)), C(release) and C(attach) (reservation names), C(capacity) (per type, C(needed) and
+      C(available)), C(price) and C(user_data_bytes) (per pool). With O(state=absent) - C(cloudspaces) (each with
+      C(delete) and why it is C(kept)), C(delete), C(release) and C(price).
+    - C(price) has C(currency), C(per_vgpu_hour), C(vgpus_before), C(vgpus_after), C(hourly_before),
+      C(hourly_added), C(hourly_removed) and C(hourly_after).
+  returned: success
+  type: dict
+  sample:
+    cloudspace: {name: demo, cloudspace_id: null, create: true}
+    create: [{name: demo-cp-0, pool: cp}, {name: demo-gpu-0, pool: gpu}]
+    reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100}]
+    price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
+cloudspace_created:
+  description: Whether the cloudspace was (or would be) created by this run.
+  returned: state is present
+  type: bool
+created:
+  description: The machines created (or that would be).
+  returned: state is present
+  type: list
+  elements: str
+deleted:
+  description: The machines deleted (or that would be).
+  returned: always
+  type: list
+  elements: str
+reserved:
+  description: The vGPU slots reserved, as C(MACHINE/SLOT).
+  returned: state is present
+  type: list
+  elements: str
+released:
+  description: The names of the reservations released.
+  returned: always
+  type: list
+  elements: str
+cloudspaces_deleted:
+  description: The ids of the cloudspaces deleted.
+  returned: state is absent
+  type: list
+  elements: str
+spec_errors:
+  description: Every error of an invalid spec, each naming its path.
+  returned: failure, when the spec is invalid
+  type: list
+  elements: str
+"""
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+
+
+def main():
+    WhiteskyModule(
+        dict(
+            # the spec is checked by the collection's own schema (clusterspec); Ansible only hides the credential
+            spec=dict(
+                type="dict",
+                required=True,
+                options=dict(
+                    cluster=dict(type="raw"),
+                    control_plane=dict(type="raw"),
+                    pools=dict(type="raw"),
+                    first_boot=dict(type="raw"),
+                    sriov=dict(
+                        type="dict",
+                        options=dict(
+                            enabled=dict(type="raw"),
+                            networks=dict(type="raw"),
+                            credential=dict(type="raw", no_log=True),
+                            credentialSecretRef=dict(type="raw", no_log=False),  # a reference, not a secret
+                        ),
+                    ),
+                ),
+            ),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            machine=dict(type="str"),
+            force=dict(type="bool", default=False),
+            delete_cloudspace=dict(type="bool", default=True),
+            max_hourly_cost=dict(type="float"),
+            parallel=dict(type="int", default=32),
+        )
+    ).run(cluster.run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""The cluster spec as one typed contract: checked whole, planned with its capacity and price, then applied.
+
+Each observed point of the issue is a test here, against the real emulator: bad input leaves the emulator's snapshot
+identical, check mode returns what the real run then does, and the cloudspace a cluster makes is its own by a note.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, machines, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    InputError,
+    InsufficientCapacity,
+    PartialFailure,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+
+from helpers import ROOT, run_playbook, task_results
+from test_gpu import live
+
+PLAYS = os.path.join(ROOT, "playbooks")
+LOC = "be-gen-1"
+
+
+def spec(name="ty", gpu_replicas=2, **overrides):
+    base = {
+        "cluster": {"name": name, "location": LOC, "cloudspace": name + "-cs"},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": gpu_replicas,
+                "vcpus": 4,
+                "memory": 8192,
+                "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
+            }
+        ],
+    }
+    base.update(overrides)
+    return base
+
+
+def gpu_pool(**changes):
+    pool = dict(spec()["pools"][0])
+    gpu = dict(pool["gpu"], **changes.pop("gpu", {}))
+    pool.update(changes, gpu=gpu)
+    return pool
+
+
+def converge(emu, s, check=False, **kw):
+    with emu.client(backoff=0.01) as client:
+        return cluster.converge(client, s, check, **kw)
+
+
+def teardown(emu, s, check=False, **kw):
+    with emu.client(backoff=0.01) as client:
+        return cluster.teardown(client, s, check, **kw)
+
+
+def names(emu, cs_name="ty-cs"):
+    with emu.client() as client:
+        spaces = [c for c in client.cloudspaces() if c["name"] == cs_name]
+        return sorted(v["name"] for c in spaces for v in client.vms(c["cloudspace_id"]))
+
+
+def spaces(emu, cs_name="ty-cs"):
+    with emu.client() as client:
+        return [c["cloudspace_id"] for c in client.cloudspaces() if c["name"] == cs_name]
+
+
+def create(emu, s, **kw):
+    return run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emu, extra_vars=s, **kw)
+
+
+# --- 1, 2, 3: a typo never changes anything -------------------------------------------------------------------
+
+
+def test_a_typo_in_a_live_clusters_spec_changes_nothing(emulator):
+    """Point 1 (data loss from a typo) and 2 (typos ignored or cryptic), through the playbook."""
+    rc, out, _ = create(emulator, spec())
+    assert rc == 0, out[-3000:]
+    assert names(emulator) == ["ty-cp-0", "ty-gpu-0", "ty-gpu-1"] and len(live(emulator, "ty")) == 2
+    before = emulator.snapshot()
+    cases = [
+        ({"pools": [gpu_pool(replicas="two")]}, "pools[0].replicas: must be an integer, got a string 'two'"),
+        ({"control_plane": {"replicas": "three"}}, "control_plane.replicas: must be an integer"),
+        ({"control_plane": {"replicas": -1}}, "control_plane.replicas: must be 0 or more, got -1"),
+        ({"pools": [gpu_pool(replicas=1.5)]}, "pools[0].replicas: must be an integer, got a number 1.5"),
+        (
+            {"pools": [dict(gpu_pool(), gpu={"type": "NVIDIA A100", "driverversion": "550"})]},
+            "pools[0].gpu.driverversion: unknown key; did you mean driverVersion?",
+        ),
+        (
+            {"pools": [dict({k: v for k, v in gpu_pool().items() if k != "replicas"}, replica=2)]},
+            "did you mean replicas?",
+        ),
+        (
+            {"pools": [dict(gpu_pool(), gpu={"typ": "NVIDIA A100"})]},
+            "pools[0].gpu.typ: unknown key; did you mean type?",
+        ),
+    ]
+    for change, message in cases:
+        rc, out, _ = create(emulator, spec(**change))
+        assert rc != 0 and message in out, (change, out[-2000:])
+        assert "nothing was changed" in out
+    assert emulator.snapshot() == before, "a bad spec changed the platform"
+    # a string of digits is an integer: "2" converges like 2 (nothing to do)
+    rc, out, data = create(emulator, spec(pools=[gpu_pool(replicas="2")]))
+    assert rc == 0 and data["stats"]["localhost"]["changed"] == 0, out[-2000:]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"cluster": {"name": "a b", "location": LOC}}, "cluster.name: 'a b' does not match"),
+        ({"cluster": {"name": "nl\n", "location": LOC}}, "cluster.name: 'nl\\n' does not match"),
+        ({"pools": [gpu_pool(name="g p")]}, "pools[0].name: 'g p' does not match"),
+        ({"pools": [gpu_pool(gpu={"driverVersion": "550; touch x"})]}, "pools[0].gpu.driverVersion: '550; touch x'"),
+        ({"pools": [gpu_pool(gpu={"driverVersion": "550-server"})]}, "pools[0].gpu.driverVersion: '550-server'"),
+        ({"first_boot": {"packages": ["curl; id"]}}, "first_boot.packages[0]: 'curl; id' does not match"),
+        ({"pools": [gpu_pool(replicas="-5")]}, "pools[0].replicas: must be 0 or more, got -5"),
+        ({"pools": [gpu_pool(replicas="x")]}, "pools[0].replicas: must be an integer, got a string 'x'"),
+        ({"pools": [gpu_pool(name="cp")]}, "pools[0].name: 'cp' is taken"),
+        ({"pools": [gpu_pool(gpu={"count": 0})]}, "pools[0].gpu.count: must be 1 or more, got 0"),
+        ({"pools": [gpu_pool(gpu={"type": "NVIDIA B999"})]}, "GPU type 'NVIDIA B999' is not offered"),
+    ],
+)
+def test_bad_input_on_a_new_cluster_creates_nothing(emulator, change, message):
+    """Point 3: every one of these failed after the cloudspace existed (the newline one after VMs existed)."""
+    before = emulator.snapshot()
+    with pytest.raises(InputError) as exc:
+        converge(emulator, spec(**change))
+    assert message in str(exc.value)
+    with pytest.raises(InputError):
+        converge(emulator, spec(**change), check=True)
+    assert emulator.snapshot() == before
+
+
+def test_the_playbook_refuses_a_name_with_a_final_newline(emulator):
+    before = emulator.snapshot()
+    rc, out, data = create(emulator, spec(cluster={"name": "nl\n", "location": LOC}))
+    (failed,) = task_results(
+        data, "Converge the cluster to its spec (cloudspace, every pool's machines and GPUs by type)"
+    )
+    assert rc != 0 and "cluster.name: 'nl\\n' does not match" in failed["msg"], out[-2000:]
+    assert emulator.snapshot() == before
+
+
+def test_names_are_matched_whole_everywhere():
+    for bad in ("web\n", "web\n-gpu", "a b"):
+        with pytest.raises(InputError):
+            ownership.machine_marker(bad)
+    assert ownership.parse_marker("capvco/v1 cluster=web\n") is None
+    assert ownership.note_creator("capvco/v1", "creator cluster=web\n") is None
+    assert ownership.note_creator("capvco/v1", "creator cluster=web") == "web"
+
+
+# --- 4: capacity is planned, with its price -------------------------------------------------------------------
+
+
+def test_capacity_is_planned_before_anything_is_created(emulator):
+    """Point 4: 8 machines x 2 A100 where the location has 14: refused in check mode and for real, nothing made."""
+    big = spec(pools=[gpu_pool(replicas=8, gpu={"count": 2})])
+    before = emulator.snapshot()
+    for check in (True, False):
+        with pytest.raises(InsufficientCapacity, match="not enough NVIDIA A100: need 16 more"):
+            converge(emulator, big, check=check)
+    assert emulator.snapshot() == before
+    # within capacity: the plan says what it takes and what it costs
+    plan = converge(emulator, spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})]), check=True)
+    assert plan["plan"]["capacity"] == {"NVIDIA A100": {"needed": 6, "available": 14}}
+    price = plan["plan"]["price"]
+    assert price["vgpus_before"] == 0 and price["vgpus_after"] == 6 and price["hourly_added"] > 0
+    assert price["hourly_after"] == pytest.approx(6 * price["per_vgpu_hour"], abs=1e-3)
+
+
+def test_a_plan_over_budget_is_refused(emulator):
+    plan = converge(emulator, spec(), check=True)
+    per_hour = plan["plan"]["price"]["hourly_after"]
+    before = emulator.snapshot()
+    with pytest.raises(InputError, match="over max_hourly_cost"):
+        converge(emulator, spec(), max_hourly_cost=per_hour / 2)
+    assert emulator.snapshot() == before
+    done = converge(emulator, spec(), max_hourly_cost=per_hour + 0.01)
+    assert done["changed"] and len(live(emulator, "ty")) == 2
+
+
+def test_check_mode_returns_what_the_run_then_does(emulator):
+    plan = converge(emulator, spec(), check=True)
+    done = converge(emulator, spec())
+    keys = ("cloudspace_created", "created", "deleted", "reserved", "released")
+    assert {k: plan[k] for k in keys} == {k: done[k] for k in keys}
+    assert done["reserved"] == ["ty-gpu-0/00", "ty-gpu-1/00"] and done["cloudspace_created"]
+    # scale: one more GPU machine, a second vGPU each, the control plane to 0
+    bigger = spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})], control_plane={"replicas": 0})
+    plan = converge(emulator, bigger, check=True)
+    done = converge(emulator, bigger)
+    assert {k: plan[k] for k in keys} == {k: done[k] for k in keys}
+    assert done["created"] == ["ty-gpu-2"] and done["deleted"] == ["ty-cp-0"] and len(done["reserved"]) == 4
+    again = converge(emulator, bigger, check=True)
+    assert not again["changed"] and again["created"] == again["reserved"] == again["released"] == []
+
+
+def test_a_failed_run_says_what_it_did(emulator):
+    """Point 4's other half: a run that fails halfway lists what it created and says changed."""
+    emulator.faults(fail_next={"createVirtualMachine": [400, 1]})
+    with pytest.raises(PartialFailure) as exc:
+        converge(emulator, spec(gpu_replicas=3))
+    details = exc.value.details
+    assert details["changed"] and details["cloudspace_created"] and len(details["created"]) == 3
+    assert sorted(details["created"]) == sorted(names(emulator))
+    assert "before it failed, this run did: cloudspace_created True; created " in str(exc.value)
+
+
+# --- 5, 6: the cloudspace is the cluster's by a note ---------------------------------------------------------
+
+
+def test_a_cluster_scaled_to_zero_still_deletes_its_cloudspace(emulator):
+    """Point 5: scale every pool to 0, then delete: the cloudspace goes (a note on it says who made it)."""
+    converge(emulator, spec())
+    (cs_id,) = spaces(emulator)
+    with emulator.client() as client:
+        assert cloudspaces.creator(client, cs_id) == "ty"
+    converge(emulator, spec(pools=[gpu_pool(replicas=0)], control_plane={"replicas": 0}))
+    assert names(emulator) == [] and live(emulator, "ty") == []
+    plan = teardown(emulator, spec(), check=True)
+    assert [c["delete"] for c in plan["plan"]["cloudspaces"]] == [True]
+    teardown(emulator, spec())
+    assert spaces(emulator) == []
+
+
+def test_a_first_converge_that_failed_leaves_nothing_after_the_teardown(emulator):
+    emulator.faults(fail_next={"createVirtualMachine": [400, 100]})
+    with pytest.raises(PartialFailure):
+        converge(emulator, spec())
+    emulator.faults()
+    assert len(spaces(emulator)) == 1 and names(emulator) == []
+    teardown(emulator, spec())
+    assert spaces(emulator) == []
+
+
+def test_two_concurrent_first_runs_leave_one_cloudspace_and_the_teardown_removes_it(emulator):
+    emulator.faults(latency_ms=50)
+    errors, results = [], []
+
+    def run():
+        try:
+            results.append(converge(emulator, spec()))
+        except Exception as exc:  # collected: each run either converges or says another run holds the cluster
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    emulator.faults(latency_ms=0)
+    assert len(spaces(emulator)) == 1, "the run that lost the race deleted its own cloudspace"
+    converge(emulator, spec())
+    assert names(emulator) == ["ty-cp-0", "ty-gpu-0", "ty-gpu-1"]
+    teardown(emulator, spec())
+    assert spaces(emulator) == [] and live(emulator, "ty") == []
+    assert emulator.ledger()["accruing"] == 0
+
+
+def test_a_cloudspace_made_by_hand_or_by_another_cluster_is_kept(emulator):
+    with emulator.client() as client:
+        client.create_cloudspace("ty-cs", LOC)
+    converge(emulator, spec())
+    plan = teardown(emulator, spec(), check=True)
+    assert plan["plan"]["cloudspaces"][0]["kept"] == "cluster 'ty' did not create it (no note of it on the cloudspace)"
+    teardown(emulator, spec())
+    assert len(spaces(emulator)) == 1 and names(emulator) == []
+
+
+def test_cluster_delete_check_mode_says_what_the_run_does(emulator):
+    """Point 6: --check planned 'kept: machines are still in it' while the run deleted it."""
+    converge(emulator, spec())
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator, extra_vars=spec(), check=True)
+    assert rc == 0, out[-2000:]
+    (planned,) = task_results(
+        data, "Delete every machine the cluster owns, release every reservation it owns, then its own cloudspace"
+    )
+    assert planned["changed"] and [c["delete"] for c in planned["plan"]["cloudspaces"]] == [True]
+    assert planned["deleted"] == ["ty-cp-0", "ty-gpu-0", "ty-gpu-1"] and len(planned["released"]) == 2
+    assert len(spaces(emulator)) == 1 and len(names(emulator)) == 3
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_delete.yml"), emulator, extra_vars=spec())
+    assert rc == 0, out[-2000:]
+    (done,) = task_results(
+        data, "Delete every machine the cluster owns, release every reservation it owns, then its own cloudspace"
+    )
+    assert done["deleted"] == planned["deleted"] and done["released"] == planned["released"]
+    assert len(done["cloudspaces_deleted"]) == 1 and spaces(emulator) == []
+
+
+# --- 7: vgpu and vgpu_reclaim refuse another cluster's VM -----------------------------------------------------
+
+
+def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
+    converge(emulator, spec())
+    with emulator.client() as client:
+        cs_id = spaces(emulator)[0]
+        params = dict(
+            location=LOC,
+            cloudspace_id=cs_id,
+            cluster="other",
+            machine=None,
+            machines=["ty-gpu-0"],
+            type="NVIDIA A100",
+            count=1,
+            state="present",
+            permanently=True,
+            parallel=4,
+        )
+        from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
+
+        with pytest.raises(InputError, match="machine 'ty-gpu-0' is not owned by cluster 'other'"):
+            gpu.ensure(Request(client, params))
+        # the machine module's words, the same
+        with pytest.raises(InputError) as by_machine:
+            machines.converge_machines(
+                Request(client, dict(params, exclusive=False, force=False, names=None)),
+                [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024}],
+            )
+        assert "is not owned by cluster 'other'" in str(by_machine.value)
+        # a reservation named for 'other' on ty's machine, made by hand: the reclaim refuses to detach it
+        vm_id = [v["vm_id"] for v in client.vms(cs_id) if v["name"] == "ty-gpu-1"][0]
+        client.reserve_attach_vgpu(cs_id, vm_id, "nvidia-a100-40c", ownership.encode("other", "ty-gpu-1", 0))
+        reclaim = dict(location=LOC, scope="cluster", cluster="other", grace_period=0, permanently=True, parallel=4)
+        with pytest.raises(InputError, match="machine 'ty-gpu-1' is not owned by cluster 'other'"):
+            sweep.reclaim(Request(client, reclaim))
+    assert len(live(emulator, "other")) == 1 and len(live(emulator, "ty")) == 2
+
+
+# --- 8: user data too large for the query string --------------------------------------------------------------
+
+
+def test_oversized_bootstrap_data_is_refused_with_its_size_and_the_limit(emulator):
+    before = emulator.snapshot()
+    params = dict(
+        cloudspace_id=None,
+        cloudspace="big-cs",
+        cluster="big",
+        names=["big-0"],
+        pools=None,
+        exclusive=False,
+        state="present",
+        pool="cp",
+        force=False,
+        location=LOC,
+        vcpus=2,
+        memory=2048,
+        image_id=None,
+        disk_size=None,
+        first_boot=None,
+        bootstrap_data="#!/bin/sh\n" + "x" * (61 * 1024),
+        parallel=4,
+        sweep=False,
+    )
+    with emulator.client() as client:
+        for check in (True, False):
+            with pytest.raises(
+                InputError, match=r"user data of pool 'cp' is \d+ bytes once URL-encoded.* at most 64512"
+            ):
+                machines.ensure_pool(Request(client, params, check))
+        made = machines.ensure_pool(Request(client, dict(params, bootstrap_data="x" * 40 * 1024)))
+    assert made["created"] == ["big-0"]
+    assert before != emulator.snapshot()
+
+
+def test_the_creator_note_is_retried_or_the_new_cloudspace_taken_back(emulator):
+    """A 503 on the note is looked up and sent again; a note refused for good takes the new cloudspace back, so no
+    cloudspace is left that no teardown would claim."""
+    emulator.faults(fail_next={"createCloudspaceNote": [503, 1]})
+    converge(emulator, spec(gpu_replicas=0))
+    with emulator.client() as client:
+        assert [cloudspaces.creator(client, cs) for cs in spaces(emulator)] == ["ty"]
+    teardown(emulator, spec())
+    emulator.faults(fail_next={"createCloudspaceNote": [400, 1]})
+    with pytest.raises(PartialFailure) as exc:
+        converge(emulator, spec(gpu_replicas=0))
+    assert not exc.value.details["changed"] and "this run did: nothing" in str(exc.value)
+    assert spaces(emulator) == [] and names(emulator) == []

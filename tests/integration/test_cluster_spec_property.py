@@ -1,0 +1,202 @@
+"""The cluster spec as a property, against a live cluster in the real emulator.
+
+Hypothesis draws specs for a live cluster: valid ones (pools added, scaled, dropped; GPU counts changed; within the
+location's capacity or not), and invalid mutations of them (wrong types, negatives, floats, unknown and misspelt
+keys, names with spaces, ``=`` or a final newline).
+
+- every invalid spec fails naming the mutated field, in check mode and for real, and the emulator's snapshot
+  (cloudspaces, notes, VMs, reservations) is identical afterwards;
+- for every valid spec, the check-mode plan equals what the real run then did (cloudspace, machines created and
+  deleted, slots reserved, reservations released), or both refuse it for the same reason (capacity);
+- after a real run, the cluster is the spec: its machines, and each GPU machine's slots, attached.
+
+``CAPVCO_SPEC_EXAMPLES`` sets the number of specs drawn (``make test``: 100; ``make chaos``: 1,000).  The figures are
+written to tests/output/spec-property.json and printed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, InsufficientCapacity
+
+from helpers import ROOT, Emulator
+from test_gpu import live
+
+EXAMPLES = int(os.environ.get("CAPVCO_SPEC_EXAMPLES", "100"))
+LOC = "be-gen-1"
+NAME = "pt"
+KEYS = ("cloudspace_created", "created", "deleted", "reserved", "released")
+FIGURES = {
+    "drawn": 0,
+    "invalid": 0,
+    "valid_applied": 0,
+    "valid_refused": 0,
+    "snapshot_changes": 0,
+    "plan_mismatches": 0,
+}
+
+POOL_NAMES = ("gpu", "cpu", "big")
+GPU_TYPES = ("NVIDIA A100", "NVIDIA L4")
+
+
+@st.composite
+def valid_specs(draw):
+    pools = []
+    for name in draw(st.lists(st.sampled_from(POOL_NAMES), unique=True, max_size=2)):
+        pool = {"name": name, "replicas": draw(st.integers(0, 3)), "vcpus": 2, "memory": 1024}
+        if draw(st.booleans()):
+            gpu = {"type": draw(st.sampled_from(GPU_TYPES)), "count": draw(st.integers(1, 4))}
+            if draw(st.booleans()):
+                gpu["driverVersion"] = draw(st.sampled_from(["550", "550.127.05", "", 535]))
+            pool["gpu"] = gpu
+        pools.append(pool)
+    return {
+        "cluster": {"name": NAME, "location": LOC, "cloudspace": NAME + "-cs"},
+        "control_plane": {"replicas": draw(st.integers(0, 2)), "vcpus": 1, "memory": 1024},
+        "pools": pools,
+        "first_boot": {"packages": draw(st.lists(st.sampled_from(["containerd", "kubelet=1.30*"]), max_size=2))},
+    }
+
+
+BAD_VALUES = ("two", 1.5, -1, True, [], {}, "a b", "x=y", "nl\n", None, "")
+
+
+@st.composite
+def mutations(draw, spec):
+    """A spec with one field made invalid: ``(spec, path)``, the path the error must name."""
+    spec = copy.deepcopy(spec)
+    targets = [("cluster", ["cluster"], k) for k in ("name", "location", "cloudspace")]
+    targets += [("control_plane", ["control_plane"], k) for k in ("replicas", "vcpus", "memory")]
+    for i, pool in enumerate(spec["pools"]):
+        targets += [("pools[%d]" % i, ["pools", i], k) for k in ("name", "replicas", "vcpus", "memory")]
+        if "gpu" in pool:
+            targets += [("pools[%d].gpu" % i, ["pools", i, "gpu"], k) for k in ("type", "count", "driverVersion")]
+    targets += [("first_boot", ["first_boot"], "packages")]
+    prefix, where, key = draw(st.sampled_from(targets))
+    node = spec
+    for step in where:
+        node = node[step]
+    kind = draw(st.sampled_from(["value", "unknown", "misspelt"]))
+    if kind == "unknown":
+        node["colour"] = "blue"
+        return spec, "%s.colour: unknown key" % prefix
+    if kind == "misspelt":
+        node[key.lower() + "s" if key != key.lower() else key[:-1] + key[-1].upper()] = node.pop(key, 1)
+        return spec, "%s." % prefix
+    value = draw(st.sampled_from(BAD_VALUES))
+    if key == "packages":
+        value = draw(st.sampled_from([["curl; id"], ["a b"], "curl", [5]]))
+    elif key in ("name", "location", "cloudspace", "type", "driverVersion"):
+        value = draw(st.sampled_from(["a b", "x=y", "nl\n", 5.5, [], ""] if key != "type" else [5.5, [], ""]))
+        if key == "driverVersion":
+            value = draw(st.sampled_from(["550; touch x", "550-server", "nl\n", 5.5, []]))
+    else:
+        value = draw(st.sampled_from(["two", 1.5, -1, True, [], {}, "x", 10**9]))
+    if value is None or (value == "" and key in ("cloudspace",)):
+        value = "a b"
+    node[key] = value
+    return spec, "%s.%s" % (prefix, key)
+
+
+def live_cluster(emu):
+    with emu.client() as client:
+        cluster.converge(
+            client,
+            {
+                "cluster": {"name": NAME, "location": LOC, "cloudspace": NAME + "-cs"},
+                "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024},
+                "pools": [
+                    {
+                        "name": "gpu",
+                        "replicas": 2,
+                        "vcpus": 2,
+                        "memory": 1024,
+                        "gpu": {"type": "NVIDIA A100", "count": 1},
+                    }
+                ],
+            },
+        )
+
+
+def converged(emu, spec):
+    """The cluster is its spec: the machines, and every GPU machine's slots live and attached."""
+    with emu.client() as client:
+        spaces = [c for c in client.cloudspaces() if c["name"] == NAME + "-cs"]
+        vms = sorted(v["name"] for v in client.vms(spaces[0]["cloudspace_id"]))
+    wanted = ["%s-cp-%d" % (NAME, i) for i in range(spec["control_plane"]["replicas"])]
+    slots = 0
+    for pool in spec["pools"]:
+        wanted += ["%s-%s-%d" % (NAME, pool["name"], i) for i in range(pool["replicas"])]
+        slots += pool["replicas"] * pool.get("gpu", {}).get("count", 0)
+    assert vms == sorted(wanted)
+    held = live(emu, NAME)
+    assert len(held) == slots and all(g["vm_id"] is not None for g in held), held
+
+
+def test_specs_drawn_against_a_live_cluster(tmp_path):
+    emu = Emulator(tmp_path / "emulator-state").start()
+    try:
+        live_cluster(emu)
+        client = emu.client(backoff=0.01)
+
+        @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(data=st.data())
+        def check(data):
+            spec = data.draw(valid_specs())
+            FIGURES["drawn"] += 1
+            if data.draw(st.booleans()):
+                bad, path = data.draw(mutations(spec))
+                FIGURES["invalid"] += 1
+                before = emu.snapshot()
+                for mode in (True, False):
+                    try:
+                        cluster.converge(client, bad, mode)
+                    except InputError as exc:
+                        assert path in str(exc), (path, str(exc))
+                    else:
+                        raise AssertionError("an invalid spec was accepted (%s): %r" % (path, bad))
+                if emu.snapshot() != before:
+                    FIGURES["snapshot_changes"] += 1
+                    raise AssertionError("an invalid spec changed the platform (%s)" % path)
+                return
+            before = emu.snapshot()
+            try:
+                plan = cluster.converge(client, spec, True)
+            except InsufficientCapacity as exc:
+                try:
+                    cluster.converge(client, spec)
+                except InsufficientCapacity as again:
+                    assert str(again) == str(exc)
+                else:
+                    raise AssertionError("check mode refused what the real run did") from None
+                assert emu.snapshot() == before, "a refused plan changed the platform"
+                FIGURES["valid_refused"] += 1
+                return
+            done = cluster.converge(client, spec)
+            if {k: plan[k] for k in KEYS} != {k: done[k] for k in KEYS}:
+                FIGURES["plan_mismatches"] += 1
+                raise AssertionError(({k: plan[k] for k in KEYS}, {k: done[k] for k in KEYS}))
+            FIGURES["valid_applied"] += 1
+            converged(emu, spec)
+
+        try:
+            check()
+        except BaseException as exc:  # kept in the figures: a failure is seen whole, also from a loaded CI run
+            FIGURES["failure"] = "%s: %s" % (type(exc).__name__, str(exc)[:4000])
+            raise
+    finally:
+        client.close() if "client" in locals() else None
+        emu.stop()
+        out = os.path.join(ROOT, "tests", "output")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "spec-property.json"), "w") as fh:
+            json.dump(FIGURES, fh, indent=1)
+        print("spec property:", json.dumps(FIGURES))
+    assert FIGURES["invalid"] and FIGURES["valid_applied"], FIGURES

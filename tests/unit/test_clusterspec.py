@@ -1,0 +1,239 @@
+"""The cluster spec's schema (clusterspec), and every place that must agree with it: the CRDs, the AWX surveys, the
+docs.  No server: the checks against the emulator are tests/integration/test_cluster_spec.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+
+from helpers import ROOT, read_text
+
+MINIMAL = {"cluster": {"name": "ty", "location": "be-gen-1"}}
+
+
+def crds():
+    docs = yaml.safe_load(read_text(os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")))
+    out = {}
+    for crd in docs["items"]:
+        out[crd["spec"]["names"]["kind"]] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+            "spec"
+        ]
+    return out
+
+
+def bare(schema):
+    """A schema without its descriptions (and the structural keys Kubernetes adds)."""
+    if isinstance(schema, dict):
+        return {
+            k: bare(v) for k, v in schema.items() if k not in ("description", "x-kubernetes-preserve-unknown-fields")
+        }
+    if isinstance(schema, list):
+        return [bare(v) for v in schema]
+    return schema
+
+
+def agrees(crd, field, path, problems):
+    """Every key the CRD has in common with the schema says the same thing (the CRD may omit options)."""
+    ours = clusterspec.openapi(field)
+    crd = bare(crd)
+    for key in sorted(set(ours) | set(crd)):
+        if key == "properties":
+            for name in crd.get("properties", {}):
+                if name in field.fields:
+                    agrees(crd["properties"][name], field.fields[name], "%s.%s" % (path, name), problems)
+        elif key == "items":
+            agrees(crd.get("items", {}), field.items, path + "[]", problems)
+        elif key == "required":
+            if sorted(crd.get("required", [])) != [
+                r for r in ours.get("required", []) if r in crd.get("properties", {})
+            ]:
+                problems.append(
+                    "%s: required %s in the CRD, %s in the schema" % (path, crd.get("required"), ours.get("required"))
+                )
+        elif crd.get(key) != ours.get(key):
+            problems.append("%s.%s: %r in the CRD, %r in the schema" % (path, key, crd.get(key), ours.get(key)))
+
+
+def test_the_crds_agree_with_the_cluster_spec():
+    kinds = crds()
+    problems = []
+    machine = clusterspec.Field(
+        "object",
+        "",
+        fields=dict(
+            clusterspec.machine_fields(),
+            gpu=clusterspec.SPEC.fields["pools"].items.fields["gpu"],
+            firstBoot=clusterspec.SPEC.fields["first_boot"],
+        ),
+    )
+    for kind in ("VCOMachine",):
+        spec = dict(kinds[kind])
+        spec["properties"] = {k: v for k, v in spec["properties"].items() if k != "providerID"}
+        agrees(spec, machine, kind, problems)
+    cluster = clusterspec.Field(
+        "object",
+        "",
+        fields=dict(
+            location=clusterspec.SPEC.fields["cluster"].fields["location"],
+            cloudspace=clusterspec.SPEC.fields["cluster"].fields["cloudspace"],
+            sriov=clusterspec.SPEC.fields["sriov"],
+        ),
+    )
+    spec = dict(kinds["VCOCluster"])
+    spec["properties"] = {k: v for k, v in spec["properties"].items() if k in cluster.fields}
+    spec["required"] = [r for r in spec["required"] if r != "cloudspace"]  # the spec defaults it to the name
+    sriov = dict(spec["properties"]["sriov"])
+    sriov.pop("required")  # the controller takes the credential from a Secret only: stricter than the spec
+    sriov["properties"]["networks"] = {k: v for k, v in sriov["properties"]["networks"].items() if k != "minItems"}
+    spec["properties"]["sriov"] = sriov
+    agrees(spec, cluster, "VCOCluster", problems)
+    assert problems == [], problems
+
+
+def test_a_mismatch_is_seen():
+    """The comparison itself can fail: a CRD that allows 17 vGPUs is caught."""
+    gpu = clusterspec.SPEC.fields["pools"].items.fields["gpu"]
+    crd = clusterspec.openapi(gpu)
+    crd["properties"]["count"]["maximum"] = 17
+    problems = []
+    agrees(crd, gpu, "gpu", problems)
+    assert problems == ["gpu.count.maximum: 17 in the CRD, 16 in the schema"]
+
+
+def test_the_awx_surveys_agree_with_the_cluster_spec():
+    """Each survey question that becomes a spec field has the field's type and bounds."""
+    templates = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "job_templates.yml")))["awx_job_templates"]
+    pool = clusterspec.SPEC.fields["pools"].items.fields
+    cluster = clusterspec.SPEC.fields["cluster"].fields
+    fields = {
+        "cluster_name": cluster["name"],
+        "cluster_location": cluster["location"],
+        "cluster_cloudspace": cluster["cloudspace"],
+        "gpu_replicas": pool["replicas"],
+        "gpu_type": pool["gpu"].fields["type"],
+        "gpu_count": pool["gpu"].fields["count"],
+        "gpu_driver_version": pool["gpu"].fields["driverVersion"],
+    }
+    seen = 0
+    for template in templates:
+        for q in template.get("survey", []):
+            field = fields.get(q["variable"])
+            if field is None:
+                continue
+            seen += 1
+            if field.kind == "int":
+                assert q["type"] == "integer", q
+                assert (q.get("min"), q.get("max")) == (field.minimum, field.maximum), q
+            else:
+                assert q["type"] == "text", q
+                assert q.get("max") == field.max_length, q
+                assert q.get("min", 0) == (field.min_length or 0), q
+            if "default" in q:  # a default the survey offers is one the schema takes
+                clusterspec.parse(q["default"], field, q["variable"], errors := clusterspec._Errors())
+                assert errors == [], errors
+    assert seen >= 13
+
+
+def test_the_docs_reference_is_generated_from_the_schema():
+    text = read_text(os.path.join(ROOT, "docs", "lifecycle.md"))
+    begin, end = "<!-- spec reference: generated by clusterspec.reference() -->\n", "<!-- end of spec reference -->"
+    assert begin in text and end in text
+    assert text.split(begin, 1)[1].split(end, 1)[0] == clusterspec.reference(), (
+        "docs/lifecycle.md's spec reference is stale: run hack/spec-reference.py"
+    )
+
+
+def test_defaults_and_conversions():
+    got = clusterspec.check(
+        dict(
+            MINIMAL,
+            pools=[
+                {
+                    "name": "gpu",
+                    "replicas": "2",
+                    "vcpus": 4,
+                    "memory": 8192,
+                    "gpu": {"type": "T4", "driverVersion": 550},
+                }
+            ],
+        )
+    )
+    assert got["cluster"]["cloudspace"] == "ty"
+    assert got["control_plane"] == {"replicas": 1, "vcpus": 2, "memory": 4096}
+    assert got["pools"][0]["replicas"] == 2 and got["pools"][0]["gpu"] == {
+        "type": "T4",
+        "count": 1,
+        "driverVersion": "550",
+    }
+    assert [p["names"] for p in clusterspec.pools(got)] == [["ty-cp-0"], ["ty-gpu-0", "ty-gpu-1"]]
+
+
+@pytest.mark.parametrize(
+    "spec, error",
+    [
+        ({}, "cluster: is required"),
+        ({"cluster": {"name": "ty"}}, "cluster.location: is required"),
+        (
+            dict(MINIMAL, control_plane={"replicas": True}),
+            "control_plane.replicas: must be an integer, got a boolean True",
+        ),
+        (dict(MINIMAL, control_plane={"replicas": 101}), "control_plane.replicas: must be 100 or less, got 101"),
+        (dict(MINIMAL, pools={"name": "x"}), "pools: must be a list, got a mapping"),
+        (dict(MINIMAL, sriov={"enabled": True, "networks": [], "credential": "s3cret"}), "sriov.networks: is required"),
+        (dict(MINIMAL, sriov={"enabled": "maybe"}), "sriov.enabled: must be true or false"),
+        (dict(MINIMAL, sriov={"credential": 5}), "sriov.credential: must be a string, got an integer (hidden)"),
+        (
+            dict(MINIMAL, cluster={"name": "x" * 33, "location": "l"}),
+            "cluster.name: must be at most 32 characters, got 33",
+        ),
+        (dict(MINIMAL, controlplane={}), "controlplane: unknown key; did you mean control_plane?"),
+        (
+            dict(MINIMAL, pools=[{"name": "a", "replicas": 1, "vcpus": 1, "memory": 512, "disk_size": 3}]),
+            "pools[0].disk_size: unknown key; did you mean diskSize?",
+        ),
+        (dict(MINIMAL, bogus=1), "bogus: unknown key; valid keys: cluster, control_plane, first_boot, pools, sriov"),
+    ],
+)
+def test_errors_name_their_path(spec, error):
+    with pytest.raises(InputError) as exc:
+        clusterspec.check(spec)
+    assert error in str(exc.value)
+    assert exc.value.details["spec_errors"]
+
+
+def test_a_secret_is_never_in_an_error():
+    with pytest.raises(InputError) as exc:
+        clusterspec.check(dict(MINIMAL, sriov={"enabled": True, "credential": ["tok-3f9a"]}))
+    assert "tok-3f9a" not in str(exc.value)
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=True), st.text(max_size=12)
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=12), kids, max_size=5)),
+    max_leaves=25,
+)
+_KEYS = st.sampled_from(
+    ["cluster", "control_plane", "pools", "sriov", "first_boot", "name", "replicas", "gpu", "count"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_KEYS, _JSON, max_size=5))
+def test_any_input_is_a_spec_or_an_input_error(raw):
+    """Fuzz: whatever the input, the result is a checked spec or an InputError that names a path, never a crash."""
+    try:
+        got = clusterspec.check(raw)
+    except InputError as exc:
+        assert exc.details["spec_errors"] and all(": " in e for e in exc.details["spec_errors"])
+    else:
+        assert clusterspec.check(got) == got, "a checked spec checks again to itself"
