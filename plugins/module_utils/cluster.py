@@ -240,13 +240,13 @@ def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=
     world = read(client, spec, parallel=parallel)
     p = plan(spec, world, max_hourly_cost)
     if check_mode:
-        return _result(spec, p)
+        return dict(_result(spec, p), cloudspace_id=p["cloudspace"]["cloudspace_id"])
     done = {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
     try:
-        _apply(client, spec, world, p, done, parallel)
+        cloudspace_id = _apply(client, spec, world, p, done, parallel)
     except WhiteskyError as exc:
         raise _failed(exc, done) from None
-    return _result(spec, p, _sorted(done))
+    return dict(_result(spec, p, _sorted(done)), cloudspace_id=cloudspace_id)
 
 
 def _sorted(done):
@@ -308,6 +308,7 @@ def _apply(client, spec, world, p, done, parallel):
         mine = {i["vgpu_name"] for n in targets for i in world["inventory"].owned(cluster, n)}
         done["released"] += [n for n in p["release"] if n in mine]
         done["reserved"] += _new_slots(got.get("reservations", []), before)
+    return cs
 
 
 def _new_slots(reservations, before):

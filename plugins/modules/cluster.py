@@ -154,6 +154,10 @@ plan:
     create: [{name: demo-cp-0, pool: cp}, {name: demo-gpu-0, pool: gpu}]
     reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100}]
     price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
+cloudspace_id:
+  description: With O(state=present), the cluster's cloudspace (null in check mode when it would be created).
+  returned: state is present
+  type: str
 cloudspace_created:
   description: Whether the cloudspace was (or would be) created by this run.
   returned: state is present

@@ -20,8 +20,11 @@ description:
     recycle bin) are attached (restored) again; slots above O(count) are released.
   - With O(state=absent) every reservation of the machine is detached and deleted (permanently by default,
     because a vGPU is billed until it is deleted permanently).
-  - Unknown types, a count above the location's capacity, a negative count and unknown machines fail before
-    anything changes.
+  - Every machine must carry O(cluster)'s marker in its description (as M(whitesky.capvco.machine) writes it with
+    C(cluster)); a machine that another cluster owns, or that no cluster owns, is refused in the words of
+    M(whitesky.capvco.machine).
+  - Unknown types, a count above the location's capacity, a negative count, unknown machines and machines the
+    cluster does not own fail before anything changes.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:

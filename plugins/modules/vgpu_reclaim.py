@@ -15,6 +15,8 @@ description:
   - With O(scope=orphans), releases owned reservations whose machine no longer exists, once they are older than
     O(grace_period), so that it never races a machine that is being created.
   - Never touches a reservation whose name does not decode as this collection's, or that another cluster owns.
+  - With O(cluster), a reservation to release that is attached to a machine whose marker does not name O(cluster)
+    fails the call before anything is released, naming the machine.
   - In check mode it is a report of what would be released and kept.
 author:
   - whitesky.capvco contributors (@whitesky)

@@ -195,6 +195,7 @@ def test_check_mode_returns_what_the_run_then_does(emulator):
     keys = ("cloudspace_created", "created", "deleted", "reserved", "released")
     assert {k: plan[k] for k in keys} == {k: done[k] for k in keys}
     assert done["reserved"] == ["ty-gpu-0/00", "ty-gpu-1/00"] and done["cloudspace_created"]
+    assert plan["cloudspace_id"] is None and done["cloudspace_id"] == spaces(emulator)[0]
     # scale: one more GPU machine, a second vGPU each, the control plane to 0
     bigger = spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})], control_plane={"replicas": 0})
     plan = converge(emulator, bigger, check=True)
