@@ -316,51 +316,48 @@ def _new_slots(reservations, before):
     return ["%s/%02d" % (r["vm_name"], r["slot"]) for r in reservations if r["vgpu_id"] not in before]
 
 
+def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True):
+    """What tearing the cluster down (or deleting ``machine`` of it) changes, from the ``world`` :func:`read`
+    returned with ``teardown=True`` (pure).  A ``machine`` the cluster does not own is refused."""
+    cluster = spec["cluster"]["name"]
+    inventory = world["inventory"]
+    spaces, delete = [], []
+    for space in world["spaces"]:
+        going = [v for v in space["vms"] if v["owner"] == cluster]
+        if machine is not None:
+            going = [v for v in space["vms"] if v["name"] == machine]
+            if going and going[0]["owner"] != cluster:
+                raise not_owned(machine, cluster, going[0].get("description"))
+        why = cloudspaces.keep_reason(space["creator"], space["vms"], cluster, {v["name"] for v in going})
+        if machine is not None or not delete_cloudspace:
+            why = why or "not asked to delete it"
+        spaces.append(dict(space["cloudspace"], delete=why is None, kept=why, machines=[v["name"] for v in going]))
+        delete += [v["name"] for v in going]
+    if machine is None:
+        release = inventory.owned(cluster)  # everything it owns, attached or not, recycle bin included
+    else:
+        release = [] if force else [i for n in delete for i in inventory.owned(cluster, n)]
+    return {
+        "cloudspaces": spaces,
+        "delete": sorted(delete),
+        "release": sorted(i["vgpu_name"] for i in release),
+        "price": _price(world, len(inventory.owned(cluster)), 0, len(release)),
+    }
+
+
 def teardown(client, raw_spec, check_mode=False, machine=None, force=False, delete_cloudspace=True, parallel=32):
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
     else deleted."""
     spec = clusterspec.check(raw_spec)
-    cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
     world = read(client, spec, teardown=True, parallel=parallel)
-    inventory = world["inventory"]
-    deletes, spaces_gone, kept = [], [], {}
-    for space in world["spaces"]:
-        owned = [v for v in space["vms"] if v["owner"] == cluster]
-        if machine is not None:
-            named = [v for v in space["vms"] if v["name"] == machine]
-            if named and named[0]["owner"] != cluster:
-                raise not_owned(machine, cluster, named[0].get("description"))
-            owned = named
-        deletes += [(space, v) for v in owned]
-        going = {v["name"] for v in owned}
-        why = cloudspaces.keep_reason(space["creator"], space["vms"], cluster, going)
-        if machine is not None or not delete_cloudspace:
-            why = why or "not asked to delete it"
-        if why:
-            kept[space["cloudspace"]["cloudspace_id"]] = why
-        else:
-            spaces_gone.append(space)
-    if machine is not None:
-        release = [] if force else [i for _s, v in deletes for i in inventory.owned(cluster, v["name"])]
-    else:
-        release = inventory.owned(cluster)
-    p = {
-        "cloudspaces": [
-            dict(s["cloudspace"], delete=s in spaces_gone, kept=kept.get(s["cloudspace"]["cloudspace_id"]))
-            for s in world["spaces"]
-        ],
-        "delete": sorted(v["name"] for _s, v in deletes),
-        "release": sorted(i["vgpu_name"] for i in release),
-        "price": _price(world, len(inventory.owned(cluster)), 0, len(release)),
-    }
-    changed = bool(p["delete"] or p["release"] or spaces_gone)
-    done = {
+    p = plan_teardown(spec, world, machine, force, delete_cloudspace)
+    planned = {
         "deleted": p["delete"],
         "released": p["release"],
-        "cloudspaces_deleted": [s["cloudspace"]["cloudspace_id"] for s in spaces_gone],
+        "cloudspaces_deleted": [c["cloudspace_id"] for c in p["cloudspaces"] if c["delete"]],
     }
-    out = dict(done, changed=changed, plan=p, spec=spec)
+    out = dict(planned, changed=any(planned.values()), plan=p, spec=spec)
     out["diff"] = {
         "before": "".join("machine %s\n" % n for n in p["delete"]) + "vgpus %d\n" % p["price"]["vgpus_before"],
         "after": "vgpus %d\n" % p["price"]["vgpus_after"],
@@ -369,46 +366,38 @@ def teardown(client, raw_spec, check_mode=False, machine=None, force=False, dele
         return out
     done = {"deleted": [], "released": [], "cloudspaces_deleted": []}
     try:
-        for space in world["spaces"]:
-            cs = space["cloudspace"]["cloudspace_id"]
-            mine = [v for s, v in deletes if s is space]
-            if mine:
-                params = _params(spec, cs, parallel, state="absent", force=force)
-                params["exclusive"] = False
-                got = machines.converge_machines(
-                    Request(client, params),
-                    [{"name": None, "names": [v["name"] for v in mine], "gpu": None}],
-                    {"vms": space["vms"], "inventory": inventory},
-                )
-                done["deleted"] += got["deleted"]
-                done["released"] += got.get("released_vgpus", [])
-        if machine is None:
-            swept = sweep.reclaim(
-                Request(
-                    client,
-                    dict(
-                        location=location,
-                        scope="cluster",
-                        cluster=cluster,
-                        grace_period=0,
-                        permanently=True,
-                        parallel=parallel,
-                    ),
-                )
-            )
-            done["released"] += [r["vgpu_name"] for r in swept["released"]]
-            if swept["kept"]:
-                raise PartialFailure(
-                    "%d reservation(s) of cluster %r were not released: %s"
-                    % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
-                    {"kept": swept["kept"]},
-                )
-        for space in spaces_gone:
-            cloudspaces.delete(client, space["cloudspace"])
-            done["cloudspaces_deleted"].append(space["cloudspace"]["cloudspace_id"])
+        _apply_teardown(client, spec, world, p, done, force, sweep_all=machine is None, parallel=parallel)
     except WhiteskyError as exc:
         raise _failed(exc, done) from None
     return dict(out, **_sorted(done))
+
+
+def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
+    cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
+    for space, planned in zip(world["spaces"], p["cloudspaces"], strict=True):
+        if planned["machines"]:  # gracefully (their reservations released first) unless force
+            params = _params(spec, planned["cloudspace_id"], parallel, state="absent", force=force, exclusive=False)
+            got = machines.converge_machines(
+                Request(client, params),
+                [{"name": None, "names": planned["machines"], "gpu": None}],
+                {"vms": space["vms"], "inventory": world["inventory"]},
+            )
+            done["deleted"] += got["deleted"]
+            done["released"] += got.get("released_vgpus", [])
+    if sweep_all:
+        params = dict(location=location, scope="cluster", cluster=cluster, grace_period=0, permanently=True)
+        swept = sweep.reclaim(Request(client, dict(params, parallel=parallel)))
+        done["released"] += [r["vgpu_name"] for r in swept["released"]]
+        if swept["kept"]:
+            raise PartialFailure(
+                "%d reservation(s) of cluster %r were not released: %s"
+                % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
+                {"kept": swept["kept"]},
+            )
+    for planned in p["cloudspaces"]:
+        if planned["delete"]:
+            cloudspaces.delete(client, planned)
+            done["cloudspaces_deleted"].append(planned["cloudspace_id"])
 
 
 def run(req):
