@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, clusterspec, gpu, machines, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
@@ -232,11 +234,11 @@ def _result(spec, p, done=None):
     return out
 
 
-def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=32):
+def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=32, variables=()):
     """Core of ``cluster`` with ``state=present``."""
-    spec = clusterspec.check(raw_spec)
-    if max_hourly_cost is not None and max_hourly_cost < 0:
-        raise InputError("max_hourly_cost must be 0 or more, got %r" % max_hourly_cost)
+    spec = clusterspec.check(raw_spec, variables)
+    if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
+        raise InputError("max_hourly_cost must be a number of 0 or more, got %r" % max_hourly_cost)
     world = read(client, spec, parallel=parallel)
     p = plan(spec, world, max_hourly_cost)
     if check_mode:
@@ -335,6 +337,7 @@ def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True
         delete += [v["name"] for v in going]
     if machine is None:
         release = inventory.owned(cluster)  # everything it owns, attached or not, recycle bin included
+        _refuse_live_elsewhere(spec, release, [s["cloudspace"]["cloudspace_id"] for s in world["spaces"]])
     else:
         release = [] if force else [i for n in delete for i in inventory.owned(cluster, n)]
     return {
@@ -345,11 +348,34 @@ def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True
     }
 
 
-def teardown(client, raw_spec, check_mode=False, machine=None, force=False, delete_cloudspace=True, parallel=32):
+def _refuse_live_elsewhere(spec, release, torn_down):
+    """A teardown of the wrong cloudspace (a typo in ``cluster.cloudspace``) would strip the GPUs off the cluster's
+    running machines: refuse, before anything, to release a reservation attached to a machine in a cloudspace that
+    this teardown does not empty."""
+    elsewhere = {}
+    for item in release:
+        vm = item.get("virtual_machine") or {}
+        if vm.get("id") is not None and vm.get("cloudspace_id") not in torn_down:
+            elsewhere.setdefault(vm.get("cloudspace_id"), set()).add(vm.get("name"))
+    if elsewhere:
+        raise InputError(
+            "cluster %r has vGPUs attached to machines in other cloudspaces than %r (%s), which this teardown does "
+            "not delete; give that cloudspace as cluster.cloudspace. Nothing was changed"
+            % (
+                spec["cluster"]["name"],
+                spec["cluster"]["cloudspace"],
+                "; ".join("%s: %s" % (cs, ", ".join(sorted(names))) for cs, names in sorted(elsewhere.items())),
+            )
+        )
+
+
+def teardown(
+    client, raw_spec, check_mode=False, machine=None, force=False, delete_cloudspace=True, parallel=32, variables=()
+):
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
     else deleted."""
-    spec = clusterspec.check(raw_spec)
+    spec = clusterspec.check(raw_spec, variables)
     world = read(client, spec, teardown=True, parallel=parallel)
     p = plan_teardown(spec, world, machine, force, delete_cloudspace)
     planned = {
@@ -362,6 +388,11 @@ def teardown(client, raw_spec, check_mode=False, machine=None, force=False, dele
         "before": "".join("machine %s\n" % n for n in p["delete"]) + "vgpus %d\n" % p["price"]["vgpus_before"],
         "after": "vgpus %d\n" % p["price"]["vgpus_after"],
     }
+    if machine is not None and not p["delete"]:
+        out["warnings"] = [
+            "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
+            % (machine, spec["cluster"]["cloudspace"], spec["cluster"]["name"])
+        ]
     if check_mode:
         return out
     done = {"deleted": [], "released": [], "cloudspaces_deleted": []}
@@ -406,7 +437,9 @@ def run(req):
     if p["state"] == "present":
         if p.get("machine") is not None:
             raise InputError("machine is for state=absent (delete one machine of the cluster)")
-        return converge(req.client, p["spec"], req.check_mode, p.get("max_hourly_cost"), p["parallel"])
+        return converge(
+            req.client, p["spec"], req.check_mode, p.get("max_hourly_cost"), p["parallel"], p.get("variables") or ()
+        )
     return teardown(
         req.client,
         p["spec"],
@@ -415,4 +448,5 @@ def run(req):
         force=p["force"],
         delete_cloudspace=p["delete_cloudspace"],
         parallel=p["parallel"],
+        variables=p.get("variables") or (),
     )

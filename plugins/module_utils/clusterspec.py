@@ -15,6 +15,7 @@ whole (``fullmatch``: a final newline is not a name's end).  docs/lifecycle.md's
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
@@ -28,6 +29,8 @@ CLOUDSPACE = r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?"
 PACKAGE = r"[a-z0-9][a-z0-9+.:=~*-]*"
 #: An NVIDIA driver branch (550) or version (550.127.05); empty: the image has the driver.
 DRIVER_VERSION = r"([0-9]+(\.[0-9]+)*)?"
+#: A GPU type as the platform's profiles name it (vendor and model): printable words, matched without case.
+GPU_TYPE = r"[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?"
 #: The control plane's pool name (so no pool may take it).
 CONTROL_PLANE = "cp"
 MAX_REPLICAS = 100
@@ -53,6 +56,7 @@ class Field:
         self.max_items = kw.pop("max_items", None)
         self.secret = kw.pop("secret", False)
         self.numeric_text = kw.pop("numeric_text", False)  # a str that YAML may give as a number (550)
+        self.check = kw.pop("check", None)  # a further check of a str: its error text, or None
         if kw:
             raise TypeError("unknown field options %s" % sorted(kw))
         self.regex = re.compile(self.pattern) if self.pattern else None
@@ -62,11 +66,25 @@ def _int(doc, minimum, maximum=None, **kw):
     return Field("int", doc, minimum=minimum, maximum=maximum, **kw)
 
 
+def _cidr(value):
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return "is not a CIDR (such as 203.0.113.0/24)"
+    return None if "/" in value else "is not a CIDR (such as 203.0.113.0/24): it has no prefix length"
+
+
 _GPU = Field(
     "object",
     "vGPUs by type on every machine of the pool: the type is resolved against the location's profiles.",
     fields={
-        "type": Field("str", "The GPU type, for example NVIDIA A100.", required=True, max_length=64),
+        "type": Field(
+            "str",
+            "The GPU type, for example NVIDIA A100 (case and spacing aside).",
+            required=True,
+            pattern=GPU_TYPE,
+            max_length=64,
+        ),
         "count": _int("vGPUs per machine.", 1, 16, default=1),
         "driverVersion": Field(
             "str",
@@ -105,7 +123,11 @@ _NETWORK = Field(
         "routes": Field(
             "list",
             "Routes to add in the pod through this NIC.",
-            items=Field("object", "A route.", fields={"dst": Field("str", "A CIDR.", required=True, max_length=64)}),
+            items=Field(
+                "object",
+                "A route.",
+                fields={"dst": Field("str", "A CIDR.", required=True, max_length=64, check=_cidr)},
+            ),
             max_items=64,
         ),
     },
@@ -270,6 +292,10 @@ def _parse_str(value, field, path, errors):
     if field.regex is not None and not field.regex.fullmatch(value):
         errors.add(path, "%s does not match %s" % (_show(value, field), _describe_pattern(field.pattern)))
         return _MISSING
+    why = field.check(value) if field.check else None
+    if why:
+        errors.add(path, "%s %s" % (_show(value, field), why))
+        return _MISSING
     return value
 
 
@@ -278,6 +304,7 @@ _PATTERN_WORDS = {
     CLOUDSPACE: "letters, digits, '.', '_' and '-' (not at either end)",
     PACKAGE: "a Debian package name, optionally =VERSION (letters a-z, digits, + . : = ~ * -)",
     DRIVER_VERSION: "a driver branch or version such as 550 or 550.127.05 (or empty)",
+    GPU_TYPE: "letters, digits, spaces, '.', '_' and '-' (not at either end)",
 }
 
 
@@ -366,10 +393,19 @@ def parse(value, field, path, errors):
     return _PARSERS[field.kind](value, field, path, errors)
 
 
-def check(spec):
+def check(spec, variables=()):
     """The cluster spec, checked whole and with its defaults: a new dict, or :class:`InputError` naming every bad
-    field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``)."""
+    field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``).
+
+    ``variables`` are the names of the caller's variables, when the spec was read from variables of its keys' names
+    (the playbooks): one close to a key that is not one (``pool``, ``control-plane``) is a typo the caller could not
+    see, and is refused the same way.
+    """
     errors = _Errors()
+    for name in sorted(set(variables or ())):
+        hint = _suggest(name, SPEC.fields) if name not in SPEC.fields else None
+        if hint and _near(name, hint):
+            errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
     out = parse(spec if spec is not None else {}, SPEC, "", errors)
     if out is not _MISSING and not errors:
         _cross_checks(out, errors)
@@ -378,6 +414,30 @@ def check(spec):
             "the cluster spec is invalid (%d error(s)), nothing was changed: %s" % (len(errors), "; ".join(errors)),
             {"spec_errors": list(errors)},
         )
+    return out
+
+
+def _near(name, key):
+    """A variable's name is a spec key misspelt: the same once case, '_' and '-' are set aside, or very close."""
+    fold = name.lower().replace("_", "").replace("-", "")
+    return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
+
+
+def secrets(raw):
+    """The secret values in a spec as given (checked or not), to be hidden wherever output shows them."""
+    out = []
+
+    def walk(value, field):
+        if field.secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            out.append(str(value))
+        elif field.kind == "object" and isinstance(value, dict):
+            for key, sub in field.fields.items():
+                walk(value.get(key), sub)
+        elif field.kind == "list" and isinstance(value, list):
+            for item in value:
+                walk(item, field.items)
+
+    walk(raw, SPEC)
     return out
 
 
@@ -394,6 +454,12 @@ def _cross_checks(spec, errors):
             )
         seen[name] = "pools[%d]" % i
     sriov = spec["sriov"]
+    seen = {}
+    for i, net in enumerate(sriov["networks"]):
+        key = (net.get("namespace"), net["name"])
+        if key in seen:
+            errors.add("sriov.networks[%d].name" % i, "%r is taken (by sriov.networks[%d])" % (net["name"], seen[key]))
+        seen[key] = i
     if sriov.get("enabled"):
         if not sriov["networks"]:
             errors.add("sriov.networks", "is required (at least one network) when sriov.enabled is true")
@@ -464,6 +530,10 @@ def _bounds_text(field):
         parts.append("at most %d characters" % field.max_length)
     if field.max_items:
         parts.append("at most %d items" % field.max_items)
+    if field.kind == "list" and field.items.kind != "object" and _bounds_text(field.items):
+        parts.append("each: " + _bounds_text(field.items))
+    if field.check is _cidr:
+        parts.append("a CIDR")
     return "; ".join(parts)
 
 

@@ -28,11 +28,18 @@ CONNECTION_SPEC = dict(
 class WhiteskyModule:
     """Build the AnsibleModule with the shared options and run one core function."""
 
-    def __init__(self, argument_spec, supports_check_mode=True, connection=True, **kwargs):
+    def __init__(self, argument_spec, supports_check_mode=True, connection=True, secrets=None, **kwargs):
+        """``secrets(params)``: the secret values inside options that the collection checks itself (the cluster
+        spec's credential); they are hidden wherever the module's output shows them, and the module does not log
+        its invocation."""
         spec = dict(CONNECTION_SPEC) if connection else {}
         spec.update(argument_spec)
         self.connection = connection
+        if secrets is not None:
+            kwargs["no_log"] = True  # no invocation line in the system log: it would carry them
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
+        if secrets is not None:
+            self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
 
     def client(self):
         p = self.module.params
@@ -60,6 +67,8 @@ class WhiteskyModule:
         except WhiteskyError as exc:
             # invalid_input tells a caller (the controller) that a retry cannot help
             self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError), **exc.details)
+        for warning in result.pop("warnings", []):  # through module.warn: exit_json(warnings=) is deprecated
+            self.module.warn(warning)
         result.setdefault("changed", False)
         if not self.module._diff:
             result.pop("diff", None)

@@ -37,37 +37,16 @@ options:
       - The cluster spec, with the keys C(cluster) (C(name), C(location), C(cloudspace)), C(control_plane),
         C(pools) (each with C(name), C(replicas), C(vcpus), C(memory), and C(gpu) with C(type), C(count),
         C(driverVersion)), C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type and bounds.
+      - The credential (C(sriov.credential)) is never shown in the module's output, nor logged.
     type: dict
     required: true
-    suboptions:
-      cluster:
-        description: C(name), C(location) and C(cloudspace) (by name; the cluster's name by default).
-        type: raw
-      control_plane:
-        description: C(replicas) (default 1), C(vcpus) (2), C(memory) (4096), C(image), C(diskSize).
-        type: raw
-      pools:
-        description: The worker pools; one that is no longer listed is scaled to zero.
-        type: raw
-      first_boot:
-        description: C(packages), C(attempts), C(delay), C(lock_timeout) of every machine's first boot.
-        type: raw
-      sriov:
-        description: The SR-IOV add-on (deployed by the playbook, not by this module); checked here.
-        type: dict
-        suboptions:
-          enabled:
-            description: Whether the add-on is deployed.
-            type: raw
-          networks:
-            description: The external networks pods may ask for.
-            type: raw
-          credential:
-            description: The node agent's own platform token; never printed.
-            type: raw
-          credentialSecretRef:
-            description: A Secret with the node agent's token (C(name), C(key)).
-            type: raw
+  variables:
+    description:
+      - The names of the caller's variables (the cluster playbooks pass them). A name close to one of the spec's
+        keys that is not one (C(pool), C(control-plane)) is refused as a typo, since the playbooks read the spec
+        from variables of those names and would otherwise not see it.
+    type: list
+    elements: str
   state:
     description: V(present) converges the cluster to O(spec); V(absent) tears it down (or deletes O(machine)).
     type: str
@@ -194,40 +173,24 @@ spec_errors:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
 def main():
     WhiteskyModule(
         dict(
-            # the spec is checked by the collection's own schema (clusterspec); Ansible only hides the credential
-            spec=dict(
-                type="dict",
-                required=True,
-                options=dict(
-                    cluster=dict(type="raw"),
-                    control_plane=dict(type="raw"),
-                    pools=dict(type="raw"),
-                    first_boot=dict(type="raw"),
-                    sriov=dict(
-                        type="dict",
-                        options=dict(
-                            enabled=dict(type="raw"),
-                            networks=dict(type="raw"),
-                            credential=dict(type="raw", no_log=True),
-                            credentialSecretRef=dict(type="raw", no_log=False),  # a reference, not a secret
-                        ),
-                    ),
-                ),
-            ),
+            # checked by the collection's own schema (clusterspec), whole, with every error named by its path
+            spec=dict(type="dict", required=True),
+            variables=dict(type="list", elements="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             machine=dict(type="str"),
             force=dict(type="bool", default=False),
             delete_cloudspace=dict(type="bool", default=True),
             max_hourly_cost=dict(type="float"),
             parallel=dict(type="int", default=32),
-        )
+        ),
+        secrets=lambda params: clusterspec.secrets(params.get("spec")),
     ).run(cluster.run)
 
 

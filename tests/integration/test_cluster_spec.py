@@ -389,3 +389,52 @@ def test_the_creator_note_is_retried_or_the_new_cloudspace_taken_back(emulator):
         converge(emulator, spec(gpu_replicas=0))
     assert not exc.value.details["changed"] and "this run did: nothing" in str(exc.value)
     assert spaces(emulator) == [] and names(emulator) == []
+
+
+# --- what a stranger found, reading the docs ------------------------------------------------------------------
+
+
+def test_a_teardown_of_the_wrong_cloudspace_leaves_the_live_cluster_alone(emulator):
+    """cluster_delete with cluster.cloudspace left out (or misspelt) released the running machines' vGPUs."""
+    converge(emulator, spec())
+    before = emulator.snapshot()
+    wrong = spec(cluster={"name": "ty", "location": LOC})  # the cloudspace defaults to "ty": not the cluster's
+    for check in (True, False):
+        with pytest.raises(InputError, match=r"vGPUs attached to machines in other cloudspaces than 'ty' \(cs-"):
+            teardown(emulator, wrong, check=check)
+    assert emulator.snapshot() == before
+
+
+def test_a_misspelt_spec_variable_is_refused_by_the_playbook(emulator):
+    before = emulator.snapshot()
+    typo = {"cluster": {"name": "typo", "location": LOC}, "pool": [gpu_pool()], "control-plane": {"replicas": 3}}
+    rc, out, _ = create(emulator, typo)
+    assert rc != 0 and "pool: unknown variable of the cluster spec; did you mean pools?" in out, out[-2000:]
+    assert "control-plane: unknown variable of the cluster spec; did you mean control_plane?" in out
+    assert emulator.snapshot() == before
+
+
+def test_the_credential_is_never_shown_and_check_mode_plans_the_sriov_add_on(emulator, tmp_path):
+    secret = "SUPERSECRET-abc123"
+    sriov = {"enabled": True, "credential": secret, "networks": [{"name": "sriov-ext", "network": "sriov-ext"}]}
+    extra = dict(spec(sriov=sriov), capvco_render_dir=str(tmp_path / "render"))
+    rc, out, _ = create(emulator, extra, check=True, verbosity=3)
+    assert rc == 0, out[-3000:]
+    assert secret not in out
+    bad = dict(extra, pools=[gpu_pool(replicas="two")])
+    rc, out, _ = create(emulator, bad, verbosity=3)
+    assert rc != 0 and "pools[0].replicas" in out and secret not in out
+
+
+def test_max_hourly_cost_must_be_a_number(emulator):
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(InputError, match="max_hourly_cost must be a number of 0 or more"):
+            converge(emulator, spec(), check=True, max_hourly_cost=bad)
+
+
+def test_machine_delete_of_a_machine_that_is_not_there_says_so(emulator):
+    converge(emulator, spec())
+    rc, out, data = run_playbook(
+        os.path.join(PLAYS, "machine_delete.yml"), emulator, extra_vars=dict(spec(), machine="ty-gpu-9")
+    )
+    assert rc == 0 and "machine 'ty-gpu-9' is in no cloudspace 'ty-cs' of cluster 'ty': nothing to delete" in out

@@ -237,3 +237,47 @@ def test_any_input_is_a_spec_or_an_input_error(raw):
         assert exc.details["spec_errors"] and all(": " in e for e in exc.details["spec_errors"])
     else:
         assert clusterspec.check(got) == got, "a checked spec checks again to itself"
+
+
+@pytest.mark.parametrize(
+    "spec, error",
+    [
+        (dict(MINIMAL, sriov=[1]), "sriov: must be a mapping, got a list [1]"),
+        (dict(MINIMAL, pool=[]), "pool: unknown key; did you mean pools?"),
+        (
+            dict(
+                MINIMAL,
+                pools=[{"name": "g", "replicas": 1, "vcpus": 1, "memory": 512, "gpu": {"type": "NVIDIA A100\n"}}],
+            ),
+            "pools[0].gpu.type: 'NVIDIA A100\\n' does not match",
+        ),
+        (
+            dict(MINIMAL, sriov={"networks": [{"name": "n", "network": "x", "routes": [{"dst": "not-a-cidr"}]}]}),
+            "sriov.networks[0].routes[0].dst: 'not-a-cidr' is not a CIDR",
+        ),
+        (
+            dict(MINIMAL, sriov={"networks": [{"name": "n", "network": "x"}, {"name": "n", "network": "y"}]}),
+            "sriov.networks[1].name: 'n' is taken (by sriov.networks[0])",
+        ),
+    ],
+)
+def test_what_a_stranger_found(spec, error):
+    with pytest.raises(InputError) as exc:
+        clusterspec.check(spec)
+    assert error in str(exc.value)
+
+
+def test_a_misspelt_variable_of_the_spec_is_refused():
+    """The playbooks read the spec from variables: a variable ``pool`` or ``control-plane`` would go unseen."""
+    with pytest.raises(InputError) as exc:
+        clusterspec.check(MINIMAL, variables=["pool", "control-plane", "cluster", "cluster_name", "cloudspace", "omit"])
+    assert exc.value.details["spec_errors"] == [
+        "control-plane: unknown variable of the cluster spec; did you mean control_plane?",
+        "pool: unknown variable of the cluster spec; did you mean pools?",
+    ]
+
+
+def test_secrets_are_found_wherever_the_spec_holds_them():
+    assert clusterspec.secrets(dict(MINIMAL, sriov={"credential": "tok"})) == ["tok"]
+    assert clusterspec.secrets({"sriov": {"credential": 12345678}}) == ["12345678"]
+    assert clusterspec.secrets({"sriov": "x"}) == [] and clusterspec.secrets(None) == []
