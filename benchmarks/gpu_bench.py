@@ -32,8 +32,8 @@ import time
 from datetime import datetime
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import PAGE_LIMIT
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
 LOC, CS = "be-gen-1", "cs-demo"

@@ -10,25 +10,30 @@ from starlette.routing import Route
 from .http import HTTPError
 
 
-def admin_routes(emu):
-    async def faults(request):
+class Admin:
+    """The admin handlers of one emulator (``emu``): each a small method."""
+
+    def __init__(self, emu):
+        self.emu = emu
+
+    async def faults(self, request):
         if request.method == "GET":
-            return JSONResponse(emu.faults.as_dict())
+            return JSONResponse(self.emu.faults.as_dict())
         cfg = {} if request.method == "DELETE" else await request.json()
         try:
-            emu.faults.set(cfg)
+            self.emu.faults.set(cfg)
         except HTTPError as exc:
             return JSONResponse({"message": exc.message}, status_code=exc.status)
-        return JSONResponse(emu.faults.as_dict())
+        return JSONResponse(self.emu.faults.as_dict())
 
-    async def stats(request):
+    async def stats(self, request):
         if request.method == "DELETE":
-            emu.stats.reset()
-        return JSONResponse(emu.stats.as_dict())
+            self.emu.stats.reset()
+        return JSONResponse(self.emu.stats.as_dict())
 
-    async def ledger(request):
+    async def ledger(self, request):
         now = time.time()
-        rows = emu.store.all_vgpus()
+        rows = self.emu.store.all_vgpus()
         res = [
             {
                 "vgpu_id": r["vgpu_id"],
@@ -40,7 +45,7 @@ def admin_routes(emu):
                 "reserved_at": r["reserved_at"],
                 "soft_deleted_at": r["soft_deleted_at"],
                 "deleted_at": r["deleted_at"],
-                "vgpu_seconds": emu.store.vgpu_seconds(r),
+                "vgpu_seconds": self.emu.store.vgpu_seconds(r),
                 "accruing": r["deleted_at"] is None,
                 "touched": r["touched"],
                 "duplicate": bool(r["duplicate"]),
@@ -57,7 +62,7 @@ def admin_routes(emu):
             }
         )
 
-    async def snapshot(request):
+    async def snapshot(self, request):
         """Every cloudspace, VM, reservation and note as stored, for tests that compare the state before and after."""
         cols = {
             "cloudspaces": "cloudspace_id, name, location, status, deleted_at",
@@ -66,49 +71,52 @@ def admin_routes(emu):
             "notes": "note_id, cloudspace_id, title, content, created_by, modified_by",
         }
         return JSONResponse(
-            {table: [dict(r) for r in emu.store.q("SELECT %s FROM %s" % (c, table))] for table, c in cols.items()}
+            {table: [dict(r) for r in self.emu.store.q("SELECT %s FROM %s" % (c, table))] for table, c in cols.items()}
         )
 
-    async def hooks(request):
+    async def hooks(self, request):
         if request.method == "POST":
             cfg = await request.json()
             for key in cfg:
-                if key not in emu.hooks:
-                    return JSONResponse({"message": "unknown hook %r; valid: %s" % (key, sorted(emu.hooks))}, 400)
-            emu.hooks.update(cfg)
-        return JSONResponse({"hooks": emu.hooks, "log": emu.hook_log[-50:]})
+                if key not in self.emu.hooks:
+                    return JSONResponse({"message": "unknown hook %r; valid: %s" % (key, sorted(self.emu.hooks))}, 400)
+            self.emu.hooks.update(cfg)
+        return JSONResponse({"hooks": self.emu.hooks, "log": self.emu.hook_log[-50:]})
 
-    async def health(request):
+    async def health(self, request):
         return JSONResponse({"ok": True})
 
-    async def reserve_unowned(request):
+    async def reserve_unowned(self, request):
         """Seed reservations as another tool would have made them (sweep tests, benchmarks).
 
         ``{"location", "gpu_id", "vgpu_name"}`` or ``{"location", "gpu_id", "vgpu_names": [...]}``.
         """
         cfg = await request.json()
-        cust = cfg.get("customer_id") or emu.store.first_customer()
+        cust = cfg.get("customer_id") or self.emu.store.first_customer()
         names = cfg.get("vgpu_names") or [cfg["vgpu_name"]]
-        emu.store.x("BEGIN")
-        ids = [emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], n, cfg.get("vm_id")) for n in names]
-        emu.store.x("COMMIT")
+        self.emu.store.x("BEGIN")
+        ids = [self.emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], n, cfg.get("vm_id")) for n in names]
+        self.emu.store.x("COMMIT")
         return JSONResponse({"vgpu_id": ids[0], "vgpu_ids": ids})
 
-    async def vm_file(request):
+    async def vm_file(self, request):
         """Write a file on a VM, as its guest would (``{"vm_id", "path", "content"}``): what readFile serves."""
         cfg = await request.json()
-        if emu.store.one("SELECT vm_id FROM vms WHERE vm_id=? AND deleted_at IS NULL", cfg.get("vm_id")) is None:
+        if self.emu.store.one("SELECT vm_id FROM vms WHERE vm_id=? AND deleted_at IS NULL", cfg.get("vm_id")) is None:
             return JSONResponse({"message": "no VM %r" % cfg.get("vm_id")}, 404)
-        emu.store.write_vm_file(cfg["vm_id"], cfg["path"], cfg["content"])
+        self.emu.store.write_vm_file(cfg["vm_id"], cfg["path"], cfg["content"])
         return JSONResponse({"ok": True})
 
+
+def admin_routes(emu):
+    admin = Admin(emu)
     return [
-        Route("/faults", faults, methods=["GET", "POST", "DELETE"]),
-        Route("/vm-file", vm_file, methods=["POST"]),
-        Route("/stats", stats, methods=["GET", "DELETE"]),
-        Route("/ledger", ledger, methods=["GET"]),
-        Route("/snapshot", snapshot, methods=["GET"]),
-        Route("/hooks", hooks, methods=["GET", "POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/seed-vgpu", reserve_unowned, methods=["POST"]),
+        Route("/faults", admin.faults, methods=["GET", "POST", "DELETE"]),
+        Route("/vm-file", admin.vm_file, methods=["POST"]),
+        Route("/stats", admin.stats, methods=["GET", "DELETE"]),
+        Route("/ledger", admin.ledger, methods=["GET"]),
+        Route("/snapshot", admin.snapshot, methods=["GET"]),
+        Route("/hooks", admin.hooks, methods=["GET", "POST"]),
+        Route("/health", admin.health, methods=["GET"]),
+        Route("/seed-vgpu", admin.reserve_unowned, methods=["POST"]),
     ]

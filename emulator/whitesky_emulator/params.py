@@ -254,30 +254,35 @@ def validate(operation_id, path_params, query, raw_body):
     args = {}
     for name, rule in spec["query"].items():
         values = query.getlist(name)
-        if not values:
-            if rule["required"]:
-                raise Invalid(name, "is a required query parameter")
-            continue
-        if rule["type"] == ARRAY:
-            args[name] = list(values)
-            continue
-        value = _scalar(name, rule["type"], values[-1])
-        if rule["enum"] and value not in rule["enum"]:
-            raise Invalid(name, "must be one of %s, got %r" % (", ".join(rule["enum"]), value[:40]))
-        if rule["minimum"] is not None and value < rule["minimum"]:
-            raise Invalid(name, "must be %d or more, got %d" % (rule["minimum"], value))
-        args[name] = value
-    schema = spec.get("body")
+        if values:
+            args[name] = list(values) if rule["type"] == ARRAY else _query_scalar(name, rule, values[-1])
+        elif rule["required"]:
+            raise Invalid(name, "is a required query parameter")
+    return path, args, _body(spec.get("body"), raw_body)
+
+
+def _query_scalar(name, rule, raw):
+    value = _scalar(name, rule["type"], raw)
+    if rule["enum"] and value not in rule["enum"]:
+        raise Invalid(name, "must be one of %s, got %r" % (", ".join(rule["enum"]), value[:40]))
+    if rule["minimum"] is not None and value < rule["minimum"]:
+        raise Invalid(name, "must be %d or more, got %d" % (rule["minimum"], value))
+    return value
+
+
+def _body(schema, raw_body):
+    """The request's JSON body checked against the operation's schema (None when it takes none)."""
+    if schema is None:
+        return None
     payload = None
-    if schema is not None:
-        if raw_body:
-            try:
-                payload = json.loads(raw_body)
-            except ValueError:
-                raise Invalid("body", "is not valid JSON") from None
-        if payload is None:
-            if not schema["optional"]:
-                raise Invalid("body", "is required")
-        else:
-            _check_body("body", schema, payload)
-    return path, args, payload
+    if raw_body:
+        try:
+            payload = json.loads(raw_body)
+        except ValueError:
+            raise Invalid("body", "is not valid JSON") from None
+    if payload is None:
+        if not schema["optional"]:
+            raise Invalid("body", "is required")
+    else:
+        _check_body("body", schema, payload)
+    return payload

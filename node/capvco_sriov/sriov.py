@@ -35,8 +35,8 @@ import time
 from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import RETRY_STATUSES
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.transport import RETRY_STATUSES
 from capvco_sriov.shim import (
     CHECK_MISMATCH,
     INVALID_CONFIG,
@@ -305,10 +305,19 @@ class NicAgent:
 
     # -- CNI commands --------------------------------------------------------
     def handle(self, req):
+        """Run one CNI command (the shim has already refused any other); an attachment's commands one at a time."""
+        commands = {
+            "ADD": self.cmd_add,
+            "DEL": self.cmd_del,
+            "CHECK": self.cmd_check,
+            "GC": self.cmd_gc,
+            "STATUS": self.cmd_status,
+        }
+        run = commands[req.command]
         if req.command in ("ADD", "DEL", "CHECK"):
             with self.key_lock(req.key):  # a runtime retrying a slow ADD waits, then gets the same outcome
-                return getattr(self, "cmd_" + req.command.lower())(req)
-        return getattr(self, "cmd_" + req.command.lower())(req)
+                return run(req)
+        return run(req)
 
     @contextlib.contextmanager
     def key_lock(self, key, blocking=True):

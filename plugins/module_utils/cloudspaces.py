@@ -19,6 +19,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
     PartialFailure,
+    Resolved,
     WhiteskyError,
     gone_is_done,
 )
@@ -91,10 +92,10 @@ def create(client, name, location, private_network=None):
 
     def resolve(_exc):  # the answer was lost: created after all?
         new = [c for c in cloudspaces_named(client, name, location) if c["cloudspace_id"] not in before]
-        return {"cloudspace_id": new[-1]["cloudspace_id"]} if new else None
+        return Resolved(new[-1]["cloudspace_id"]) if new else None
 
     cs_id = client.create_cloudspace(name, location, private_network, resolve=resolve)
-    return view(client.get_cloudspace(cs_id))
+    return view(client.get_cloudspace(cs_id.value if isinstance(cs_id, Resolved) else cs_id))
 
 
 def claim(client, name, location, cluster=None, private_network=None):
@@ -132,7 +133,7 @@ def record_creator(client, cloudspace_id, cluster):
     def resolve(_exc):  # the answer was lost (or 502/503/504): is the note there after all?
         for note in client.cloudspace_notes(cloudspace_id):
             if note.get("title") == title and note.get("content") == content:
-                return {"success": True}
+                return Resolved(note)
         return None
 
     client.create_cloudspace_note(cloudspace_id, title, content, resolve=resolve)

@@ -133,6 +133,10 @@ _NETWORK = Field(
     },
 )
 
+#: The first boot's retry settings when none are given: written here once (the schema, the modules' options and
+#: the script's renderer all take them from here).
+RETRIES = {"attempts": 5, "delay": 5, "lock_timeout": 600}
+
 FIRST_BOOT = {
     "packages": Field(
         "list",
@@ -141,9 +145,9 @@ FIRST_BOOT = {
         max_items=100,
         default=[],
     ),
-    "attempts": _int("Attempts of each install before the first boot fails.", 1, 20, default=5),
-    "delay": _int("Seconds before the first retry (doubled each time).", 0, 600, default=5),
-    "lock_timeout": _int("Seconds to wait for the dpkg lock.", 0, 7200, default=600),
+    "attempts": _int("Attempts of each install before the first boot fails.", 1, 20, default=RETRIES["attempts"]),
+    "delay": _int("Seconds before the first retry (doubled each time).", 0, 600, default=RETRIES["delay"]),
+    "lock_timeout": _int("Seconds to wait for the dpkg lock.", 0, 7200, default=RETRIES["lock_timeout"]),
 }
 
 SRIOV = {

@@ -60,6 +60,30 @@ class ApiError(WhiteskyError):
         return self.status is None
 
 
+class Resolved:
+    """What a ``resolve`` hook gives back when a mutating call whose answer was lost did happen after all: the thing
+    it made (an id, a NIC, a reservation).  The transport returns it as it is, the client's endpoint passes it
+    through, and the caller, which made the hook, takes ``.value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return "Resolved(%r)" % (self.value,)
+
+
+def missing_is_none(call, *args, **kwargs):
+    """Run a read; a 404 (the thing is not there) gives None."""
+    try:
+        return call(*args, **kwargs)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
 def gone_is_done(call, *args, **kwargs):
     """Run a delete; a 404 means it is already gone, which counts as done.
 

@@ -25,14 +25,14 @@ from urllib.parse import quote
 from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
 
+#: The retry options of the scripts (``first_boot``'s, and ``gpu_driver_install``'s), with the schema's defaults.
+RETRY_OPTIONS = {key: dict(type="int", default=value) for key, value in clusterspec.RETRIES.items()}
 #: The ``first_boot`` option of the modules that create machines (``machine``, ``machine_pool``).
 OPTIONS = dict(
     type="dict",
     options=dict(
         packages=dict(type="list", elements="str", default=[]),
-        attempts=dict(type="int", default=5),
-        delay=dict(type="int", default=5),
-        lock_timeout=dict(type="int", default=600),
+        **RETRY_OPTIONS,
         gpu_driver=dict(
             type="dict",
             options=dict(
@@ -280,9 +280,9 @@ def gpu_driver_vars(version="", count=1, wait=900, nvidia_smi="nvidia-smi"):
 def render(
     packages=(),
     bootstrap=None,
-    attempts=5,
-    delay=5,
-    lock_timeout=600,
+    attempts=clusterspec.RETRIES["attempts"],
+    delay=clusterspec.RETRIES["delay"],
+    lock_timeout=clusterspec.RETRIES["lock_timeout"],
     state_dir=STATE_DIR,
     provider_id=None,
     gpu_driver=None,
@@ -338,9 +338,9 @@ def render_gpu_driver(
     install=True,
     verify=True,
     check=False,
-    attempts=5,
-    delay=5,
-    lock_timeout=600,
+    attempts=clusterspec.RETRIES["attempts"],
+    delay=clusterspec.RETRIES["delay"],
+    lock_timeout=clusterspec.RETRIES["lock_timeout"],
     wait=60,
     nvidia_smi="nvidia-smi",
     state_dir=STATE_DIR,

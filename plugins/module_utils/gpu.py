@@ -133,20 +133,38 @@ def ensure(req, world=None):
     """Core of ``vgpu``: each machine holds exactly ``count`` vGPUs of ``type`` (or none).
 
     Every machine must carry ``cluster``'s marker (checked before anything is changed).  ``world`` holds what a
-    caller read and checked already (the ``cluster`` core): ``vms``, ``inventory`` and ``profiles``.
+    caller read and checked already (the ``cluster`` core): ``vms``, ``inventory`` and ``profiles``.  The reads,
+    then :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out.
     """
-    world = world or {}
     p = req.params
-    client = req.client
     present = p["state"] == "present"
     count = p["count"] if present else 0
     if count is None or count < 0:
         raise InputError("count must be an integer of 0 or more, got %r" % (p["count"],))
     if count > ownership.MAX_SLOT + 1:
         raise InputError("count %d is above the %d slots a machine can hold" % (count, ownership.MAX_SLOT + 1))
-    cluster, location, cs = p["cluster"], p["location"], p["cloudspace_id"]
-    ownership.cluster_part(cluster)
+    ownership.cluster_part(p["cluster"])
     wanted = p.get("machines") or [p["machine"]]
+    got = _read(req.client, p, dict(world or {}), wanted, present)
+    machines = resolve_machines(got["vms"], wanted, p["cloudspace_id"])
+    planned = plan(got, machines, p["cluster"], count, p.get("type") if present else None, p["location"])
+    result = {"changed": _changes(planned, p["permanently"]), "diff": _diff(got["inventory"], p["cluster"], planned)}
+    if req.check_mode:
+        kept = [dict(view(i), status="ATTACHED") for pl in planned["machines"].values() for i in pl["kept"]]
+        result["reservations"] = kept
+        result["planned"] = {
+            name: {"reserve": len(pl["missing"]), "release": len(pl["releases"]), "fix": len(pl["fixes"])}
+            for name, pl in planned["machines"].items()
+        }
+        return result
+    result["reservations"] = apply(req.client, p, machines, planned)
+    return result
+
+
+def _read(client, p, world, wanted, present):
+    """What a plan needs, read at once (one round trip): the VMs (with the targets' markers checked), the
+    location's reservations, and its profiles; what ``world`` already holds is not read again."""
+    cluster, location, cs = p["cluster"], p["location"], p["cloudspace_id"]
 
     def owned_vms():  # the listing, then the targets' markers (beside the inventory's pages)
         vms = client.vms(cs)
@@ -158,60 +176,64 @@ def ensure(req, world=None):
     if present:
         reads["profiles"] = lambda: client.gpu_profiles(location)
     reads = {k: v for k, v in reads.items() if k not in world}
-    got, failed = run_parallel(reads, len(reads))  # independent reads: one round trip, not three
+    got, failed = run_parallel(reads, len(reads))
     if failed:
         raise next(iter(failed.values()))
-    got.update(world)
-    machines = resolve_machines(got["vms"], wanted, cs)
-    for _vm_id, name in machines:
-        ownership.machine_part(cluster, name)
-    type_ids, alloc = set(), {}
-    inventory = got["inventory"]
-    plans = {}
-    if present:
-        profiles = profiles_of_type(got["profiles"], p["type"], location)
+    return dict(got, **world)
+
+
+def plan(got, machines, cluster, count, gpu_type, location):
+    """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): ``{machines:
+    {name: plan}, alloc: {name: profile id}}``.  An unknown type or too little capacity raises here."""
+    type_ids, profiles = set(), []
+    if gpu_type is not None:
+        profiles = profiles_of_type(got["profiles"], gpu_type, location)
         type_ids = {pr["id"] for pr in profiles}
+    plans = {}
     for vm_id, name in machines:
-        plans[name] = plan_machine(inventory.owned(cluster, name), vm_id, count, type_ids, present)
-    if present:
-        alloc = allocate(profiles, {n: len(pl["missing"]) for n, pl in plans.items()}, p["type"])
+        ownership.machine_part(cluster, name)
+        plans[name] = plan_machine(got["inventory"].owned(cluster, name), vm_id, count, type_ids, gpu_type is not None)
+    alloc = {}
+    if gpu_type is not None:
+        alloc = allocate(profiles, {n: len(pl["missing"]) for n, pl in plans.items()}, gpu_type)
+    return {"machines": plans, "alloc": alloc}
 
-    before = {
-        name: sorted(slot_line(i) for i in inventory.owned(cluster, name) if not deleted(i)) for _vm, name in machines
-    }
-    after = {
-        name: sorted(
-            ["%02d %s ATTACHED" % (i["owner"].slot, i["gpu_id"]) for i in plans[name]["kept"]]
-            + ["%02d %s ATTACHED" % (s, alloc.get(name)) for s in plans[name]["missing"]]
+
+def _changes(planned, permanently):
+    plans = planned["machines"].values()
+    releases_billed = any(not deleted(i) or permanently for pl in plans for i in pl["releases"])
+    return any(pl["fixes"] or pl["missing"] for pl in plans) or releases_billed
+
+
+def _diff(inventory, cluster, planned):
+    """Each machine's slots before and after, a line per slot."""
+    before, after = {}, {}
+    for name, pl in planned["machines"].items():
+        before[name] = sorted(slot_line(i) for i in inventory.owned(cluster, name) if not deleted(i))
+        after[name] = sorted(
+            ["%02d %s ATTACHED" % (i["owner"].slot, i["gpu_id"]) for i in pl["kept"]]
+            + ["%02d %s ATTACHED" % (s, planned["alloc"].get(name)) for s in pl["missing"]]
         )
-        for _vm, name in machines
-    }
-    releases_billed = any(not deleted(i) or p["permanently"] for pl in plans.values() for i in pl["releases"])
-    changed = any(pl["fixes"] or pl["missing"] for pl in plans.values()) or releases_billed
-    result = {"changed": changed, "diff": {"before": before, "after": after}}
-    if req.check_mode:
-        result["reservations"] = [dict(view(i), status="ATTACHED") for pl in plans.values() for i in pl["kept"]]
-        result["planned"] = {
-            name: {"reserve": len(pl["missing"]), "release": len(pl["releases"]), "fix": len(pl["fixes"])}
-            for name, pl in plans.items()
-        }
-        return result
+    return {"before": before, "after": after}
 
-    ops = Ops(client, location, cs, permanently=p["permanently"])
+
+def apply(client, p, machines, planned):
+    """Carry out the plan: per machine in turn (its lock), machines at once; the reservations after, viewed."""
+    ops = Ops(client, p["location"], p["cloudspace_id"], permanently=p["permanently"])
 
     def converge(vm_id, name):
-        plan = plans[name]
+        pl = planned["machines"][name]
         done = []
-        for item in plan["releases"]:
+        for item in pl["releases"]:
             ops.release(item)
-        for item in plan["fixes"]:
+        for item in pl["fixes"]:
             if deleted(item):
                 ops.restore(item)
             ops.attach(item, vm_id)
             item["status"], item["virtual_machine"] = "ATTACHED", {"id": vm_id, "name": name}
-        done.extend(plan["kept"])
-        for slot in plan["missing"]:
-            done.append(ops.reserve(cluster, name, vm_id, slot, alloc[name]))
+        done.extend(pl["kept"])
+        for slot in pl["missing"]:
+            done.append(ops.reserve(p["cluster"], name, vm_id, slot, planned["alloc"][name]))
         for item in done:
             item.setdefault("virtual_machine", {})["name"] = name
         return done
@@ -219,11 +241,11 @@ def ensure(req, world=None):
     results, errors = run_parallel(
         {name: (lambda v=vm_id, n=name: converge(v, n)) for vm_id, name in machines}, p["parallel"]
     )
-    result["reservations"] = [view(i) for name in sorted(results) for i in results[name]]
+    reservations = [view(i) for name in sorted(results) for i in results[name]]
     if errors:
         raise PartialFailure(
             "vGPUs of %d machine(s) did not converge: %s"
             % (len(errors), "; ".join("%s: %s" % (n, e) for n, e in sorted(errors.items()))),
-            {"reservations": result["reservations"], "failed_machines": sorted(errors)},
+            {"reservations": reservations, "failed_machines": sorted(errors)},
         )
-    return result
+    return reservations

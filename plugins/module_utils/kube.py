@@ -177,69 +177,41 @@ def event_body(obj, etype, reason, message, now):
 def write_status(req, api=None):
     """Core of ``vco_status``: merge status and conditions, set providerID once, emit an Event.
 
-    ``api`` is an ApiClient (made from the kubeconfig options when None).
+    ``api`` is an ApiClient (made from the kubeconfig options when None).  The object is read, the inputs checked,
+    the patches planned (pure: :func:`plan_status`), then written unless in check mode.
     """
     p = req.params
     kind, name, ns = p["kind"], p["name"], p["namespace"]
-    plural = PLURALS[kind]
     now = now_iso()
     api = api or api_client(p.get("kubeconfig"), p.get("context"))
     custom = k8s_client.CustomObjectsApi(api)
     try:
-        obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+        obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name)
     except ApiException as exc:
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
-    spec = obj.get("spec") or {}
-    result = {"changed": False}
-    provider_id = p.get("provider_id")
-    if provider_id and kind != "VCOMachine":
-        raise InputError("provider_id is a VCOMachine's; %s %s/%s has none" % (kind, ns, name))
-    set_provider = bool(provider_id) and spec.get("providerID") != provider_id
-    if set_provider and spec.get("providerID"):
-        raise InputError(
-            "%s %s/%s already has providerID %r; it cannot change to %r"
-            % (kind, ns, name, spec["providerID"], provider_id)
-        )
-    status = dict(p.get("status") or {})
-    if p.get("vm_id") is not None:
-        status["vmID"] = p["vm_id"]
-    if p.get("gpu_orphans") is not None:
-        status["gpu"] = orphan_status(
-            p["gpu_orphans"].get("reservations") or [],
-            p["gpu_orphans"].get("cost_per_hour"),
-            p["gpu_orphans"].get("currency"),
-        )
-    if p.get("gpu_reservations") is not None:
-        status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
-    patch, after = plan_status(obj, status, p.get("conditions"), now)
-    event = p.get("event")
-    if event is not None:
-        unknown = sorted(set(event) - {"type", "reason", "message"})
-        if (
-            unknown
-            or not event.get("reason")
-            or not event.get("message")
-            or event.get("type", "Normal") not in ("Normal", "Warning")
-        ):
-            raise InputError("event needs reason and message, and type Normal or Warning if given; got %r" % (event,))
-    result.update(
-        changed=bool(patch is not None or set_provider or event),
-        status=after,
-        provider_id=provider_id if set_provider else spec.get("providerID"),
-        diff={
-            "before": {"providerID": spec.get("providerID"), "status": obj.get("status") or {}},
-            "after": {"providerID": provider_id if set_provider else spec.get("providerID"), "status": after},
+    current = (obj.get("spec") or {}).get("providerID")
+    set_provider = _provider_change(kind, ns, name, current, p.get("provider_id"))
+    event = _checked_event(p.get("event"))
+    patch, after = plan_status(obj, _status_input(p), p.get("conditions"), now)
+    provider = p["provider_id"] if set_provider else current
+    result = {
+        "changed": bool(patch is not None or set_provider or event),
+        "status": after,
+        "provider_id": provider,
+        "diff": {
+            "before": {"providerID": current, "status": obj.get("status") or {}},
+            "after": {"providerID": provider, "status": after},
         },
-    )
+    }
     if req.check_mode:
         return result
     try:
         if set_provider:
             custom.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, plural, name, {"spec": {"providerID": provider_id}}
+                GROUP, VERSION, ns, PLURALS[kind], name, {"spec": {"providerID": provider}}
             )
         if patch is not None:
-            custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, plural, name, {"status": patch})
+            custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch})
         if event:
             created = k8s_client.CoreV1Api(api).create_namespaced_event(
                 ns, event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
@@ -248,3 +220,48 @@ def write_status(req, api=None):
     except ApiException as exc:
         raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None
     return result
+
+
+def _provider_change(kind, ns, name, current, provider_id):
+    """Whether providerID is to be set: once, on a VCOMachine, never changed."""
+    if provider_id and kind != "VCOMachine":
+        raise InputError("provider_id is a VCOMachine's; %s %s/%s has none" % (kind, ns, name))
+    change = bool(provider_id) and current != provider_id
+    if change and current:
+        raise InputError(
+            "%s %s/%s already has providerID %r; it cannot change to %r" % (kind, ns, name, current, provider_id)
+        )
+    return change
+
+
+def _status_input(p):
+    """The status fields the module's options give: ``status``, ``vm_id``, the orphan check, the reservations."""
+    status = dict(p.get("status") or {})
+    if p.get("vm_id") is not None:
+        status["vmID"] = p["vm_id"]
+    orphans = p.get("gpu_orphans")
+    if orphans is not None:
+        status["gpu"] = orphan_status(
+            orphans.get("reservations") or [], orphans.get("cost_per_hour"), orphans.get("currency")
+        )
+    if p.get("gpu_reservations") is not None:
+        status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
+    return status
+
+
+def _checked_event(event):
+    if event is None:
+        return None
+    unknown = sorted(set(event) - {"type", "reason", "message"})
+    if (
+        unknown
+        or not event.get("reason")
+        or not event.get("message")
+        or event.get("type", "Normal")
+        not in (
+            "Normal",
+            "Warning",
+        )
+    ):
+        raise InputError("event needs reason and message, and type Normal or Warning if given; got %r" % (event,))
+    return event

@@ -11,7 +11,7 @@ of a location's vGPU reservations.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 
 
@@ -36,12 +36,9 @@ def marker_view(description):
 
 def describe(client, cloudspace_id, vm):
     """The VM's listing entry with its owner, read from its description (None when it is gone)."""
-    try:
-        full = client.get_vm(cloudspace_id, vm["vm_id"])
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    full = missing_is_none(client.get_vm, cloudspace_id, vm["vm_id"])
+    if full is None:
+        return None
     return dict(vm, description=full.get("description"), **marker_view(full.get("description")))
 
 
@@ -100,12 +97,8 @@ def wait_unlocked(client, cloudspace_id, vm_id):
     """Wait (within a call's deadline) until no operation holds the VM: what was sent to it has settled."""
 
     def unlocked():
-        try:
-            return not client.get_vm(cloudspace_id, vm_id).get("locked")
-        except ApiError as exc:
-            if exc.status == 404:
-                return True
-            raise
+        vm = missing_is_none(client.get_vm, cloudspace_id, vm_id)
+        return vm is None or not vm.get("locked")
 
     client.wait_until(unlocked, "VM %s to be unlocked" % vm_id)
 

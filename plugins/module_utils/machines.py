@@ -16,6 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
     PartialFailure,
+    Resolved,
     gone_is_done,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
@@ -56,14 +57,13 @@ def user_data(p, what):
 
 
 def _render(p, fb):
+    retries = {k: fb[k] for k in ("attempts", "delay", "lock_timeout") if fb.get(k) is not None}
     return firstboot.render(
         fb.get("packages") or [],
         p.get("bootstrap_data"),
-        attempts=fb.get("attempts") or 5,
-        delay=fb.get("delay") if fb.get("delay") is not None else 5,
-        lock_timeout=fb.get("lock_timeout") if fb.get("lock_timeout") is not None else 600,
         provider_id=p.get("provider_id"),
         gpu_driver=fb.get("gpu_driver"),
+        **retries,
     )
 
 
@@ -111,7 +111,7 @@ def create(client, cs, name, p, data):
             return None
         if cluster and describe(client, cs, found).get("owner") != cluster:
             raise not_owned(name, cluster, found.get("description"))
-        return {"vm_id": found["vm_id"]}
+        return Resolved(found["vm_id"])
 
     vm_id = client.create_vm(
         cs,
@@ -124,7 +124,7 @@ def create(client, cs, name, p, data):
         user_data=data,
         resolve=resolve,
     )
-    return vm_view(client.get_vm(cs, vm_id))
+    return vm_view(client.get_vm(cs, vm_id.value if isinstance(vm_id, Resolved) else vm_id))
 
 
 def need_graceful(p, names):
@@ -324,47 +324,25 @@ def converge_machines(req, pools, world=None):
     """A cluster's machines, whole pools per call.
 
     One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
-    marker, checked for all of them before anything is changed.  Then the missing machines are created and the
-    ones to go deleted, concurrently.  With ``exclusive``, the cluster's machines named in no pool go too (a
-    scale-down; with ``state=absent``, every machine the cluster owns).  ``world`` holds what a caller read
-    already: ``vms`` (described) and ``inventory``.
+    marker, checked for all of them before anything is changed (:func:`plan_machines`, pure).  Then the missing
+    machines are created and the ones to go deleted, concurrently (:func:`apply_machines`).  With ``exclusive``, the
+    cluster's machines named in no pool go too (a scale-down; with ``state=absent``, every machine the cluster
+    owns).  ``world`` holds what a caller read already: ``vms`` (described) and ``inventory``.
     """
     world = world or {}
     p = req.params
     client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
     names = unique_names(pools)
-    present, exclusive = p["state"] == "present", p.get("exclusive")
     result = {"changed": False, "machines": [], "created": [], "deleted": []}
-    if not names and not exclusive:
+    if not names and not p.get("exclusive"):
         result["diff"] = {"before": [], "after": []}
         return result
-    by_name = {v["name"]: v for v in (world["vms"] if "vms" in world else described(client, cs, p["parallel"]))}
-    foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
-    if foreign:
-        raise InputError(
-            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
-            + "; nothing was changed"
-        )
-    owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
-    if present:
-        creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
-        deletes = [v for v in owned if v["name"] not in names] if exclusive else []
-        kept = [by_name[n] for n in names if n in by_name]
-    else:
-        creates, kept = [], []
-        deletes = owned if exclusive else [by_name[n] for n in names if n in by_name]
-    result["machines"] = [vm_view(v) for v in (kept if present else deletes)]
-    warnings = [
-        w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool["names"] if n in by_name) if w
-    ]
-    if warnings and present:
-        result["warnings"] = warnings
-    before = [v["name"] for v in owned]
-    gone = {v["name"] for v in deletes}
-    result["diff"] = {
-        "before": before,
-        "after": sorted({n for n in before if n not in gone} | {n for _p, n in creates}),
-    }
+    listing = world["vms"] if "vms" in world else described(client, cs, p["parallel"])
+    planned = plan_machines(pools, listing, cluster, p["state"] == "present", p.get("exclusive"))
+    creates, deletes = planned["creates"], planned["deletes"]
+    result.update(machines=[vm_view(v) for v in planned["listed"]], diff=planned["diff"])
+    if planned["warnings"]:
+        result["warnings"] = planned["warnings"]
     if not creates and not deletes:
         return result
     for pool in pools:
@@ -372,17 +350,60 @@ def converge_machines(req, pools, world=None):
         if missing:
             need_size(pool, missing)
     data = pool_user_data(p, [dict(pool, names=[n for q, n in creates if q is pool]) for pool in pools])
-    force = p.get("force")
     if deletes:
         need_graceful(p, [v["name"] for v in deletes])
     reservations = {}
-    if deletes and not force:
+    if deletes and not p.get("force"):
         inventory = world.get("inventory") or Inventory(client, p["location"])
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
-    if req.check_mode:
-        return result
+    if not req.check_mode:
+        apply_machines(client, p, pools, planned, data, reservations, result)
+    return result
+
+
+def plan_machines(pools, listing, cluster, present, exclusive):
+    """What converging the pools changes, from the cloudspace's VMs with their owners (pure): ``creates`` (pool,
+    name), ``deletes`` and ``listed`` (VMs), the ``diff`` of the cluster's machine names and size ``warnings``.  A
+    planned name that a VM the cluster does not own holds is refused."""
+    names = [n for pool in pools for n in pool["names"]]
+    by_name = {v["name"]: v for v in listing}
+    foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
+    if foreign:
+        raise InputError(
+            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
+            + "; nothing was changed"
+        )
+    owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
+    creates, listed = [], [by_name[n] for n in names if n in by_name]
+    if present:
+        creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
+        deletes = [v for v in owned if v["name"] not in names] if exclusive else []
+    else:
+        deletes = owned if exclusive else listed
+        listed = deletes
+    before = [v["name"] for v in owned]
+    gone = {v["name"] for v in deletes}
+    after = sorted({n for n in before if n not in gone} | {n for _p, n in creates})
+    warnings = []
+    if present:
+        warnings = [
+            w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool["names"] if n in by_name)
+        ]
+    return {
+        "creates": creates,
+        "deletes": deletes,
+        "listed": listed,
+        "diff": {"before": before, "after": after},
+        "warnings": [w for w in warnings if w],
+    }
+
+
+def apply_machines(client, p, pools, planned, data, reservations, result):
+    """Create and delete the planned machines, concurrently; ``result`` says what was done, also on failure."""
+    cs, cluster, force = p["cloudspace_id"], p["cluster"], p.get("force")
+    creates, deletes = planned["creates"], planned["deletes"]
     ops = None if force else Ops(client, p["location"], cs, permanently=True)
     jobs = {}
     for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
@@ -394,7 +415,7 @@ def converge_machines(req, pools, world=None):
     done, errors = run_parallel(jobs, p["parallel"])
     result["created"] = [n for _p, n in creates if ("create", n) in done]
     result["deleted"] = [v["name"] for v in deletes if ("delete", v["name"]) in done]
-    if present:
+    if p["state"] == "present":
         result["machines"] += [done[("create", n)] for _p, n in creates if ("create", n) in done]
     if errors:
         raise PartialFailure(
@@ -406,7 +427,6 @@ def converge_machines(req, pools, world=None):
                 "failed_machines": sorted(n for _what, n in errors),
             },
         )
-    return result
 
 
 def info(req):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import HTTPX_IMPORT_ERROR, WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from ansible_collections.whitesky.capvco.plugins.module_utils.transport import HTTPX_IMPORT_ERROR
 
 CONNECTION_SPEC = dict(
     api_url=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_API_URL"])),

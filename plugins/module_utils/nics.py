@@ -23,13 +23,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
     LogicError,
+    Resolved,
     WhiteskyError,
     gone_is_done,
+    missing_is_none,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
 
-#: Where a resolved attach puts the NIC it found (the platform's own answer is only ``{success}``).
-RESOLVED = "capvco:resolved-nic"
 NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
 
 
@@ -62,12 +62,7 @@ class AddressTaken(WhiteskyError):
 
 def nic_at(client, cloudspace_id, vm_id, ip_address, net_id=None):
     """The VM's NIC at an address (on the network, when given), or None."""
-    try:
-        nic = client.nic(cloudspace_id, vm_id, ip_address)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    nic = missing_is_none(client.nic, cloudspace_id, vm_id, ip_address)
     if not nic or (net_id is not None and str(nic.get("network_id")) != str(net_id)):
         return None
     return nic
@@ -84,7 +79,7 @@ def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", 
 
     def resolve(_exc):
         nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
-        return {RESOLVED: nic} if nic else None
+        return Resolved(nic) if nic else None
 
     with lock or contextlib.nullcontext():
         try:
@@ -98,8 +93,8 @@ def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", 
                     {"status": 409, "address": ip_address},
                 ) from None
             raise
-    if isinstance(answer, dict) and RESOLVED in answer:
-        return answer[RESOLVED]
+    if isinstance(answer, Resolved):
+        return answer.value
     nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
     if nic is None:
         raise LogicError(
@@ -134,11 +129,11 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
 
     def resolve(_exc):
         new = new_nics()
-        return {RESOLVED: new[0]} if new else None
+        return Resolved(new[0]) if new else None
 
     answer = client.attach_nic(cloudspace_id, vm_id, net_id, model=model, resolve=resolve)
-    if isinstance(answer, dict) and RESOLVED in answer:
-        return answer[RESOLVED]
+    if isinstance(answer, Resolved):
+        return answer.value
     new = new_nics()
     if not new:
         raise LogicError(

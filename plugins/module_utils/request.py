@@ -9,7 +9,8 @@ from __future__ import annotations
 class Request:
     """The client (None for modules without a platform connection), the module's own parameters, and check mode.
 
-    A core function returns ``diff`` always; the module base drops it unless Ansible runs with ``--diff``.
+    A core function may return ``diff`` (``{"before", "after"}``); the module base drops it unless Ansible runs
+    with ``--diff``.
     """
 
     def __init__(self, client, params, check_mode=False):

@@ -167,7 +167,8 @@ def report_lines(rows, totals):
 
 
 def reclaim(req):
-    """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans)."""
+    """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans).  The reads, then
+    :func:`select` (pure), then check mode returns the selection, or :func:`release` carries it out."""
     p = req.params
     client = req.client
     location, scope, cluster = p["location"], p["scope"], p.get("cluster")
@@ -179,62 +180,74 @@ def reclaim(req):
         ownership.cluster_part(cluster)
     inventory = Inventory(client, location)
     candidates = inventory.owned(cluster)
-    ignored = len(inventory.items) - len(candidates)
-    now = time.time()
     orphan = OrphanCheck(machines_in_location(client, location) if scope == "orphans" else set())
-    release, kept = [], []
-    for item in candidates:
-        row = view(item)
-        if deleted(item) and not p["permanently"]:
-            kept.append(dict(row, reason="already in the recycle bin"))
-        elif scope == "cluster":
-            release.append(item)
-        elif not orphan(item["owner"]):
-            kept.append(dict(row, reason="machine %r exists" % item["owner"].machine))
-        elif now - item["owner"].created < p["grace_period"]:
-            kept.append(
-                dict(
-                    row,
-                    reason="within the grace period (age %ds < %ds)" % (now - item["owner"].created, p["grace_period"]),
-                )
-            )
-        else:
-            release.append(item)
+    chosen, kept = select(candidates, scope, orphan, p["grace_period"], p["permanently"], time.time())
     if cluster:  # a reservation of the cluster's on a VM that is not the cluster's is refused, as vgpu refuses it
-        on_vms = {}
-        for item in release:
-            vm = item.get("virtual_machine") or {}
-            if attached_to(item) is not None and vm.get("cloudspace_id"):
-                on_vms.setdefault(vm["cloudspace_id"], {})[vm["id"]] = {"vm_id": vm["id"], "name": vm.get("name")}
-        for cs, vms in sorted(on_vms.items()):
+        for cs, vms in sorted(_attached_vms(chosen).items()):
             check_owned(client, cs, list(vms.values()), cluster, p["parallel"])
-    price = client.prices(location) if release else {}
+    price = client.prices(location) if chosen else {}
     per_hour = price_per_hour(price)
     result = {
-        "changed": bool(release),
-        "released": [view(i) for i in release],
+        "changed": bool(chosen),
+        "released": [view(i) for i in chosen],
         "kept": kept,
-        "ignored": ignored,
-        "saved_per_hour": round(per_hour * sum(1 for i in release if not deleted(i) or p["permanently"]), 4),
+        "ignored": len(inventory.items) - len(candidates),
+        "saved_per_hour": round(per_hour * sum(1 for i in chosen if not deleted(i) or p["permanently"]), 4),
         "currency": price.get("currency"),
         "diff": {
             "before": sorted(i["vgpu_name"] for i in candidates),
-            "after": sorted(i["vgpu_name"] for i in candidates if i not in release),
+            "after": sorted(i["vgpu_name"] for i in candidates if i not in chosen),
         },
     }
-    if req.check_mode or not release:
-        return result
-    ops = Ops(client, location, permanently=p["permanently"])
+    if not req.check_mode and chosen:
+        release(client, location, chosen, p["permanently"], p["parallel"])
+    return result
+
+
+def select(candidates, scope, orphan, grace_period, permanently, now):
+    """``(release, kept)`` among a cluster's (or every cluster's) reservations (pure): all of them for a
+    teardown; for ``scope=orphans``, those whose machine is gone and that are older than the grace period.  Each
+    kept one says why."""
+    chosen, kept = [], []
+    for item in candidates:
+        age = now - item["owner"].created
+        if deleted(item) and not permanently:
+            why = "already in the recycle bin"
+        elif scope == "cluster":
+            why = None
+        elif not orphan(item["owner"]):
+            why = "machine %r exists" % item["owner"].machine
+        elif age < grace_period:
+            why = "within the grace period (age %ds < %ds)" % (age, grace_period)
+        else:
+            why = None
+        if why is None:
+            chosen.append(item)
+        else:
+            kept.append(dict(view(item), reason=why))
+    return chosen, kept
+
+
+def _attached_vms(items):
+    """``{cloudspace id: {vm id: {vm_id, name}}}`` of the VMs the reservations are attached to."""
+    on_vms = {}
+    for item in items:
+        vm = item.get("virtual_machine") or {}
+        if attached_to(item) is not None and vm.get("cloudspace_id"):
+            on_vms.setdefault(vm["cloudspace_id"], {})[vm["id"]] = {"vm_id": vm["id"], "name": vm.get("name")}
+    return on_vms
+
+
+def release(client, location, items, permanently, parallel):
+    """Release the reservations: one VM's in turn (its lock), different VMs at once."""
+    ops = Ops(client, location, permanently=permanently)
     groups = {}
-    for item in release:  # one VM's vGPUs in turn (the VM lock); different VMs in parallel
+    for item in items:
         groups.setdefault(attached_to(item) or item["vgpu_id"], []).append(item)
-    _done, errors = run_parallel(
-        {k: (lambda g=g: [ops.release(i) for i in g]) for k, g in groups.items()}, p["parallel"]
-    )
+    _done, errors = run_parallel({k: (lambda g=g: [ops.release(i) for i in g]) for k, g in groups.items()}, parallel)
     if errors:
         failed = {i["vgpu_id"] for k in errors for i in groups[k]}
         raise PartialFailure(
-            "%d of %d release(s) failed: %s" % (len(failed), len(release), "; ".join(str(e) for e in errors.values())),
-            {"released": [view(i) for i in release if i["vgpu_id"] not in failed], "not_released": sorted(failed)},
+            "%d of %d release(s) failed: %s" % (len(failed), len(items), "; ".join(str(e) for e in errors.values())),
+            {"released": [view(i) for i in items if i["vgpu_id"] not in failed], "not_released": sorted(failed)},
         )
-    return result

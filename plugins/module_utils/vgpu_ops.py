@@ -16,8 +16,7 @@ attached to this VM" is success.
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, gone_is_done
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, Resolved, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
     Inventory,
     attached_to,
@@ -25,6 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
     vgpu_ids_on,
     wait_unlocked,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
 
 
 class Ops:
@@ -63,7 +63,7 @@ class Ops:
 
         def attached_here(_exc=None):
             wait_unlocked(self.client, cs, vm_id)
-            return {} if item["vgpu_id"] in vgpu_ids_on(self.client, cs, vm_id) else None
+            return Resolved(item["vgpu_id"]) if item["vgpu_id"] in vgpu_ids_on(self.client, cs, vm_id) else None
 
         try:
             self.client.attach_vgpu(
@@ -82,18 +82,14 @@ class Ops:
     def reserve(self, cluster, machine, vm_id, slot, gpu_id):
         """Reserve-and-attach slot ``slot``; never twice, even when an answer is lost."""
         name = ownership.encode(cluster, machine, slot)
-        found = []
 
         def resolve(_exc):
             """The outcome is unknown: once the VM is settled, the slot's reservation exists or it never will."""
             wait_unlocked(self.client, self.cloudspace_id, vm_id)
             item = self.lookup(cluster, machine, slot)
-            if item is None:
-                return None
-            found.append(item)
-            return {"vgpu_id": item["vgpu_id"]}
+            return None if item is None else Resolved(item)
 
-        vgpu_id = self.client.reserve_attach_vgpu(
+        answer = self.client.reserve_attach_vgpu(
             self.cloudspace_id,
             vm_id,
             gpu_id,
@@ -101,15 +97,15 @@ class Ops:
             retry_if=vm_locked(self.client, self.cloudspace_id, vm_id),
             resolve=resolve,
         )
-        if found:
-            item = found[-1]
+        if isinstance(answer, Resolved):
+            item = answer.value
             if attached_to(item) != vm_id:
                 self.attach(item, vm_id)
                 item["virtual_machine"] = {"id": vm_id}
                 item["status"] = "ATTACHED"
             return item
         return {
-            "vgpu_id": vgpu_id,
+            "vgpu_id": answer,
             "vgpu_name": name,
             "gpu_id": gpu_id,
             "status": "ATTACHED",

@@ -75,7 +75,7 @@ status_file:
   sample: /var/lib/capvco/gpu-driver.status
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nvidia
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, nvidia
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -83,9 +83,7 @@ def main():
     WhiteskyModule(
         dict(
             version=dict(type="str", required=True),
-            attempts=dict(type="int", default=5),
-            delay=dict(type="int", default=5),
-            lock_timeout=dict(type="int", default=600),
+            **firstboot.RETRY_OPTIONS,
             state_dir=dict(type="path", default="/var/lib/capvco"),
         ),
         connection=False,

@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
 from capvco_lab.specs import cluster_spec as lab_spec
 
 from helpers import ROOT, run_playbook, task_results

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import vm_locked
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
 from capvco_lab.runs import kill_all
 from capvco_lab.specs import cluster_spec
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
+from ansible_collections.whitesky.capvco.plugins.module_utils import errors, transport
 
 
 def jwt(claims):
@@ -19,19 +20,19 @@ def jwt(claims):
 
 
 def test_jwt_expiry_decoded():
-    assert core.jwt_expiry(jwt({"exp": 1234567890, "iss": "itsyouonline"})) == 1234567890
+    assert transport.jwt_expiry(jwt({"exp": 1234567890, "iss": "itsyouonline"})) == 1234567890
 
 
 def test_non_jwt_passes_through():
-    assert core.jwt_expiry("plain-api-token") is None
-    assert core.jwt_expiry("a.b.c") is None  # three parts, but not base64 JSON
+    assert transport.jwt_expiry("plain-api-token") is None
+    assert transport.jwt_expiry("a.b.c") is None  # three parts, but not base64 JSON
     c = core.WhiteskyClient("http://127.0.0.1:9", "plain-api-token", "cust")
     assert c.base_url == "http://127.0.0.1:9/api/1"
 
 
 def test_expired_jwt_fails_early_without_the_token():
     token = jwt({"exp": int(time.time()) - 60})
-    with pytest.raises(core.ApiError) as err:
+    with pytest.raises(errors.ApiError) as err:
         core.WhiteskyClient("http://127.0.0.1:9/api/1", token, "cust")
     assert "expired" in str(err.value)
     assert token not in str(err.value) and token not in repr(err.value)
@@ -46,14 +47,14 @@ def test_valid_jwt_accepted_and_never_in_repr():
 @pytest.mark.parametrize("field,value", [("api_url", ""), ("token", ""), ("customer_id", "")])
 def test_missing_connection_option_names_it(field, value):
     args = {"api_url": "http://x", "token": "t", "customer_id": "c", field: value}
-    with pytest.raises(core.InputError) as err:
+    with pytest.raises(errors.InputError) as err:
         core.WhiteskyClient(**args)
     assert {"api_url": "api_url", "token": "api_token", "customer_id": "customer_id"}[field] in str(err.value)
 
 
 def test_undeclared_parameter_is_refused_before_sending():
     c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust")
-    with pytest.raises(core.WhiteskyError, match="takes no parameter"):
+    with pytest.raises(errors.WhiteskyError, match="takes no parameter"):
         c.call("listAvailableGPUProfiles", query={"bogus": 1}, location="x")
 
 
