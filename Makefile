@@ -18,6 +18,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
 E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins podman:podman runc:runc nsenter:util-linux
+LINT_PKGS := shellcheck:shellcheck
 CONTAINER_PKGS := podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev
 # The layers `make test` runs, in order; it prints each one's time at the end.
 LAYERS ?= unit integration molecule sanity lint fresh
@@ -111,10 +112,13 @@ build: link
 sanity: build
 	hack/ansible-test-sanity.sh
 
-# Every Python file of the repository (ruff, pyproject.toml), then the Ansible content.
+# Every Python file of the repository (ruff, pyproject.toml), every shell script (shellcheck, the rendered first boot
+# included), then the Ansible content.
 lint: link
+	@hack/ensure-packages.sh $(LINT_PKGS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python hack/shellcheck.py
 	$(BIN)/ansible-lint --profile production
 
 clean:

@@ -30,6 +30,7 @@ fi
 
 work=$(mktemp -d /var/tmp/capvco-fresh.XXXXXX)
 name=capvco-fresh-$$
+# shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
   podman rm -f -t 0 "$name" >/dev/null 2>&1 || true
   rm -rf "$work"

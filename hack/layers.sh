@@ -15,7 +15,7 @@ mkdir -p "$logs"
 started=$(date +%s)
 for layer in "$@"; do
   names+=("$layer")
-  if [ $status -ne 0 ]; then
+  if [ "$status" -ne 0 ]; then
     results+=("not run"); times+=("-")
     continue
   fi
@@ -25,7 +25,7 @@ for layer in "$@"; do
   rc=${PIPESTATUS[0]}
   t1=$(date +%s)
   times+=("$((t1 - t0))")
-  if [ $rc -eq 0 ]; then results+=("passed"); else results+=("FAILED (rc $rc)"); status=$rc; failed=$layer; fi
+  if [ "$rc" -eq 0 ]; then results+=("passed"); else results+=("FAILED (rc $rc)"); status=$rc; failed=$layer; fi
 done
 total=$(( $(date +%s) - started ))
 echo
@@ -43,4 +43,4 @@ if [ -n "$failed" ]; then
   grep -E 'FAILED|ERROR|Error|error:|fatal:|\*\*\*|failed=[1-9]|Assertion|assert ' "$logs/$failed.log" \
     | grep -vE 'WARNING|^INFO' | cut -c1-400 | tail -n 25
 fi
-exit $status
+exit "$status"

@@ -21,9 +21,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from . import routes  # noqa: F401 (registers the operations)
 from .admin import admin_routes
-from .http import OPS, make_endpoint
+from .http import make_endpoint
+from .routes import operations
 from .state import Emulator
 
 __all__ = ["API", "OPS", "Emulator", "build_app"]
@@ -65,6 +65,10 @@ class RefuseEncodedSlash:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+#: (method, path, operationId, mutating, handler) of every operation the emulator serves
+OPS = operations()
 
 
 def build_app(emu):

@@ -52,15 +52,11 @@ class Ctx:
         return cid, cs, self.emu.vm(cs["cloudspace_id"], self.path["vm_id"])
 
 
-#: (method, path, operationId, mutating, handler), filled by the ``routes`` modules
-OPS = []
-
-
 def op(method, path, operation_id, mutating=False):
-    """Register a handler for one operation of the spec."""
+    """Mark a handler as one operation of the spec (``routes.operations()`` lists the marked handlers)."""
 
     def wrap(func):
-        OPS.append((method, path, operation_id, mutating, func))
+        func.operation = (method, path, operation_id, mutating)
         return func
 
     return wrap

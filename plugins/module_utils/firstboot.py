@@ -134,12 +134,15 @@ gpu_driver_packages() {
   for p in $(gpu_driver_held); do printf '%%s%%s ' "$p" "$pin"; done
   echo "linux-headers-$(uname -r)"
 }
+# shellcheck disable=SC2046 # (here and below) a package list is split on purpose; globbing is off (set -f)
 gpu_driver_installed() { dpkg-query -W -f '${Package}=${Version} ' $(gpu_driver_held) 2>/dev/null; }
+# shellcheck disable=SC2046
 gpu_driver_apt() {
   $APT update --error-on=any \
     && $APT install -y --no-install-recommends --allow-change-held-packages $(gpu_driver_packages)
 }
 
+# shellcheck disable=SC2046
 gpu_driver_install() {
   STEP=gpu-driver
   if [ "${CHECK:-0}" = 1 ]; then
@@ -209,6 +212,7 @@ gpu_driver_verify
 TEMPLATE = (
     PRELUDE
     + r"""apt_update() { $APT update --error-on=any; }  # a repository that failed is an error, not a warning
+# shellcheck disable=SC2086 # the package list is split on purpose; globbing is off (set -f)
 apt_install() { $APT update --error-on=any && $APT install -y --no-install-recommends $PACKAGES; }
 PACKAGES=%(packages)s
 if [ -n "$PACKAGES" ]; then
@@ -220,7 +224,7 @@ fi
 %(gpu)s%(provider)s%(bootstrap)s"""
 )
 
-FINISH = r"""STEP=done
+FINISH = r"""STEP="done"
 touch "$STATE_DIR/$NAME.ready"
 status ready "all steps done"
 echo "$TAG: READY" >&3
@@ -234,7 +238,7 @@ chmod 0700 "$STATE_DIR/bootstrap.sh"
 
 
 PROVIDER = r"""STEP=kubelet-provider-id
-mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet || fail "could not write /etc/default/kubelet"
+{ mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet; } || fail "could not write /etc/default/kubelet"
 """
 _PROVIDER_ID = re.compile(r"[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+")
 

@@ -388,7 +388,7 @@ def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_pat
     script = [p for p in email.message_from_string(user_data).walk() if p.get_content_type() == "text/x-shellscript"]
     text = script[0].get_payload(decode=True).decode()
     assert "GPU_DRIVER_VERSION=550\nGPU_COUNT=2\n" in text and "gpu_driver_install" in text
-    assert text.index("gpu_driver_verify\n") < text.index("STEP=done"), "the driver step runs in the first boot"
+    assert text.index("gpu_driver_verify\n") < text.index('STEP="done"'), "the driver step runs in the first boot"
 
     guest_reports(emulator, tmp_path, obj["status"]["vmID"], "535.183.01", 2)
     reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
