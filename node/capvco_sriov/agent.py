@@ -18,7 +18,7 @@ import traceback
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
 from capvco_sriov.shim import IO_FAILURE, PROBE, decode_request, encode_reply
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 

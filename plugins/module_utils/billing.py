@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import attached_to
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import attached_to
 
 HOURS_PER_MONTH = 730.0
 SECONDS_PER_VGU = 3600.0

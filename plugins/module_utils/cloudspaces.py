@@ -8,7 +8,7 @@ note at once (``ownership.creator_note``): the only proof a teardown accepts.  A
 cloudspace only when its earliest creator note names the cluster and no VM the cluster does not own is left in it.
 
 Two runs that find no cloudspace of a name both create one; the platform lets both exist.  Every run then takes the
-same one, the earliest (``lookups.cloudspaces_named``), and the run whose new cloudspace is not it deletes its own,
+same one, the earliest (:func:`cloudspaces_named`), and the run whose new cloudspace is not it deletes its own,
 still empty, at once.
 """
 
@@ -23,7 +23,20 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     WhiteskyError,
     gone_is_done,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import cloudspaces_named, described
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described
+
+
+def cloudspaces_named(client, name, location):
+    """The cloudspaces called ``name`` in ``location``, the earliest first (creation time, then id): two runs that
+    each created one agree on which is the cluster's."""
+    found = [cs for cs in client.cloudspaces() if cs["name"] == name and cs.get("location") == location]
+    return sorted(found, key=lambda cs: (cs.get("creation_time") or 0, str(cs.get("cloudspace_id"))))
+
+
+def cloudspace_by_name(client, name, location):
+    """The cloudspace called ``name`` in ``location`` (the earliest of several), or None."""
+    found = cloudspaces_named(client, name, location)
+    return found[0] if found else None
 
 
 def view(cs):

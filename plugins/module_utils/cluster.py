@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, clusterspec, gpu, machines, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
-    Inventory,
-    cloudspaces_named,
-    described,
-    not_owned,
+from ansible_collections.whitesky.capvco.plugins.module_utils import (
+    cloudspaces,
+    clusterspec,
+    gpu,
+    pools,
+    sweep,
+    userdata,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspaces_named
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
 
 
 def _read(jobs):
@@ -132,8 +136,8 @@ def plan(spec, world, max_hourly_cost=None):
     space = world["spaces"][0] if world["spaces"] else None
     vms = space["vms"] if space else []
     by_name = {v["name"]: v for v in vms}
-    pools = _machine_pools(spec)
-    names = [n for pool in pools for n in pool["names"]]
+    wanted = _machine_pools(spec)
+    names = [n for pool in wanted for n in pool["names"]]
     foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
     if foreign:
         raise InputError(
@@ -141,15 +145,15 @@ def plan(spec, world, max_hourly_cost=None):
             + "; nothing was changed"
         )
     owned = sorted(v["name"] for v in vms if v["owner"] == cluster)
-    create = [{"name": n, "pool": pool["name"]} for pool in pools for n in pool["names"] if n not in by_name]
+    create = [{"name": n, "pool": pool["name"]} for pool in wanted for n in pool["names"] if n not in by_name]
     delete = [n for n in owned if n not in names]
-    user_data = machines.pool_user_data(
+    user_data = userdata.pool_user_data(
         _params(spec, None, 1),
-        [dict(pool, names=[c["name"] for c in create if c["pool"] == pool["name"]]) for pool in pools],
+        [dict(pool, names=[c["name"] for c in create if c["pool"] == pool["name"]]) for pool in wanted],
     )
     inventory = world["inventory"]
     reserve, release, attach, needs = [], [], [], {}
-    for pool in pools:
+    for pool in wanted:
         g = pool["gpu"]
         type_ids = set()
         if g:
@@ -170,10 +174,10 @@ def plan(spec, world, max_hourly_cost=None):
     for name in delete:  # a graceful delete releases the machine's reservations first
         release += inventory.owned(cluster, name)
     capacity = {}
-    for label, profiles, wanted in needs.values():
-        gpu.allocate(profiles, wanted, label)  # InsufficientCapacity before anything is created
+    for label, profiles, slots in needs.values():
+        gpu.allocate(profiles, slots, label)  # InsufficientCapacity before anything is created
         capacity[label] = {
-            "needed": sum(wanted.values()),
+            "needed": sum(slots.values()),
             "available": sum(int(p.get("available_instances") or 0) for p in profiles),
         }
     billed = inventory.owned(cluster)
@@ -197,7 +201,7 @@ def plan(spec, world, max_hourly_cost=None):
         "attach": sorted(i["vgpu_name"] for i in attach),
         "capacity": capacity,
         "price": price,
-        "user_data_bytes": {pools[i]["name"]: len(data) for i, data in sorted(user_data.items())},
+        "user_data_bytes": {wanted[i]["name"]: len(data) for i, data in sorted(user_data.items())},
     }
 
 
@@ -280,10 +284,10 @@ def _apply(client, spec, world, p, done, parallel):
             vms = described(client, space["cloudspace_id"], parallel)
             world = dict(world, inventory=Inventory(client, spec["cluster"]["location"]))
     cs = space["cloudspace_id"]
-    pools = _machine_pools(spec)
+    wanted = _machine_pools(spec)
     params = _params(spec, cs, parallel)
     try:
-        got = machines.converge_machines(Request(client, params), pools, {"vms": vms, "inventory": world["inventory"]})
+        got = pools.converge_machines(Request(client, params), wanted, {"vms": vms, "inventory": world["inventory"]})
     except PartialFailure as exc:
         done["created"] += exc.details.get("created", [])
         done["deleted"] += exc.details.get("deleted", [])
@@ -295,7 +299,7 @@ def _apply(client, spec, world, p, done, parallel):
     # by id: a slot bought again within the second its last reservation was made has the same name
     before = {i["vgpu_id"] for i in world["inventory"].items}
     cluster = spec["cluster"]["name"]
-    for pool in pools:
+    for pool in wanted:
         g = pool["gpu"]
         targets = [n for n in pool["names"] if g or world["inventory"].owned(cluster, n)]
         if not targets:
@@ -408,7 +412,7 @@ def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
     for space, planned in zip(world["spaces"], p["cloudspaces"], strict=True):
         if planned["machines"]:  # gracefully (their reservations released first) unless force
             params = _params(spec, planned["cloudspace_id"], parallel, state="absent", force=force, exclusive=False)
-            got = machines.converge_machines(
+            got = pools.converge_machines(
                 Request(client, params),
                 [{"name": None, "names": planned["machines"], "gpu": None}],
                 {"vms": space["vms"], "inventory": world["inventory"]},

@@ -24,16 +24,10 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InsufficientCapacity,
     PartialFailure,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
-    Inventory,
-    attached_to,
-    check_owned,
-    deleted,
-    resolve_machines,
-    view,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, attached_to, deleted, view
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_owned, resolve_machines
 
 
 def normalise_type(text):

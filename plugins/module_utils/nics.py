@@ -28,7 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     gone_is_done,
     missing_is_none,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
 
 NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
 

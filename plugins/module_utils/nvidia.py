@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The NVIDIA driver on a node: run the driver fragment the first boot embeds, and report it (pure Python).
 
-The install and the verification are shell, in ``firstboot.GPU_DRIVER``: one implementation, which the first
+The install and the verification are shell, in ``firstboot_sh.GPU_DRIVER``: one implementation, which the first
 boot of a new machine embeds and the ``gpu_driver`` and ``gpu_driver_verify`` modules run here, as a script of
 its own with the same status file (``gpu-driver.status``).  This module only runs it and reads what it says.
 """

@@ -17,15 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, fetch, oldest, price_per_hour
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
-    Inventory,
-    attached_to,
-    check_owned,
-    deleted,
-    view,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, attached_to, deleted, view
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_owned
 
 
 def machines_in_location(client, location):

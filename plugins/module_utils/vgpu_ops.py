@@ -17,14 +17,9 @@ from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, Resolved, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.lookups import (
-    Inventory,
-    attached_to,
-    deleted,
-    vgpu_ids_on,
-    wait_unlocked,
-)
-from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, attached_to, deleted
+from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked, wait_unlocked
+from ansible_collections.whitesky.capvco.plugins.module_utils.vms import vgpu_ids_on
 
 
 class Ops:

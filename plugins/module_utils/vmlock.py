@@ -8,7 +8,7 @@ One VM takes one mutating operation at a time; a second one is refused with 409 
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, missing_is_none
 
 
 def vm_locked(client, cloudspace_id, vm_id):
@@ -30,3 +30,13 @@ def vm_locked(client, cloudspace_id, vm_id):
             return False
 
     return hook
+
+
+def wait_unlocked(client, cloudspace_id, vm_id):
+    """Wait (within a call's deadline) until no operation holds the VM: what was sent to it has settled."""
+
+    def unlocked():
+        vm = missing_is_none(client.get_vm, cloudspace_id, vm_id)
+        return vm is None or not vm.get("locked")
+
+    client.wait_until(unlocked, "VM %s to be unlocked" % vm_id)

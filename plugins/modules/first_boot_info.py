@@ -86,7 +86,7 @@ gpu_driver_ready:
     message: NVIDIA driver 550.127.05, 2 GPU(s)
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot_sh, firstboot_status
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -95,10 +95,10 @@ def main():
         dict(
             cloudspace_id=dict(type="str", required=True),
             vm_id=dict(type="int", required=True),
-            path=dict(type="str", default=firstboot.STATUS_FILE),
+            path=dict(type="str", default=firstboot_sh.STATUS_FILE),
             gpu=dict(type="bool", default=False),
         )
-    ).run(firstboot.info)
+    ).run(firstboot_status.info)
 
 
 if __name__ == "__main__":

@@ -231,7 +231,7 @@ released_vgpus:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
@@ -272,7 +272,7 @@ def main():
         ),
         mutually_exclusive=[("names", "pools"), ("cloudspace_id", "cloudspace")],
         required_one_of=[("cloudspace_id", "cloudspace")],
-    ).run(machines.ensure_pool)
+    ).run(pools.ensure_pool)
 
 
 if __name__ == "__main__":

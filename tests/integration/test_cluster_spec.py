@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, machines, ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, ownership, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InputError,
     InsufficientCapacity,
@@ -326,7 +326,7 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
             gpu.ensure(Request(client, params))
         # the machine module's words, the same
         with pytest.raises(InputError) as by_machine:
-            machines.converge_machines(
+            pools.converge_machines(
                 Request(client, dict(params, exclusive=False, force=False, names=None)),
                 [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024}],
             )
@@ -370,8 +370,8 @@ def test_oversized_bootstrap_data_is_refused_with_its_size_and_the_limit(emulato
             with pytest.raises(
                 InputError, match=r"user data of pool 'cp' is \d+ bytes once URL-encoded.* at most 64512"
             ):
-                machines.ensure_pool(Request(client, params, check))
-        made = machines.ensure_pool(Request(client, dict(params, bootstrap_data="x" * 40 * 1024)))
+                pools.ensure_pool(Request(client, params, check))
+        made = pools.ensure_pool(Request(client, dict(params, bootstrap_data="x" * 40 * 1024)))
     assert made["created"] == ["big-0"]
     assert before != emulator.snapshot()
 

@@ -18,7 +18,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot, firstboot_sh
 
 from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
@@ -372,7 +372,7 @@ def guest_reports(emulator, tmp_path, vm_id, smi_version, smi_count):
     script = firstboot.render_gpu_driver("550", 2, install=False, wait=0, nvidia_smi=str(stub), state_dir=str(state))
     subprocess.run(["/bin/sh", "-s"], input=script, text=True, capture_output=True, check=False)
     content = (state / "gpu-driver.status").read_text()
-    emulator.admin("POST", "/vm-file", {"vm_id": vm_id, "path": firstboot.STATUS_FILE, "content": content})
+    emulator.admin("POST", "/vm-file", {"vm_id": vm_id, "path": firstboot_sh.STATUS_FILE, "content": content})
 
 
 def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, machines
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, pools, vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
@@ -34,7 +34,7 @@ def pool(emu, check=False, **params):
     )
     base.update(params)
     with emu.client(backoff=0.01) as client:
-        return machines.ensure_pool(Request(client, base, check_mode=check))
+        return pools.ensure_pool(Request(client, base, check_mode=check))
 
 
 def vm_names(emu):
@@ -53,7 +53,7 @@ def test_machine_pool_three_ways_then_scale_down_gracefully(emulator, tmp_path):
     assert emulator.op_count("createVirtualMachine") == 3, "the check run created nothing"
     assert emulator.op_count("listCloudspaceVirtualMachines") == 3, "one listing per module call"
     with emulator.client() as client:
-        described = {v["name"]: v["pool"] for v in machines.described(client, CS)}
+        described = {v["name"]: v["pool"] for v in vms.described(client, CS)}
     assert described == {"p-0": "gpu", "p-1": "gpu", "p-2": "gpu"}
     ensure(emulator, machines=["p-1", "p-2"], count=2)
     args = "{cloudspace_id: cs-demo, cluster: c1, location: be-gen-1, names: [p-1, p-2], state: absent}"
@@ -111,7 +111,7 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
     )
     assert first["created"] == ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"]
     with emulator.client() as client:
-        marks = {v["name"]: (v["pool"], v["vcpus"]) for v in machines.described(client, CS)}
+        marks = {v["name"]: (v["pool"], v["vcpus"]) for v in vms.described(client, CS)}
     assert marks["c1-cp-0"] == ("cp", 2) and marks["c1-gpu-1"] == ("gpu", 4)
     ensure(emulator, machines=["c1-gpu-1"], count=2)
     plan = pool(emulator, check=True, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)

@@ -1,31 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Lookups on the platform's listings, shared by every part of the core (pure Python).
-
-This module sits below ``machines``, ``cloudspaces``, ``nics``, ``gpu`` and ``sweep``: a cloudspace by name,
-the VMs of a cloudspace by name or id, or with their owners (from their descriptions), and one decoded listing
-of a location's vGPU reservations.
-"""
+"""The VMs of a cloudspace: by name or id, and with their owners read from their markers (pure Python)."""
 
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
-
-
-def cloudspaces_named(client, name, location):
-    """The cloudspaces called ``name`` in ``location``, the earliest first (creation time, then id): two runs that
-    each created one agree on which is the cluster's."""
-    found = [cs for cs in client.cloudspaces() if cs["name"] == name and cs.get("location") == location]
-    return sorted(found, key=lambda cs: (cs.get("creation_time") or 0, str(cs.get("cloudspace_id"))))
-
-
-def cloudspace_by_name(client, name, location):
-    """The cloudspace called ``name`` in ``location`` (the earliest of several), or None."""
-    found = cloudspaces_named(client, name, location)
-    return found[0] if found else None
 
 
 def marker_view(description):
@@ -93,22 +75,6 @@ def resolve_machines(vms, wanted, cloudspace_id):
     return out
 
 
-def wait_unlocked(client, cloudspace_id, vm_id):
-    """Wait (within a call's deadline) until no operation holds the VM: what was sent to it has settled."""
-
-    def unlocked():
-        vm = missing_is_none(client.get_vm, cloudspace_id, vm_id)
-        return vm is None or not vm.get("locked")
-
-    client.wait_until(unlocked, "VM %s to be unlocked" % vm_id)
-
-
-def vgpu_ids_on(client, cloudspace_id, vm_id):
-    """The ids of the vGPUs attached to a VM now (from its info)."""
-    devices = client.get_vm(cloudspace_id, vm_id).get("devices") or []
-    return {d.get("reference_id") for d in devices if d.get("type") == "VGPU"}
-
-
 def find_vm(client, cloudspace_id, name):
     for vm in client.vms(cloudspace_id):
         if vm["name"] == name:
@@ -116,46 +82,7 @@ def find_vm(client, cloudspace_id, name):
     return None
 
 
-def view(item):
-    """A reservation as the modules return it, with its owner decoded."""
-    vm = item.get("virtual_machine") or {}
-    owner = item.get("owner")
-    out = {
-        "vgpu_id": item["vgpu_id"],
-        "vgpu_name": item["vgpu_name"],
-        "gpu_id": item["gpu_id"],
-        "status": item.get("status"),
-        "vm_id": vm.get("id"),
-        "vm_name": vm.get("name"),
-        "owned": owner is not None,
-    }
-    if owner is not None:
-        out.update(cluster=owner.cluster, machine=owner.machine, slot=owner.slot, created=owner.created)
-    return out
-
-
-class Inventory:
-    """One paginated listing of a location's reservations (soft-deleted included), decoded."""
-
-    def __init__(self, client, location):
-        self.items = list(client.vgpus(location, include_deleted=True))
-        for item in self.items:
-            item["owner"] = ownership.decode(item.get("vgpu_name"))
-
-    def owned(self, cluster=None, machine=None):
-        out = []
-        for item in self.items:
-            owner = item["owner"]
-            if owner is None:
-                continue
-            if cluster is None or ownership.owned_by(owner, cluster, machine):
-                out.append(item)
-        return out
-
-
-def deleted(item):
-    return item.get("status") == "DELETED"
-
-
-def attached_to(item):
-    return (item.get("virtual_machine") or {}).get("id")
+def vgpu_ids_on(client, cloudspace_id, vm_id):
+    """The ids of the vGPUs attached to a VM now (from its info)."""
+    devices = client.get_vm(cloudspace_id, vm_id).get("devices") or []
+    return {d.get("reference_id") for d in devices if d.get("type") == "VGPU"}

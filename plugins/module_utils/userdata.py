@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a new machine boots with: its user data, the first-boot script for its options (a GPU pool's with its
+driver step), checked to fit the platform's query string (pure Python)."""
+
+from __future__ import annotations
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+
+
+def user_data(p, what):
+    """The VM's user data: the first-boot script for the options (or the raw ``user_data``), checked to fit the
+    platform's query string (``what`` names the machine or pool in the error)."""
+    fb = p.get("first_boot") or {}
+    return firstboot.check_user_data(p.get("user_data") or _render(p, fb), what)
+
+
+def _render(p, fb):
+    retries = {k: fb[k] for k in ("attempts", "delay", "lock_timeout") if fb.get(k) is not None}
+    return firstboot.render(
+        fb.get("packages") or [],
+        p.get("bootstrap_data"),
+        provider_id=p.get("provider_id"),
+        gpu_driver=fb.get("gpu_driver"),
+        **retries,
+    )
+
+
+def pool_first_boot(first_boot, pool):
+    """A pool's first boot: with ``gpu`` (a count above 0), the driver step for its ``driver_version`` (pinned
+    install and verification; empty: the verification of a driver the image has) and its GPU count."""
+    fb = dict(first_boot or {})
+    gpu_spec = pool.get("gpu") or {}
+    count = int(gpu_spec.get("count", 1)) if gpu_spec else 0
+    if count > 0:
+        driver = dict(fb.get("gpu_driver") or {})
+        fb["gpu_driver"] = dict(driver, version=gpu_spec.get("driver_version") or "", count=count)
+    return fb
+
+
+def pool_user_data(p, pools):
+    """``{index: user data}`` of the pools with machines to create: each pool's first boot (a GPU pool's has its
+    driver step), checked to fit."""
+    return {
+        i: user_data(dict(p, first_boot=pool_first_boot(p.get("first_boot"), pool)), "pool %r" % (pool["name"] or ""))
+        for i, pool in enumerate(pools)
+        if pool["names"]
+    }
