@@ -43,12 +43,6 @@ def view(cs):
     return {k: cs.get(k) for k in ("cloudspace_id", "name", "location", "status", "private_network")} if cs else {}
 
 
-def find(client, name, location):
-    """The cloudspace of this name in the location (the earliest, when runs raced), or None."""
-    spaces = cloudspaces_named(client, name, location)
-    return spaces[0] if spaces else None
-
-
 def info(req):
     """Core of ``cloudspace_info``."""
     p = req.params
@@ -66,7 +60,7 @@ def ensure(req):
     client, cluster = req.client, p.get("cluster")
     if cluster:
         ownership.cluster_part(cluster)
-    cs = find(client, p["name"], p["location"])
+    cs = cloudspace_by_name(client, p["name"], p["location"])
     result = {"changed": False, "cloudspace": view(cs)}
     if p["state"] == "present":
         if cs:
@@ -131,7 +125,7 @@ def claim(client, name, location, cluster=None, private_network=None):
                     {"cloudspace_created": True, "cloudspace_id": made["cloudspace_id"]},
                 ) from None
             raise
-    first = find(client, name, location)
+    first = cloudspace_by_name(client, name, location)
     if first is not None and first["cloudspace_id"] != made["cloudspace_id"]:
         delete(client, made)
         return view(first), False
