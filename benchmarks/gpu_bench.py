@@ -33,7 +33,6 @@ import time
 from datetime import datetime
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
@@ -44,12 +43,11 @@ SCAN_CHILD = """
 import json, resource, sys, time
 from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 url, token, customer = sys.argv[1:4]
 client = WhiteskyClient(url, token, customer, timeout=120)
-params = dict(location="be-gen-1", cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=20)
+params = dict(location="be-gen-1", orphans_only=True, with_cost=True, max_rows=20)
 t0 = time.monotonic()
-found = sweep.info(Request(client, params))
+found = sweep.info(client, **params)
 took = time.monotonic() - t0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 print(json.dumps({"seconds": took, "count": found["summary"]["count"], "rss_mb": rss}))
@@ -157,10 +155,10 @@ def main():
             emu.faults(latency_ms=args.latency_ms)
             # 1 and 2: the vgpu module's core, at the module's defaults
             emu.reset_stats()
-            params = dict(VGPU_DEFAULTS, location=LOC, cloudspace_id=CS, cluster="bench", machine=None)
-            params.update(machines=names, type="NVIDIA A100", count=args.gpus)
+            params = dict(VGPU_DEFAULTS, location=LOC, cloudspace_id=CS, cluster="bench")
+            params.update(machines=names, gpu_type="NVIDIA A100", count=args.gpus)
             t0 = time.monotonic()
-            gpu.ensure(Request(client, params))
+            gpu.ensure(client, **params)
             create_wall = time.monotonic() - t0
             create_calls = total_calls(emu)
             pages = max(1, math.ceil(r / PAGE_LIMIT))
@@ -169,7 +167,7 @@ def main():
             emu.reset_stats()
             reclaim = dict(location=LOC, scope="cluster", cluster="bench", grace_period=0, permanently=True)
             t0 = time.monotonic()
-            sweep.reclaim(Request(client, dict(reclaim, parallel=32)))
+            sweep.reclaim(client, parallel=32, **reclaim)
             teardown_wall = time.monotonic() - t0
             teardown_calls = total_calls(emu)
             teardown_min = pages + r + args.machines  # the marker of each machine holding them: the same proof

@@ -75,16 +75,16 @@ def costs(client, location, items, now, fetched=None):
     return out, price.get("currency"), per_hour
 
 
-def billing(req):
-    """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window, from the platform."""
-    p = req.params
+def billing(client, *, location, since=None, check_mode=False):
+    """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window (``since`` a time, or the last
+    day), from the platform."""
     end = int(time.time()) + 1
-    start = int(p["since"]) if p.get("since") is not None else end - 86400
+    start = int(since) if since is not None else end - 86400
     if start > end:
-        raise InputError("since %r is in the future" % p["since"])
-    report = req.client.consumption(p["location"], start, end) or {}
+        raise InputError("since %r is in the future" % since)
+    report = client.consumption(location, start, end) or {}
     vgu = float((report.get("consumption") or {}).get("vgu") or 0.0)
-    price = req.client.prices(p["location"]) or {}
+    price = client.prices(location) or {}
     per_hour = price_per_hour(price)
     return {
         "start": start,

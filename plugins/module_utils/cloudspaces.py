@@ -43,33 +43,29 @@ def view(cs):
     return {k: cs.get(k) for k in ("cloudspace_id", "name", "location", "status", "private_network")} if cs else {}
 
 
-def info(req):
+def info(client, *, name=None, location=None, check_mode=False):
     """Core of ``cloudspace_info``."""
-    p = req.params
-    spaces = req.client.cloudspaces()
-    if p.get("name"):
-        spaces = [c for c in spaces if c["name"] == p["name"]]
-    if p.get("location"):
-        spaces = [c for c in spaces if c.get("location") == p["location"]]
+    spaces = client.cloudspaces()
+    if name:
+        spaces = [c for c in spaces if c["name"] == name]
+    if location:
+        spaces = [c for c in spaces if c.get("location") == location]
     return {"cloudspaces": [view(c) for c in spaces]}
 
 
-def ensure(req):
-    """Core of ``cloudspace``: a cloudspace of this name exists in the location, or not."""
-    p = req.params
-    client, cluster = req.client, p.get("cluster")
+def ensure(client, *, name, location, private_network=None, state="present", cluster=None, check_mode=False):
+    """Core of ``cloudspace``: a cloudspace of this name exists in the location, or not (with ``cluster``: deleted
+    only when that cluster created it and it holds nothing else)."""
     if cluster:
         ownership.cluster_part(cluster)
-    cs = cloudspace_by_name(client, p["name"], p["location"])
+    cs = cloudspace_by_name(client, name, location)
     result = {"changed": False, "cloudspace": view(cs)}
-    if p["state"] == "present":
+    if state == "present":
         if cs:
             return result
-        result.update(changed=True, diff={"before": {}, "after": {"name": p["name"], "location": p["location"]}})
-        if not req.check_mode:
-            result["cloudspace"], result["created"] = claim(
-                client, p["name"], p["location"], cluster, p.get("private_network")
-            )
+        result.update(changed=True, diff={"before": {}, "after": {"name": name, "location": location}})
+        if not check_mode:
+            result["cloudspace"], result["created"] = claim(client, name, location, cluster, private_network)
         return result
     if not cs:
         return result
@@ -79,7 +75,7 @@ def ensure(req):
             result["kept"] = why
             return result
     result.update(changed=True, diff={"before": view(cs), "after": {}})
-    if not req.check_mode:
+    if not check_mode:
         delete(client, cs)
     return result
 

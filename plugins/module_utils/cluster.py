@@ -31,7 +31,6 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
 
 
@@ -93,24 +92,15 @@ def _machine_pools(spec):
     return out
 
 
-def _params(spec, cloudspace_id, parallel, state="present", **extra):
-    """What the machines, GPU and sweep cores take, for this cluster."""
-    params = dict(
-        cloudspace_id=cloudspace_id,
-        cluster=spec["cluster"]["name"],
-        location=spec["cluster"]["location"],
-        state=state,
-        exclusive=True,
-        force=False,
-        parallel=parallel,
-        first_boot=dict(spec["first_boot"]),
-        bootstrap_data=None,
-        provider_id=None,
-        user_data=None,
-        permanently=True,
-    )
-    params.update(extra)
-    return params
+def _scope(spec, cloudspace_id, parallel, state="present", force=False, exclusive=True):
+    """The machines core's scope, for this cluster."""
+    c = spec["cluster"]
+    return pools.Scope(cloudspace_id, c["name"], c["location"], state, exclusive, force, parallel)
+
+
+def _boot(spec):
+    """What the cluster's new machines boot with."""
+    return userdata.Boot(dict(spec["first_boot"]))
 
 
 def _price(world, before, reserve, release):
@@ -148,7 +138,7 @@ def plan(spec, world, max_hourly_cost=None):
     create = [{"name": n, "pool": pool["name"]} for pool in wanted for n in pool["names"] if n not in by_name]
     delete = [n for n in owned if n not in names]
     user_data = userdata.pool_user_data(
-        _params(spec, None, 1),
+        _boot(spec),
         [dict(pool, names=[c["name"] for c in create if c["pool"] == pool["name"]]) for pool in wanted],
     )
     inventory = world["inventory"]
@@ -285,9 +275,10 @@ def _apply(client, spec, world, p, done, parallel):
             world = dict(world, inventory=Inventory(client, spec["cluster"]["location"]))
     cs = space["cloudspace_id"]
     wanted = _machine_pools(spec)
-    params = _params(spec, cs, parallel)
     try:
-        got = pools.converge_machines(Request(client, params), wanted, {"vms": vms, "inventory": world["inventory"]})
+        got = pools.converge_machines(
+            client, wanted, _scope(spec, cs, parallel), _boot(spec), world={"vms": vms, "inventory": world["inventory"]}
+        )
     except PartialFailure as exc:
         done["created"] += exc.details.get("created", [])
         done["deleted"] += exc.details.get("deleted", [])
@@ -304,10 +295,19 @@ def _apply(client, spec, world, p, done, parallel):
         targets = [n for n in pool["names"] if g or world["inventory"].owned(cluster, n)]
         if not targets:
             continue
-        extra = dict(machines=targets, machine=None, type=g["type"] if g else None, count=g["count"] if g else 0)
-        req = Request(client, _params(spec, cs, parallel, state="present" if g else "absent", **extra))
         try:
-            got = gpu.ensure(req, {"vms": listed, "inventory": world["inventory"], "profiles": world["profiles"]})
+            got = gpu.ensure(
+                client,
+                location=spec["cluster"]["location"],
+                cloudspace_id=cs,
+                cluster=cluster,
+                machines=targets,
+                gpu_type=g["type"] if g else None,
+                count=g["count"] if g else 0,
+                state="present" if g else "absent",
+                parallel=parallel,
+                world={"vms": listed, "inventory": world["inventory"], "profiles": world["profiles"]},
+            )
         except PartialFailure as exc:  # the machines that did converge: what they reserved
             done["reserved"] += _new_slots(exc.details.get("reservations", []), before)
             raise
@@ -411,17 +411,18 @@ def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
     cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
     for space, planned in zip(world["spaces"], p["cloudspaces"], strict=True):
         if planned["machines"]:  # gracefully (their reservations released first) unless force
-            params = _params(spec, planned["cloudspace_id"], parallel, state="absent", force=force, exclusive=False)
             got = pools.converge_machines(
-                Request(client, params),
+                client,
                 [{"name": None, "names": planned["machines"], "gpu": None}],
-                {"vms": space["vms"], "inventory": world["inventory"]},
+                _scope(spec, planned["cloudspace_id"], parallel, state="absent", force=force, exclusive=False),
+                world={"vms": space["vms"], "inventory": world["inventory"]},
             )
             done["deleted"] += got["deleted"]
             done["released"] += got.get("released_vgpus", [])
     if sweep_all:
-        params = dict(location=location, scope="cluster", cluster=cluster, grace_period=0, permanently=True)
-        swept = sweep.reclaim(Request(client, dict(params, parallel=parallel)))
+        swept = sweep.reclaim(
+            client, location=location, scope="cluster", cluster=cluster, grace_period=0, parallel=parallel
+        )
         done["released"] += [r["vgpu_name"] for r in swept["released"]]
         if swept["kept"]:
             raise PartialFailure(
@@ -435,22 +436,31 @@ def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
             done["cloudspaces_deleted"].append(planned["cloudspace_id"])
 
 
-def run(req):
-    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`, from the module's parameters."""
-    p = req.params
-    if p["state"] == "present":
-        if p.get("machine") is not None:
+def run(
+    client,
+    *,
+    spec,
+    variables=None,
+    state="present",
+    machine=None,
+    force=False,
+    delete_cloudspace=True,
+    max_hourly_cost=None,
+    parallel=32,
+    check_mode=False,
+):
+    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`."""
+    if state == "present":
+        if machine is not None:
             raise InputError("machine is for state=absent (delete one machine of the cluster)")
-        return converge(
-            req.client, p["spec"], req.check_mode, p.get("max_hourly_cost"), p["parallel"], p.get("variables") or ()
-        )
+        return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
     return teardown(
-        req.client,
-        p["spec"],
-        req.check_mode,
-        machine=p.get("machine"),
-        force=p["force"],
-        delete_cloudspace=p["delete_cloudspace"],
-        parallel=p["parallel"],
-        variables=p.get("variables") or (),
+        client,
+        spec,
+        check_mode,
+        machine=machine,
+        force=force,
+        delete_cloudspace=delete_cloudspace,
+        parallel=parallel,
+        variables=variables or (),
     )

@@ -55,12 +55,11 @@ def gpu_driver_condition(status, why=None):
     return dict(cond, status="True", reason="DriverVerified", message="NVIDIA driver %s, %d GPU(s)" % (seen, gpus))
 
 
-def info(req):
+def info(client, *, cloudspace_id, vm_id, path=STATUS_FILE, gpu=False, check_mode=False):
     """Core of ``first_boot_info``: a machine's first-boot status, through the platform; with ``gpu``, its
     ``GPUDriverReady`` condition."""
-    p = req.params
-    status, why = read_status(req.client, p["cloudspace_id"], p["vm_id"], p["path"])
+    status, why = read_status(client, cloudspace_id, vm_id, path)
     result = {"reported": status is not None, "status": status or {}, "message": why or ""}
-    if p.get("gpu"):
+    if gpu:
         result["gpu_driver_ready"] = gpu_driver_condition(status, why)
     return result

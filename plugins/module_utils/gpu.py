@@ -17,6 +17,7 @@ built to never reserve twice and never leave one behind:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
@@ -43,12 +44,11 @@ def display_type(profile):
     return "%s %s" % (profile.get("vendor", ""), profile.get("model", ""))
 
 
-def profile_info(req):
+def profile_info(client, *, location, gpu_type=None, check_mode=False):
     """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type."""
-    profiles = req.client.gpu_profiles(req.params["location"])
-    wanted = req.params.get("type")
-    if wanted:
-        profiles = [p for p in profiles if profile_type(p) == normalise_type(wanted)]
+    profiles = client.gpu_profiles(location)
+    if gpu_type:
+        profiles = [p for p in profiles if profile_type(p) == normalise_type(gpu_type)]
     out = [dict(p, type=display_type(p)) for p in profiles]
     return {"profiles": out, "types": sorted({p["type"] for p in out})}
 
@@ -123,27 +123,40 @@ def plan_machine(items, vm_id, count, type_ids, present):
     return plan
 
 
-def ensure(req, world=None):
-    """Core of ``vgpu``: each machine holds exactly ``count`` vGPUs of ``type`` (or none).
+def ensure(
+    client,
+    *,
+    location,
+    cloudspace_id,
+    cluster,
+    machines,
+    gpu_type=None,
+    count=1,
+    state="present",
+    permanently=True,
+    parallel=32,
+    world=None,
+    check_mode=False,
+):
+    """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none).
 
     Every machine must carry ``cluster``'s marker (checked before anything is changed).  ``world`` holds what a
     caller read and checked already (the ``cluster`` core): ``vms``, ``inventory`` and ``profiles``.  The reads,
     then :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out.
     """
-    p = req.params
-    present = p["state"] == "present"
-    count = p["count"] if present else 0
+    present = state == "present"
+    count = count if present else 0
     if count is None or count < 0:
-        raise InputError("count must be an integer of 0 or more, got %r" % (p["count"],))
+        raise InputError("count must be an integer of 0 or more, got %r" % (count,))
     if count > ownership.MAX_SLOT + 1:
         raise InputError("count %d is above the %d slots a machine can hold" % (count, ownership.MAX_SLOT + 1))
-    ownership.cluster_part(p["cluster"])
-    wanted = p.get("machines") or [p["machine"]]
-    got = _read(req.client, p, dict(world or {}), wanted, present)
-    machines = resolve_machines(got["vms"], wanted, p["cloudspace_id"])
-    planned = plan(got, machines, p["cluster"], count, p.get("type") if present else None, p["location"])
-    result = {"changed": _changes(planned, p["permanently"]), "diff": _diff(got["inventory"], p["cluster"], planned)}
-    if req.check_mode:
+    ownership.cluster_part(cluster)
+    target = Target(location, cloudspace_id, cluster, permanently, parallel)
+    got = _read(client, target, dict(world or {}), machines, present)
+    resolved = resolve_machines(got["vms"], machines, cloudspace_id)
+    planned = plan(got, resolved, cluster, count, gpu_type if present else None, location)
+    result = {"changed": _changes(planned, permanently), "diff": _diff(got["inventory"], cluster, planned)}
+    if check_mode:
         kept = [dict(view(i), status="ATTACHED") for pl in planned["machines"].values() for i in pl["kept"]]
         result["reservations"] = kept
         result["planned"] = {
@@ -151,24 +164,36 @@ def ensure(req, world=None):
             for name, pl in planned["machines"].items()
         }
         return result
-    result["reservations"] = apply(req.client, p, machines, planned)
+    result["reservations"] = apply(client, target, resolved, planned)
     return result
 
 
-def _read(client, p, world, wanted, present):
+@dataclass(frozen=True)
+class Target:
+    """Where a vGPU plan is carried out: the location, the cloudspace and the cluster, how releases delete, and how
+    many machines at once."""
+
+    location: str
+    cloudspace_id: str
+    cluster: str
+    permanently: bool = True
+    parallel: int = 32
+
+
+def _read(client, target, world, wanted, present):
     """What a plan needs, read at once (one round trip): the VMs (with the targets' markers checked), the
     location's reservations, and its profiles; what ``world`` already holds is not read again."""
-    cluster, location, cs = p["cluster"], p["location"], p["cloudspace_id"]
+    cs = target.cloudspace_id
 
     def owned_vms():  # the listing, then the targets' markers (beside the inventory's pages)
         vms = client.vms(cs)
         targets = resolve_machines(vms, wanted, cs)
-        check_owned(client, cs, [{"vm_id": v, "name": n} for v, n in targets], cluster, p["parallel"])
+        check_owned(client, cs, [{"vm_id": v, "name": n} for v, n in targets], target.cluster, target.parallel)
         return vms
 
-    reads = {"vms": owned_vms, "inventory": lambda: Inventory(client, location)}
+    reads = {"vms": owned_vms, "inventory": lambda: Inventory(client, target.location)}
     if present:
-        reads["profiles"] = lambda: client.gpu_profiles(location)
+        reads["profiles"] = lambda: client.gpu_profiles(target.location)
     reads = {k: v for k, v in reads.items() if k not in world}
     got, failed = run_parallel(reads, len(reads))
     if failed:
@@ -211,9 +236,9 @@ def _diff(inventory, cluster, planned):
     return {"before": before, "after": after}
 
 
-def apply(client, p, machines, planned):
+def apply(client, target, machines, planned):
     """Carry out the plan: per machine in turn (its lock), machines at once; the reservations after, viewed."""
-    ops = Ops(client, p["location"], p["cloudspace_id"], permanently=p["permanently"])
+    ops = Ops(client, target.location, target.cloudspace_id, permanently=target.permanently)
 
     def converge(vm_id, name):
         pl = planned["machines"][name]
@@ -227,13 +252,13 @@ def apply(client, p, machines, planned):
             item["status"], item["virtual_machine"] = "ATTACHED", {"id": vm_id, "name": name}
         done.extend(pl["kept"])
         for slot in pl["missing"]:
-            done.append(ops.reserve(p["cluster"], name, vm_id, slot, planned["alloc"][name]))
+            done.append(ops.reserve(target.cluster, name, vm_id, slot, planned["alloc"][name]))
         for item in done:
             item.setdefault("virtual_machine", {})["name"] = name
         return done
 
     results, errors = run_parallel(
-        {name: (lambda v=vm_id, n=name: converge(v, n)) for vm_id, name in machines}, p["parallel"]
+        {name: (lambda v=vm_id, n=name: converge(v, n)) for vm_id, name in machines}, target.parallel
     )
     reservations = [view(i) for name in sorted(results) for i in results[name]]
     if errors:

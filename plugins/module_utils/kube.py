@@ -174,26 +174,42 @@ def event_body(obj, etype, reason, message, now):
     }
 
 
-def write_status(req, api=None):
+def write_status(
+    *,
+    kind,
+    name,
+    namespace,
+    status=None,
+    conditions=None,
+    gpu_reservations=None,
+    vm_id=None,
+    gpu_orphans=None,
+    provider_id=None,
+    event=None,
+    kubeconfig=None,
+    context=None,
+    api=None,
+    check_mode=False,
+):
     """Core of ``vco_status``: merge status and conditions, set providerID once, emit an Event.
 
-    ``api`` is an ApiClient (made from the kubeconfig options when None).  The object is read, the inputs checked,
-    the patches planned (pure: :func:`plan_status`), then written unless in check mode.
+    ``api`` is an ApiClient (made from ``kubeconfig`` and ``context`` when None).  The object is read, the inputs
+    checked, the patches planned (pure: :func:`plan_status`), then written unless in check mode.
     """
-    p = req.params
-    kind, name, ns = p["kind"], p["name"], p["namespace"]
+    ns = namespace
     now = now_iso()
-    api = api or api_client(p.get("kubeconfig"), p.get("context"))
+    api = api or api_client(kubeconfig, context)
     custom = k8s_client.CustomObjectsApi(api)
     try:
         obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name)
     except ApiException as exc:
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
     current = (obj.get("spec") or {}).get("providerID")
-    set_provider = _provider_change(kind, ns, name, current, p.get("provider_id"))
-    event = _checked_event(p.get("event"))
-    patch, after = plan_status(obj, _status_input(p), p.get("conditions"), now)
-    provider = p["provider_id"] if set_provider else current
+    set_provider = _provider_change(kind, ns, name, current, provider_id)
+    event = _checked_event(event)
+    given = _status_input(status, vm_id, gpu_orphans, gpu_reservations)
+    patch, after = plan_status(obj, given, conditions, now)
+    provider = provider_id if set_provider else current
     result = {
         "changed": bool(patch is not None or set_provider or event),
         "status": after,
@@ -203,7 +219,7 @@ def write_status(req, api=None):
             "after": {"providerID": provider, "status": after},
         },
     }
-    if req.check_mode:
+    if check_mode:
         return result
     try:
         if set_provider:
@@ -234,18 +250,17 @@ def _provider_change(kind, ns, name, current, provider_id):
     return change
 
 
-def _status_input(p):
+def _status_input(given, vm_id, orphans, reservations):
     """The status fields the module's options give: ``status``, ``vm_id``, the orphan check, the reservations."""
-    status = dict(p.get("status") or {})
-    if p.get("vm_id") is not None:
-        status["vmID"] = p["vm_id"]
-    orphans = p.get("gpu_orphans")
+    status = dict(given or {})
+    if vm_id is not None:
+        status["vmID"] = vm_id
     if orphans is not None:
         status["gpu"] = orphan_status(
             orphans.get("reservations") or [], orphans.get("cost_per_hour"), orphans.get("currency")
         )
-    if p.get("gpu_reservations") is not None:
-        status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(p["gpu_reservations"]))
+    if reservations is not None:
+        status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(reservations))
     return status
 
 

@@ -20,7 +20,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     gone_is_done,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
-from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import user_data
+from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot
+from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import user_data as render_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import (
     describe,
@@ -95,8 +96,8 @@ def create(client, cs, name, p, data):
     return vm_view(client.get_vm(cs, vm_id.value if isinstance(vm_id, Resolved) else vm_id))
 
 
-def need_graceful(p, names):
-    if not p.get("force") and not (p.get("cluster") and p.get("location")):
+def need_graceful(force, cluster, location, names):
+    if not force and not (cluster and location):
         raise InputError(
             "a graceful delete of %s needs cluster and location, to release its vGPUs first "
             "(or force: true, which leaves them to the teardown and orphan sweeps)" % ", ".join(repr(n) for n in names)
@@ -119,12 +120,29 @@ def delete(client, cs, vm, force, ops=None, owned=()):
         raise
 
 
-def ensure(req):
+def ensure(
+    client,
+    *,
+    cloudspace_id,
+    name,
+    state="present",
+    force=False,
+    cluster=None,
+    pool=None,
+    location=None,
+    vcpus=None,
+    memory=None,
+    image_id=None,
+    disk_size=None,
+    description=None,
+    first_boot=None,
+    bootstrap_data=None,
+    provider_id=None,
+    user_data=None,
+    check_mode=False,
+):
     """Core of ``machine``: a VM exists (created with first-boot user data), or is gone."""
-    p = req.params
-    client = req.client
-    cs, name = p["cloudspace_id"], p["name"]
-    cluster = p.get("cluster")
+    cs = cloudspace_id
     vm = find_vm(client, cs, name)
     if vm is not None and cluster:
         vm = describe(client, cs, vm)
@@ -132,34 +150,36 @@ def ensure(req):
             raise not_owned(name, cluster, vm.get("description"))
     before = vm_view(vm) if vm else {}
     result = {"changed": False, "machine": before}
-    if p["state"] == "present":
+    if state == "present":
+        spec = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
         if vm is not None:
-            warning = size_warning(vm, p)
+            warning = size_warning(vm, spec)
             if warning:
                 result["warnings"] = [warning]
             result["diff"] = {"before": before, "after": before}
             return result
-        need_size(p, [name])
-        data = user_data(p, "machine %r" % name)
-        after = {"name": name, "vcpus": p["vcpus"], "memory": p["memory"], "image_id": p.get("image_id")}
+        need_size(spec, [name])
+        boot = Boot(first_boot or {}, bootstrap_data, provider_id, user_data)
+        data = render_user_data(boot, "machine %r" % name)
+        after = {"name": name, "vcpus": vcpus, "memory": memory, "image_id": image_id}
         result.update(changed=True, diff={"before": {}, "after": after})
-        if req.check_mode:
+        if check_mode:
             return result
-        result["machine"] = create(client, cs, name, p, data)
+        spec.update(cluster=cluster, pool=pool, description=description)
+        result["machine"] = create(client, cs, name, spec, data)
         return result
     if vm is None:
         result["diff"] = {"before": {}, "after": {}}
         return result
     result.update(changed=True, diff={"before": before, "after": {}})
-    force = p.get("force")
-    need_graceful(p, [name])
+    need_graceful(force, cluster, location, [name])
     owned = []
     if not force:
-        owned = Inventory(client, p["location"]).owned(p["cluster"], name)
+        owned = Inventory(client, location).owned(cluster, name)
         result["released_vgpus"] = [i["vgpu_name"] for i in owned]
-    if req.check_mode:
+    if check_mode:
         return result
-    ops = None if force else Ops(client, p["location"], cs, permanently=True)
+    ops = None if force else Ops(client, location, cs, permanently=True)
     delete(client, cs, vm, force, ops, owned)
     return result
 
@@ -169,17 +189,16 @@ SIZE_KEYS = ("vcpus", "memory", "image_id", "disk_size")
 SIZE_OPTIONS = {key: dict(type="int") for key in SIZE_KEYS}
 
 
-def info(req):
+def info(client, *, cloudspace_id, name=None, name_prefix=None, cluster=None, parallel=32, check_mode=False):
     """Core of ``machine_info``."""
-    p = req.params
-    if p.get("cluster"):
-        vms = [v for v in described(req.client, p["cloudspace_id"], p["parallel"]) if v["owner"] == p["cluster"]]
-        if p.get("name"):
-            vms = [v for v in vms if v["name"] == p["name"]]
+    if cluster:
+        vms = [v for v in described(client, cloudspace_id, parallel) if v["owner"] == cluster]
+        if name:
+            vms = [v for v in vms if v["name"] == name]
         return {"machines": [dict(vm_view(v), **marker_view(v["description"])) for v in vms]}
-    vms = req.client.vms(p["cloudspace_id"])
-    if p.get("name"):
-        vms = [v for v in vms if v["name"] == p["name"]]
-    if p.get("name_prefix"):
-        vms = [v for v in vms if v["name"].startswith(p["name_prefix"])]
+    vms = client.vms(cloudspace_id)
+    if name:
+        vms = [v for v in vms if v["name"] == name]
+    if name_prefix:
+        vms = [v for v in vms if v["name"].startswith(name_prefix)]
     return {"machines": [vm_view(v) for v in vms]}

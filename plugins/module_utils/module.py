@@ -14,7 +14,6 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import HTTPX_IMPORT_ERROR
 
 CONNECTION_SPEC = dict(
@@ -48,23 +47,28 @@ class WhiteskyModule:
             p["api_url"], p["api_token"], p["customer_id"], validate_certs=p["validate_certs"], timeout=p["timeout"]
         )
 
-    def run(self, func):
-        """Call ``func(Request) -> dict`` and exit with its result.
+    def run(self, func, adapt=None):
+        """Call the core function ``func`` with the module's options as keyword arguments and exit with its result.
 
-        The result may carry ``changed`` and ``diff`` (``{"before", "after"}``);
-        diff is returned only when Ansible runs with ``--diff``.
+        ``func(client, *, check_mode, **options)`` (``func(*, check_mode, **options)`` without a connection); ``adapt``
+        maps the module's options to the core's arguments where they differ (a name that is a Python builtin, a
+        single value that the core takes as a list).  The result may carry ``changed``, ``warnings`` and ``diff``
+        (``{"before", "after"}``); diff is returned only when Ansible runs with ``--diff``.
         """
         if self.connection and HTTPX_IMPORT_ERROR:
             self.module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
         params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC or not self.connection}
+        if adapt is not None:
+            params = adapt(params)
+        check_mode = self.module.check_mode
         try:
             if self.connection:
                 with self.client() as client:
                     for warning in client.warnings:
                         self.module.warn(warning)
-                    result = func(Request(client, params, self.module.check_mode))
+                    result = func(client, check_mode=check_mode, **params)
             else:
-                result = func(Request(None, params, self.module.check_mode))
+                result = func(check_mode=check_mode, **params)
         except WhiteskyError as exc:
             # invalid_input tells a caller (the controller) that a retry cannot help
             self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError), **exc.details)

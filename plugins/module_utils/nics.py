@@ -147,41 +147,50 @@ def detach(client, cloudspace_id, vm_id, ip_address, net_id):
     return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
 
 
-def network_info(req):
+def network_info(client, *, location, name=None, check_mode=False):
     """Core of ``external_network_info``."""
-    nets = req.client.external_networks(req.params["location"])
-    if req.params.get("name"):
-        nets = [find_network(nets, req.params["name"], req.params["location"])]
+    nets = client.external_networks(location)
+    if name:
+        nets = [find_network(nets, name, location)]
     return {"networks": nets}
 
 
-def ensure(req):
-    """Core of ``external_nic``: a NIC on the network is attached to the VM, or not."""
-    p = req.params
-    client = req.client
-    cs = p["cloudspace_id"]
-    net = find_network(client.external_networks(p["location"]), p["network"], p["location"])
+def ensure(
+    client,
+    *,
+    location,
+    cloudspace_id,
+    machine,
+    network,
+    ip_address=None,
+    model="virtio",
+    state="present",
+    check_mode=False,
+):
+    """Core of ``external_nic``: a NIC on the network is attached to the VM (at ``ip_address``, or any), or not."""
+    cs = cloudspace_id
+    net = find_network(client.external_networks(location), network, location)
     net_id = net["external_network_id"]
-    ((vm_id, vm_name),) = resolve_machines(client.vms(cs), [p["machine"]], cs)
+    ((vm_id, vm_name),) = resolve_machines(client.vms(cs), [machine], cs)
     current = client.nics(cs, vm_id)
     mine = on_network(current, net_id)
-    if p.get("ip_address"):
-        mine = [n for n in mine if n["ip_address"] == p["ip_address"]]
+    if ip_address:
+        mine = [n for n in mine if n["ip_address"] == ip_address]
     before = sorted(n["ip_address"] for n in on_network(current, net_id))
     result = {"changed": False, "vm_id": vm_id, "machine": vm_name, "network_id": net_id}
-    if p["state"] == "present":
+    if state == "present":
         if mine:
             result["nic"] = nic_view(mine[0])
             result["diff"] = {"before": before, "after": before}
             return result
         result["changed"] = True
-        if req.check_mode:
-            result["diff"] = {"before": before, "after": before + [p.get("ip_address") or "(new address)"]}
+        if check_mode:
+            result["diff"] = {"before": before, "after": before + [ip_address or "(new address)"]}
             return result
-        if p.get("ip_address"):
-            nic = attach_at(client, cs, vm_id, net_id, p["ip_address"], model=p["model"])
+        if ip_address:
+            nic = attach_at(client, cs, vm_id, net_id, ip_address, model=model)
         else:
-            nic = attach(client, cs, vm_id, net_id, model=p["model"], before=current)
+            nic = attach(client, cs, vm_id, net_id, model=model, before=current)
         result["nic"] = nic_view(nic)
         result["diff"] = {"before": before, "after": sorted(before + [nic["ip_address"]])}
         return result
@@ -189,7 +198,7 @@ def ensure(req):
     result["changed"] = bool(gone)
     result["detached"] = [nic_view(n) for n in mine]
     result["diff"] = {"before": before, "after": [ip for ip in before if ip not in gone]}
-    if not req.check_mode:
+    if not check_mode:
         for nic in mine:
             detach(client, cs, vm_id, nic["ip_address"], net_id)
     return result

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec, firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 
 _LINE = re.compile(r"^(\d+(?:\.\d+)*), (.+)$")
@@ -36,22 +36,38 @@ def parse_query(text):
     return gpus
 
 
-def run(p, install, verify, check_mode=False):
-    """Run the driver script for the module options ``p``; the status it wrote, or :class:`DriverError`."""
+_R = clusterspec.RETRIES
+
+
+def run(
+    state_dir,
+    *,
+    install,
+    verify,
+    version="",
+    count=0,
+    wait=0,
+    nvidia_smi="nvidia-smi",
+    attempts=_R["attempts"],
+    delay=_R["delay"],
+    lock_timeout=_R["lock_timeout"],
+    check_mode=False,
+):
+    """Run the driver script; the status it wrote in ``state_dir``, or :class:`DriverError`."""
     script = firstboot.render_gpu_driver(
-        version=p.get("version") or "",
-        count=p.get("expected_count", 0),
+        version=version or "",
+        count=count,
         install=install,
         verify=verify,
         check=check_mode,
-        attempts=p.get("attempts", 5),
-        delay=p.get("delay", 5),
-        lock_timeout=p.get("lock_timeout", 600),
-        wait=p.get("wait", 0),
-        nvidia_smi=p.get("nvidia_smi") or "nvidia-smi",
-        state_dir=p["state_dir"],
+        attempts=attempts,
+        delay=delay,
+        lock_timeout=lock_timeout,
+        wait=wait,
+        nvidia_smi=nvidia_smi or "nvidia-smi",
+        state_dir=state_dir,
     )
-    status_file = os.path.join(p["state_dir"], "gpu-driver.status")
+    status_file = os.path.join(state_dir, "gpu-driver.status")
     try:
         proc = subprocess.run(["/bin/sh", "-s"], input=script, capture_output=True, text=True, check=False)
     except OSError as exc:
@@ -73,17 +89,33 @@ def run(p, install, verify, check_mode=False):
     return dict(status, status_file=status_file)
 
 
-def install(req):
+def install(
+    *,
+    version,
+    state_dir,
+    attempts=_R["attempts"],
+    delay=_R["delay"],
+    lock_timeout=_R["lock_timeout"],
+    check_mode=False,
+):
     """Core of ``gpu_driver_install``: the pinned driver installed and held, nouveau blacklisted; in check mode,
     whether that would change anything."""
-    status = run(req.params, install=True, verify=False, check_mode=req.check_mode)
+    retries = dict(attempts=attempts, delay=delay, lock_timeout=lock_timeout)
+    status = run(state_dir, install=True, verify=False, version=version, check_mode=check_mode, **retries)
     return {"changed": bool(status.get("changed")), "status_file": status["status_file"]}
 
 
-def verify(req):
-    """Core of ``gpu_driver_verify``: the driver fragment's verification (it changes nothing)."""
-    p = dict(req.params, version=req.params.get("expected_version") or "")
-    status = run(p, install=False, verify=True)
+def verify(*, state_dir, expected_version="", expected_count=1, nvidia_smi="nvidia-smi", wait=0, check_mode=False):
+    """Core of ``gpu_driver_verify``: the driver fragment's verification (it changes nothing, in check mode too)."""
+    status = run(
+        state_dir,
+        install=False,
+        verify=True,
+        version=expected_version or "",
+        count=expected_count,
+        wait=wait,
+        nvidia_smi=nvidia_smi,
+    )
     gpus = parse_query(status.get("nvidia_smi"))
     return {
         "changed": False,

@@ -6,7 +6,9 @@ created and deleted concurrently (:func:`apply_machines`); the core of ``machine
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu, sweep
+from dataclasses import dataclass, replace
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu
 from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
@@ -20,95 +22,144 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import (
     vm_view,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
-from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import pool_user_data
+from ansible_collections.whitesky.capvco.plugins.module_utils.sweep import reclaim as reclaim_vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot, pool_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
 
 
-def pools_of(p):
-    """The pools of a ``machine_pool`` call: ``pools``, or one pool from ``names`` and the size options."""
-    if p.get("pools") is not None:
-        if p.get("names"):
+@dataclass(frozen=True)
+class Scope:
+    """The machines a converge may touch, and how: the cloudspace and the cluster that must own them, the location
+    of their vGPUs, ``present`` or ``absent``, whether the cluster's machines named in no pool go too
+    (``exclusive``), whether deletes skip the graceful release (``force``), and how many machines at once."""
+
+    cloudspace_id: str
+    cluster: str
+    location: str | None = None
+    state: str = "present"
+    exclusive: bool = False
+    force: bool = False
+    parallel: int = 32
+
+
+def pools_of(pools=None, names=None, pool=None, size=None):
+    """The pools of a ``machine_pool`` call: ``pools``, or one pool (named ``pool``) from ``names`` and ``size``."""
+    size = size or {}
+    if pools is not None:
+        if names:
             raise InputError("give names (one pool) or pools, not both")
-        pools = []
-        for i, pool in enumerate(p["pools"]):
-            if not isinstance(pool, dict) or not isinstance(pool.get("names"), list):
-                raise InputError("pools[%d] must be a mapping with names (a list of VM names), got %r" % (i, pool))
-            gpu_spec = pool.get("gpu") or None
+        out = []
+        for i, each in enumerate(pools):
+            if not isinstance(each, dict) or not isinstance(each.get("names"), list):
+                raise InputError("pools[%d] must be a mapping with names (a list of VM names), got %r" % (i, each))
+            gpu_spec = each.get("gpu") or None
             if gpu_spec is not None and (not isinstance(gpu_spec, dict) or not gpu_spec.get("type")):
                 raise InputError("pools[%d].gpu must be a mapping with type and count, got %r" % (i, gpu_spec))
-            pools.append(
+            out.append(
                 dict(
-                    {k: pool.get(k) for k in SIZE_KEYS}, name=pool.get("name"), names=list(pool["names"]), gpu=gpu_spec
+                    {k: each.get(k) for k in SIZE_KEYS}, name=each.get("name"), names=list(each["names"]), gpu=gpu_spec
                 )
             )
-        return pools
-    return [dict({k: p.get(k) for k in SIZE_KEYS}, name=p.get("pool"), names=list(p.get("names") or []), gpu=None)]
+        return out
+    return [dict({k: size.get(k) for k in SIZE_KEYS}, name=pool, names=list(names or []), gpu=None)]
 
 
-def ensure_pool(req):
-    """Core of ``machine_pool``: the machines (see :func:`converge_machines`), then each GPU pool's vGPUs by type
-    (the ``vgpu`` core, per pool), or, in a teardown with ``sweep``, every reservation the cluster owns released."""
-    p = req.params
-    pools = pools_of(p)
-    gpu_pools = [pool for pool in pools if pool["gpu"] and pool["names"]]
-    if (gpu_pools or p.get("sweep") or not p.get("cloudspace_id")) and not p.get("location"):
+def ensure_pool(
+    client,
+    *,
+    cluster,
+    cloudspace_id=None,
+    cloudspace=None,
+    names=None,
+    pools=None,
+    exclusive=False,
+    sweep=False,
+    state="present",
+    pool=None,
+    force=False,
+    location=None,
+    vcpus=None,
+    memory=None,
+    image_id=None,
+    disk_size=None,
+    first_boot=None,
+    bootstrap_data=None,
+    parallel=32,
+    check_mode=False,
+):
+    """Core of ``machine_pool``: the machines (see :func:`converge_machines`) of ``pools`` (or of one pool: ``names``
+    and the size), then each GPU pool's vGPUs by type (:func:`gpu.ensure`, per pool), or, in a teardown with
+    ``sweep``, every reservation the cluster owns released (:func:`sweep.reclaim`)."""
+    size = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
+    wanted = pools_of(pools, names, pool, size)
+    gpu_pools = [each for each in wanted if each["gpu"] and each["names"]]
+    if (gpu_pools or sweep or not cloudspace_id) and not location:
         raise InputError(
             "location is required for the vGPUs of a pool (gpu), for sweep and to find a cloudspace by name"
         )
-    if p.get("cloudspace_id"):
-        result = converge_machines(req, pools)
+    boot = Boot(first_boot or {}, bootstrap_data)
+    scope = Scope(cloudspace_id, cluster, location, state, exclusive, force, parallel)
+    if cloudspace_id:
+        result = converge_machines(client, wanted, scope, boot, check_mode)
     else:
-        space = cloudspace_by_name(req.client, p["cloudspace"], p["location"])
-        made = space is None and p["state"] == "present"
+        space = cloudspace_by_name(client, cloudspace, location)
+        made = space is None and state == "present"
         if made:  # a new cloudspace, the cluster's own (a note on it records that the cluster created it)
-            plan = new_cloudspace_plan(pools, p)  # checked before it is created: bad input leaves nothing behind
-            if req.check_mode:
-                return plan
-            space, made = cloudspaces.claim(req.client, p["cloudspace"], p["location"], p["cluster"])
+            planned = new_cloudspace_plan(wanted, boot)  # checked before it is created: bad input leaves nothing
+            if check_mode:
+                return planned
+            space, made = cloudspaces.claim(client, cloudspace, location, cluster)
         if space is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
             result = {"changed": False, "machines": [], "created": [], "deleted": [], "cloudspace_id": None}
         else:
-            params = dict(p, cloudspace_id=space["cloudspace_id"])
-            req = Request(req.client, params, req.check_mode)
-            p = req.params
-            result = converge_machines(req, pools)
+            scope = replace(scope, cloudspace_id=space["cloudspace_id"])
+            result = converge_machines(client, wanted, scope, boot, check_mode)
             result["changed"] = result["changed"] or made
-    result["cloudspace_id"] = p.get("cloudspace_id")
-    if p["state"] == "present" and gpu_pools:
+    result["cloudspace_id"] = scope.cloudspace_id
+    if state == "present" and gpu_pools:
         result["reservations"] = []
-        for pool in gpu_pools:
-            names = [n for n in pool["names"] if not req.check_mode or n not in result["created"]]
-            params = dict(
-                location=p["location"],
-                cloudspace_id=p["cloudspace_id"],
-                cluster=p["cluster"],
-                machine=None,
-                machines=names,
-                type=pool["gpu"]["type"],
-                count=int(pool["gpu"].get("count", 1)),
-                state="present",
-                permanently=True,
-                parallel=p["parallel"],
-            )
-            done = gpu.ensure(Request(req.client, params, req.check_mode)) if names else {"changed": False}
-            result["changed"] = result["changed"] or done["changed"] or bool(len(names) < len(pool["names"]))
+        for each in gpu_pools:
+            targets = [n for n in each["names"] if not check_mode or n not in result["created"]]
+            done = {"changed": False}
+            if targets:
+                done = gpu.ensure(
+                    client,
+                    location=location,
+                    cloudspace_id=scope.cloudspace_id,
+                    cluster=cluster,
+                    machines=targets,
+                    gpu_type=each["gpu"]["type"],
+                    count=int(each["gpu"].get("count", 1)),
+                    parallel=parallel,
+                    check_mode=check_mode,
+                )
+            result["changed"] = result["changed"] or done["changed"] or bool(len(targets) < len(each["names"]))
             result["reservations"] += done.get("reservations", [])
-    if p["state"] == "absent" and p.get("sweep"):
-        params = dict(location=p["location"], scope="cluster", cluster=p["cluster"], grace_period=0)
-        swept = sweep.reclaim(
-            Request(req.client, dict(params, permanently=True, parallel=p["parallel"]), req.check_mode)
-        )
-        result["changed"] = result["changed"] or swept["changed"]
-        result["released"] = swept["released"]
-        if swept["kept"]:
-            raise PartialFailure(
-                "%d reservation(s) of cluster %r were not released: %s"
-                % (len(swept["kept"]), p["cluster"], ", ".join(k["vgpu_name"] for k in swept["kept"])),
-                {"released": swept["released"], "kept": swept["kept"]},
-            )
+    if state == "absent" and sweep:
+        _sweep(client, location, cluster, parallel, check_mode, result)
     return result
+
+
+def _sweep(client, location, cluster, parallel, check_mode, result):
+    """Every reservation the cluster owns released (a teardown's last step); one not released fails the call."""
+    swept = reclaim_vgpus(
+        client,
+        location=location,
+        scope="cluster",
+        cluster=cluster,
+        grace_period=0,
+        parallel=parallel,
+        check_mode=check_mode,
+    )
+    result["changed"] = result["changed"] or swept["changed"]
+    result["released"] = swept["released"]
+    if swept["kept"]:
+        raise PartialFailure(
+            "%d reservation(s) of cluster %r were not released: %s"
+            % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
+            {"released": swept["released"], "kept": swept["kept"]},
+        )
 
 
 def unique_names(pools):
@@ -120,14 +171,14 @@ def unique_names(pools):
     return names
 
 
-def new_cloudspace_plan(pools, p):
+def new_cloudspace_plan(pools, boot):
     """What a call would do in check mode when the cloudspace it names is not there yet: create it and every
     machine (whose sizes and user data are checked); no vGPU can be planned before a machine exists."""
     names = unique_names(pools)
     for pool in pools:
         if pool["names"]:
             need_size(pool, pool["names"])
-    pool_user_data(p, pools)
+    pool_user_data(boot, pools)
     result = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
     result.update(cloudspace_made=True, diff={"before": [], "after": sorted(names)})
     if any(pool["gpu"] and pool["names"] for pool in pools):
@@ -135,8 +186,8 @@ def new_cloudspace_plan(pools, p):
     return result
 
 
-def converge_machines(req, pools, world=None):
-    """A cluster's machines, whole pools per call.
+def converge_machines(client, pools, scope, boot=None, check_mode=False, world=None):
+    """A cluster's machines, whole pools per call, within ``scope`` (:class:`Scope`); new ones boot with ``boot``.
 
     One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
     marker, checked for all of them before anything is changed (:func:`plan_machines`, pure).  Then the missing
@@ -145,15 +196,14 @@ def converge_machines(req, pools, world=None):
     owns).  ``world`` holds what a caller read already: ``vms`` (described) and ``inventory``.
     """
     world = world or {}
-    p = req.params
-    client, cs, cluster = req.client, p["cloudspace_id"], p["cluster"]
+    cs, cluster = scope.cloudspace_id, scope.cluster
     names = unique_names(pools)
     result = {"changed": False, "machines": [], "created": [], "deleted": []}
-    if not names and not p.get("exclusive"):
+    if not names and not scope.exclusive:
         result["diff"] = {"before": [], "after": []}
         return result
-    listing = world["vms"] if "vms" in world else described(client, cs, p["parallel"])
-    planned = plan_machines(pools, listing, cluster, p["state"] == "present", p.get("exclusive"))
+    listing = world["vms"] if "vms" in world else described(client, cs, scope.parallel)
+    planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
     creates, deletes = planned["creates"], planned["deletes"]
     result.update(machines=[vm_view(v) for v in planned["listed"]], diff=planned["diff"])
     if planned["warnings"]:
@@ -164,17 +214,17 @@ def converge_machines(req, pools, world=None):
         missing = [n for q, n in creates if q is pool]
         if missing:
             need_size(pool, missing)
-    data = pool_user_data(p, [dict(pool, names=[n for q, n in creates if q is pool]) for pool in pools])
+    data = pool_user_data(boot or Boot(), [dict(pool, names=[n for q, n in creates if q is pool]) for pool in pools])
     if deletes:
-        need_graceful(p, [v["name"] for v in deletes])
+        need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
     reservations = {}
-    if deletes and not p.get("force"):
-        inventory = world.get("inventory") or Inventory(client, p["location"])
+    if deletes and not scope.force:
+        inventory = world.get("inventory") or Inventory(client, scope.location)
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
-    if not req.check_mode:
-        apply_machines(client, p, pools, planned, data, reservations, result)
+    if not check_mode:
+        apply_machines(client, scope, pools, planned, data, reservations, result)
     return result
 
 
@@ -215,11 +265,11 @@ def plan_machines(pools, listing, cluster, present, exclusive):
     }
 
 
-def apply_machines(client, p, pools, planned, data, reservations, result):
+def apply_machines(client, scope, pools, planned, data, reservations, result):
     """Create and delete the planned machines, concurrently; ``result`` says what was done, also on failure."""
-    cs, cluster, force = p["cloudspace_id"], p["cluster"], p.get("force")
+    cs, cluster, force = scope.cloudspace_id, scope.cluster, scope.force
     creates, deletes = planned["creates"], planned["deletes"]
-    ops = None if force else Ops(client, p["location"], cs, permanently=True)
+    ops = None if force else Ops(client, scope.location, cs, permanently=True)
     jobs = {}
     for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
         spec = dict(pool, cluster=cluster, pool=pool["name"])
@@ -227,10 +277,10 @@ def apply_machines(client, p, pools, planned, data, reservations, result):
             jobs[("create", name)] = lambda n=name, spec=spec, d=data[i]: create(client, cs, n, spec, d)
     for vm in deletes:
         jobs[("delete", vm["name"])] = lambda v=vm: delete(client, cs, v, force, ops, reservations.get(v["name"], ()))
-    done, errors = run_parallel(jobs, p["parallel"])
+    done, errors = run_parallel(jobs, scope.parallel)
     result["created"] = [n for _p, n in creates if ("create", n) in done]
     result["deleted"] = [v["name"] for v in deletes if ("delete", v["name"]) in done]
-    if p["state"] == "present":
+    if scope.state == "present":
         result["machines"] += [done[("create", n)] for _p, n in creates if ("create", n) in done]
     if errors:
         raise PartialFailure(

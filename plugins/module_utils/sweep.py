@@ -53,33 +53,46 @@ class OrphanCheck:
         return owner.machine not in keys
 
 
-def info(req):
+def info(
+    client,
+    *,
+    location,
+    cluster=None,
+    machine=None,
+    orphans_only=False,
+    with_cost=False,
+    max_rows=None,
+    check_mode=False,
+):
     """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost.
 
     The listing is streamed page by page: each reservation is decoded, counted into the summary and kept only as
     a small record for the costs; rows are returned for all of them, or for the first ``max_rows``.
     """
-    p = req.params
-    client = req.client
-    location, cluster, machine = p["location"], p.get("cluster"), p.get("machine")
-    max_rows = p.get("max_rows")
     if machine and not cluster:
         raise InputError("machine needs cluster: names encode the machine per cluster")
     if max_rows is not None and max_rows < 0:
         raise InputError("max_rows must be 0 or more, got %r" % max_rows)
     now = time.time()
     with ThreadPoolExecutor(max_workers=2) as pool:  # what does not depend on the listing is read while it streams
-        vms = pool.submit(machines_in_location, client, location) if (p["orphans_only"] or cluster) else None
+        vms = pool.submit(machines_in_location, client, location) if (orphans_only or cluster) else None
         listing = iter(client.vgpus(location, include_deleted=True))
         first = next(listing, None)
         early = None
-        if p["with_cost"] and first is not None:  # the listing is oldest first: the report can start there
+        if with_cost and first is not None:  # the listing is oldest first: the report can start there
             start = oldest([dict(first, owner=ownership.decode(first.get("vgpu_name")))], now)
             early = (start, pool.submit(fetch, client, location, start, now))
         head = [first] if first is not None else []
-        summary, rows, billed = scan(p, itertools.chain(head, listing), vms)
+        summary, rows, billed = scan(
+            itertools.chain(head, listing),
+            vms,
+            cluster=cluster,
+            machine=machine,
+            max_rows=max_rows,
+            orphans_only=orphans_only,
+        )
     result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
-    if p["with_cost"]:
+    if with_cost:
         fetched = (early[0], early[1].result()) if early else None
         figures, currency, per_hour = costs(client, location, billed, now, fetched)
         for row in rows:
@@ -95,9 +108,8 @@ def info(req):
     return result
 
 
-def scan(p, listing, vms):
+def scan(listing, vms, *, cluster=None, machine=None, max_rows=None, orphans_only=False):
     """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
-    cluster, machine, max_rows = p.get("cluster"), p.get("machine"), p.get("max_rows")
     orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
     summary = {"count": 0, "owned": 0, "orphans": 0, "attached": 0, "in_recycle_bin": 0, "by_cluster": {}}
@@ -107,7 +119,7 @@ def scan(p, listing, vms):
         if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
             continue
         is_orphan_now = bool(owner is not None and orphan is not None and orphan(owner))
-        if p["orphans_only"] and not is_orphan_now:
+        if orphans_only and not is_orphan_now:
             continue
         item["owner"] = owner
         summary["count"] += 1
@@ -161,25 +173,24 @@ def report_lines(rows, totals):
     return lines + [summary]
 
 
-def reclaim(req):
+def reclaim(
+    client, *, location, scope, cluster=None, grace_period=900, permanently=True, parallel=32, check_mode=False
+):
     """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans).  The reads, then
     :func:`select` (pure), then check mode returns the selection, or :func:`release` carries it out."""
-    p = req.params
-    client = req.client
-    location, scope, cluster = p["location"], p["scope"], p.get("cluster")
     if scope == "cluster" and not cluster:
         raise InputError("scope=cluster needs cluster (the cluster whose reservations to release)")
-    if p["grace_period"] < 0:
-        raise InputError("grace_period must be 0 or more seconds, got %r" % p["grace_period"])
+    if grace_period < 0:
+        raise InputError("grace_period must be 0 or more seconds, got %r" % grace_period)
     if cluster:
         ownership.cluster_part(cluster)
     inventory = Inventory(client, location)
     candidates = inventory.owned(cluster)
     orphan = OrphanCheck(machines_in_location(client, location) if scope == "orphans" else set())
-    chosen, kept = select(candidates, scope, orphan, p["grace_period"], p["permanently"], time.time())
+    chosen, kept = select(candidates, scope, orphan, grace_period, permanently, time.time())
     if cluster:  # a reservation of the cluster's on a VM that is not the cluster's is refused, as vgpu refuses it
         for cs, vms in sorted(_attached_vms(chosen).items()):
-            check_owned(client, cs, list(vms.values()), cluster, p["parallel"])
+            check_owned(client, cs, list(vms.values()), cluster, parallel)
     price = client.prices(location) if chosen else {}
     per_hour = price_per_hour(price)
     result = {
@@ -187,15 +198,15 @@ def reclaim(req):
         "released": [view(i) for i in chosen],
         "kept": kept,
         "ignored": len(inventory.items) - len(candidates),
-        "saved_per_hour": round(per_hour * sum(1 for i in chosen if not deleted(i) or p["permanently"]), 4),
+        "saved_per_hour": round(per_hour * sum(1 for i in chosen if not deleted(i) or permanently), 4),
         "currency": price.get("currency"),
         "diff": {
             "before": sorted(i["vgpu_name"] for i in candidates),
             "after": sorted(i["vgpu_name"] for i in candidates if i not in chosen),
         },
     }
-    if not req.check_mode and chosen:
-        release(client, location, chosen, p["permanently"], p["parallel"])
+    if not check_mode and chosen:
+        release(client, location, chosen, permanently, parallel)
     return result
 
 

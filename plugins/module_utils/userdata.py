@@ -6,22 +6,34 @@ driver step), checked to fit the platform's query string (pure Python)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
 
 
-def user_data(p, what):
-    """The VM's user data: the first-boot script for the options (or the raw ``user_data``), checked to fit the
+@dataclass(frozen=True)
+class Boot:
+    """What new machines boot with: the first-boot options (``first_boot``), the cluster's ``bootstrap_data`` and the
+    node's ``provider_id``, or raw ``user_data`` instead of all of them."""
+
+    first_boot: dict = field(default_factory=dict)
+    bootstrap_data: str | None = None
+    provider_id: str | None = None
+    user_data: str | None = None
+
+
+def user_data(boot, what):
+    """The VM's user data: the first-boot script for ``boot`` (or its raw ``user_data``), checked to fit the
     platform's query string (``what`` names the machine or pool in the error)."""
-    fb = p.get("first_boot") or {}
-    return firstboot.check_user_data(p.get("user_data") or _render(p, fb), what)
+    return firstboot.check_user_data(boot.user_data or _render(boot, boot.first_boot or {}), what)
 
 
-def _render(p, fb):
+def _render(boot, fb):
     retries = {k: fb[k] for k in ("attempts", "delay", "lock_timeout") if fb.get(k) is not None}
     return firstboot.render(
         fb.get("packages") or [],
-        p.get("bootstrap_data"),
-        provider_id=p.get("provider_id"),
+        boot.bootstrap_data,
+        provider_id=boot.provider_id,
         gpu_driver=fb.get("gpu_driver"),
         **retries,
     )
@@ -39,11 +51,11 @@ def pool_first_boot(first_boot, pool):
     return fb
 
 
-def pool_user_data(p, pools):
+def pool_user_data(boot, pools):
     """``{index: user data}`` of the pools with machines to create: each pool's first boot (a GPU pool's has its
     driver step), checked to fit."""
     return {
-        i: user_data(dict(p, first_boot=pool_first_boot(p.get("first_boot"), pool)), "pool %r" % (pool["name"] or ""))
+        i: user_data(replace(boot, first_boot=pool_first_boot(boot.first_boot, pool)), "pool %r" % (pool["name"] or ""))
         for i, pool in enumerate(pools)
         if pool["names"]
     }

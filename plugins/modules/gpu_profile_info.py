@@ -98,7 +98,7 @@ def main():
             location=dict(type="str", required=True),
             type=dict(type="str"),
         )
-    ).run(gpu.profile_info)
+    ).run(gpu.profile_info, adapt=lambda params: {"location": params["location"], "gpu_type": params["type"]})
 
 
 if __name__ == "__main__":

@@ -173,6 +173,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
 from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
 
 
+def _arguments(params):
+    """The core's arguments: ``type`` is ``gpu_type``, and one ``machine`` is a list of one."""
+    args = {k: v for k, v in params.items() if k not in ("type", "machine")}
+    args.update(gpu_type=params["type"], machines=params["machines"] or [params["machine"]])
+    return args
+
+
 def main():
     WhiteskyModule(
         dict(
@@ -190,7 +197,7 @@ def main():
         required_one_of=[("machine", "machines")],
         mutually_exclusive=[("machine", "machines")],
         required_if=[("state", "present", ("type",))],
-    ).run(gpu.ensure)
+    ).run(gpu.ensure, adapt=_arguments)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from cryptography.x509.oid import NameOID
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 from helpers import CUSTOMER, run_playbook, task_results
@@ -50,11 +49,7 @@ def test_vgpu_reclaim_under_a_steady_503_is_bounded_by_attempts_and_deadline(emu
     client = emulator.client(timeout=2, retry_budget=3, backoff=0.2)
     t0 = time.monotonic()
     with pytest.raises(PartialFailure) as err:
-        sweep.reclaim(
-            Request(
-                client, dict(location=LOC, scope="cluster", cluster="c1", grace_period=0, permanently=True, parallel=4)
-            )
-        )
+        sweep.reclaim(client, location=LOC, scope="cluster", cluster="c1", grace_period=0, parallel=4)
     assert time.monotonic() - t0 < 5 + 1, "the call's deadline is timeout + retry budget"
     assert emulator.op_count("deleteVGPU") <= 6 and "gave up after" in str(err.value)
 
@@ -221,9 +216,7 @@ def test_paging_lists_everything_when_the_platform_pages_smaller_than_asked(emul
     client = emulator.client()
     listed = [v["vgpu_name"] for v in client.vgpus(LOC)]
     assert listed == names
-    info = sweep.info(
-        Request(client, dict(location=LOC, cluster="c1", machine=None, orphans_only=False, with_cost=False))
-    )
+    info = sweep.info(client, location=LOC, cluster="c1")
     assert len(info["reservations"]) == 250
 
 

@@ -17,7 +17,6 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InsufficientCapacity,
     PartialFailure,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import live
@@ -312,31 +311,28 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
             location=LOC,
             cloudspace_id=cs_id,
             cluster="other",
-            machine=None,
             machines=["ty-gpu-0"],
-            type="NVIDIA A100",
-            count=1,
-            state="present",
-            permanently=True,
+            gpu_type="NVIDIA A100",
             parallel=4,
         )
         from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
 
         with pytest.raises(InputError, match="machine 'ty-gpu-0' is not owned by cluster 'other'"):
-            gpu.ensure(Request(client, params))
+            gpu.ensure(client, **params)
         # the machine module's words, the same
         with pytest.raises(InputError) as by_machine:
             pools.converge_machines(
-                Request(client, dict(params, exclusive=False, force=False, names=None)),
+                client,
                 [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024}],
+                pools.Scope(cs_id, "other", LOC),
             )
         assert "is not owned by cluster 'other'" in str(by_machine.value)
         # a reservation named for 'other' on ty's machine, made by hand: the reclaim refuses to detach it
         vm_id = [v["vm_id"] for v in client.vms(cs_id) if v["name"] == "ty-gpu-1"][0]
         client.reserve_attach_vgpu(cs_id, vm_id, "nvidia-a100-40c", ownership.encode("other", "ty-gpu-1", 0))
-        reclaim = dict(location=LOC, scope="cluster", cluster="other", grace_period=0, permanently=True, parallel=4)
+        reclaim = dict(location=LOC, scope="cluster", cluster="other", grace_period=0, parallel=4)
         with pytest.raises(InputError, match="machine 'ty-gpu-1' is not owned by cluster 'other'"):
-            sweep.reclaim(Request(client, reclaim))
+            sweep.reclaim(client, **reclaim)
     assert len(live(emulator, "other")) == 1 and len(live(emulator, "ty")) == 2
 
 
@@ -370,8 +366,8 @@ def test_oversized_bootstrap_data_is_refused_with_its_size_and_the_limit(emulato
             with pytest.raises(
                 InputError, match=r"user data of pool 'cp' is \d+ bytes once URL-encoded.* at most 64512"
             ):
-                pools.ensure_pool(Request(client, params, check))
-        made = pools.ensure_pool(Request(client, dict(params, bootstrap_data="x" * 40 * 1024)))
+                pools.ensure_pool(client, check_mode=check, **params)
+        made = pools.ensure_pool(client, **dict(params, bootstrap_data="x" * 40 * 1024))
     assert made["created"] == ["big-0"]
     assert before != emulator.snapshot()
 

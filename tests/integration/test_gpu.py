@@ -13,7 +13,6 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
 from helpers import CUSTOMER, ROOT, run_playbook, task_results, wait_for
 
@@ -34,24 +33,25 @@ def ensure(emu, check=False, **params):
         location=LOC,
         cloudspace_id=CS,
         cluster="c1",
-        machine=None,
         machines=None,
-        type="NVIDIA A100",
+        gpu_type="NVIDIA A100",
         count=2,
         state="present",
         permanently=True,
         parallel=8,
     )
     base.update(params)
+    if "machine" in base:  # the module's one machine
+        base["machines"] = [base.pop("machine")]
     with emu.client(backoff=0.01) as client:
-        return gpu.ensure(Request(client, base, check_mode=check))
+        return gpu.ensure(client, check_mode=check, **base)
 
 
 def reclaim(emu, check=False, **params):
     base = dict(location=LOC, scope="cluster", cluster="c1", grace_period=0, permanently=True, parallel=8)
     base.update(params)
     with emu.client(backoff=0.01) as client:
-        return sweep.reclaim(Request(client, base, check_mode=check))
+        return sweep.reclaim(client, check_mode=check, **base)
 
 
 def vms(emu, *names, cluster="c1"):
@@ -170,10 +170,9 @@ def test_503_and_429_storms_slow_a_run_but_it_converges(emulator):
 KILLABLE = textwrap.dedent("""\
     from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-    from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
     client = WhiteskyClient(%(url)r, "capvco-demo-token", %(cust)r)
-    gpu.ensure(Request(client, dict(location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machine="w0",
-        machines=None, type="NVIDIA A100", count=6, state="present", permanently=True, parallel=1)))
+    gpu.ensure(client, location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machines=["w0"],
+        gpu_type="NVIDIA A100", count=6, parallel=1)
     """)
 
 
@@ -247,7 +246,7 @@ def test_orphans_honour_the_grace_period(emulator):
 @pytest.mark.parametrize(
     "params,message",
     [
-        (dict(type="AMD MI300"), "offers: NVIDIA A100, NVIDIA L4"),
+        (dict(gpu_type="AMD MI300"), "offers: NVIDIA A100, NVIDIA L4"),
         (dict(count=15), "not enough NVIDIA A100: need 15 more"),
         (dict(count=-1), "count must be an integer of 0 or more, got -1"),
         (dict(machine="ghost"), "machine 'ghost' not found in cloudspace 'cs-demo'; it has: w0"),
@@ -289,7 +288,7 @@ def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
     emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_name": "someone-else"})
     params = dict(location=LOC, cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=5)
     with emulator.client() as client:
-        found = sweep.info(Request(client, params))
+        found = sweep.info(client, **params)
     assert [r["vgpu_name"] for r in found["reservations"]] == names[:5] and found["truncated"] == 25
     summary = found["summary"]
     assert (summary["count"], summary["orphans"], summary["owned"]) == (30, 30, 30)

@@ -6,7 +6,6 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, pools, vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
 from test_gpu import ensure, live, three_ways
 
@@ -34,7 +33,7 @@ def pool(emu, check=False, **params):
     )
     base.update(params)
     with emu.client(backoff=0.01) as client:
-        return pools.ensure_pool(Request(client, base, check_mode=check))
+        return pools.ensure_pool(client, check_mode=check, **base)
 
 
 def vm_names(emu):

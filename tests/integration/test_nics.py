@@ -6,7 +6,6 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 
 from test_gpu import three_ways, vms
 
@@ -48,7 +47,7 @@ def test_lost_attach_answer_is_found_by_diff_not_attached_twice(emulator):
         state="present",
     )
     with emulator.client() as client:
-        result = nics.ensure(Request(client, params))
+        result = nics.ensure(client, **params)
         assert result["changed"] and result["nic"]["mac_address"]
         assert len(client.nics(CS, result["vm_id"])) == 1
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
@@ -57,12 +56,9 @@ def test_lost_attach_answer_is_found_by_diff_not_attached_twice(emulator):
 def test_unknown_network_lists_the_networks(emulator):
     with emulator.client() as client:
         with pytest.raises(InputError) as err:
-            nics.network_info(Request(client, {"location": "be-gen-1", "name": "nope"}))
+            nics.network_info(client, location="be-gen-1", name="nope")
         assert "sriov-ext (101)" in str(err.value)
-        assert (
-            nics.network_info(Request(client, {"location": "be-gen-1", "name": None}))["networks"][0]["subnet_mask"]
-            == "255.255.255.0"
-        )
+        assert nics.network_info(client, location="be-gen-1")["networks"][0]["subnet_mask"] == "255.255.255.0"
 
 
 def test_a_chosen_address_is_the_nics_identity_and_a_taken_one_is_refused_by_name(emulator):
@@ -73,12 +69,12 @@ def test_a_chosen_address_is_the_nics_identity_and_a_taken_one_is_refused_by_nam
     with emulator.client() as client:
         client.attach_nic(CS, vm_a, 101)  # a stranger's NIC on the same network and VM
         emulator.reset_stats()
-        result = nics.ensure(Request(client, dict(params, machine="n0", ip_address="198.51.100.77")))
+        result = nics.ensure(client, **dict(params, machine="n0", ip_address="198.51.100.77"))
         assert result["changed"] and result["nic"]["ip_address"] == "198.51.100.77"
         assert emulator.op_count("listExternalNetworksVirtualMachine") == 1, "one read before; none to diff after"
         for ip in ("198.51.100.77", "198.51.100.255"):
             with pytest.raises(nics.AddressTaken) as err:
-                nics.ensure(Request(client, dict(params, machine="n1", ip_address=ip)))
+                nics.ensure(client, **dict(params, machine="n1", ip_address=ip))
             assert ip in str(err.value) and "not available on external network 101" in str(err.value)
         assert client.nics(CS, vm_b) == []
         assert "198.51.100.77" in [n["ip_address"] for n in client.nics(CS, vm_a)]

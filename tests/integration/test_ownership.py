@@ -10,7 +10,6 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.request import Request
 from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
 from capvco_lab.specs import cluster_spec as lab_spec
 
@@ -150,7 +149,7 @@ def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
             ("b-0", ownership.machine_marker("a", "gpu")),
         ):
             client.create_vm(CS, name=name, description=description, vcpus=1, memory=1024)
-        found = machines.info(Request(client, dict(cloudspace_id=CS, cluster="a", parallel=4, name=None), False))
+        found = machines.info(client, cloudspace_id=CS, cluster="a", parallel=4)
     assert [(m["name"], m["pool"]) for m in found["machines"]] == [("a-0", "cp"), ("b-0", "gpu")]
 
 
@@ -219,11 +218,9 @@ def test_a_reserve_that_commits_after_the_client_gave_up_is_found_not_bought_aga
     with emulator.client(backoff=0.01, timeout=2) as client:
         from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
 
-        params = dict(
-            location=LOC, cloudspace_id=CS, cluster="c1", machine="w0", machines=None, type="NVIDIA A100",
-            count=1, state="present", permanently=True, parallel=8,
-        )  # fmt: skip
-        res = gpu.ensure(Request(client, params, check_mode=False))
+        res = gpu.ensure(
+            client, location=LOC, cloudspace_id=CS, cluster="c1", machines=["w0"], gpu_type="NVIDIA A100", parallel=8
+        )
     assert len(res["reservations"]) == 1
     emulator.quiesce()  # a request the module gave up on may still commit: wait for every one to end
     assert live_per_slot(emulator) == {("c1", "w0", 0): 1}
@@ -274,7 +271,7 @@ def test_the_machine_module_refuses_a_vm_the_cluster_does_not_own(emulator):
                 user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
             )  # fmt: skip
             try:
-                machines.ensure(Request(client, params, check_mode=False))
+                machines.ensure(client, **params)
             except InputError as exc:
                 assert "'w0' is not owned by cluster 'c1'" in str(exc)
             else:
