@@ -118,6 +118,7 @@ lint: link
 	@hack/ensure-packages.sh $(LINT_PKGS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python hack/shellcheck.py
 	$(BIN)/ansible-lint --profile production
 

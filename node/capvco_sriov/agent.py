@@ -15,6 +15,8 @@ import socketserver
 import sys
 import threading
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
@@ -25,7 +27,7 @@ from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 LOG = logging.getLogger("capvco-sriov-agent")
 
 
-def read_credential(path):
+def read_credential(path: str | None) -> str:
     if not path:
         raise SystemExit(
             "capvco-sriov-agent: --credential-file is required (the agent credential Secret); "
@@ -43,7 +45,7 @@ def read_credential(path):
     return token
 
 
-def serve_one(agent, raw):
+def serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
     """One request from the CNI plugin -> (exit code, JSON document), with the credential scrubbed from it."""
     code, doc = _serve_one(agent, raw)
     if code:
@@ -53,7 +55,7 @@ def serve_one(agent, raw):
     return code, doc
 
 
-def _serve_one(agent, raw):
+def _serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
     if raw.strip() == PROBE.strip():
         return 0, {}  # the liveness probe: answered from the serving thread, nothing else
     try:
@@ -75,7 +77,9 @@ def _serve_one(agent, raw):
 
 
 class Handler(socketserver.StreamRequestHandler):
-    def handle(self):
+    server: Server
+
+    def handle(self) -> None:
         raw = self.rfile.readline()
         self.wfile.write(encode_reply(*serve_one(self.server.agent, raw)))
 
@@ -83,10 +87,11 @@ class Handler(socketserver.StreamRequestHandler):
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     request_queue_size = 256  # the listen backlog: a node's burst of pod starts (socketserver's default is 5)
+    agent: NicAgent  # set before it serves
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="capvco-sriov-agent", description=__doc__.split("\n")[0])
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="capvco-sriov-agent", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--api-url", required=True)
     p.add_argument("--customer-id", required=True)
     p.add_argument("--credential-file", help="file holding the agent's platform token (from a Secret)")
@@ -107,7 +112,7 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def build(args):
+def build(args: argparse.Namespace) -> NicAgent:
     from capvco_sriov.netlink import Netlink
     from capvco_sriov.pods import KubePods
 
@@ -134,11 +139,11 @@ def build(args):
 class Redact(logging.Filter):
     """Every log record, traceback included, without the credential (see ``WhiteskyClient.redact``)."""
 
-    def __init__(self, redact):
+    def __init__(self, redact: Callable[[object], str]) -> None:
         super().__init__()
         self.redact = redact
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
         if record.exc_info:
             text += "\n" + "".join(traceback.format_exception(*record.exc_info))
@@ -146,7 +151,7 @@ class Redact(logging.Filter):
         return True
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
     agent = build(args)
@@ -166,7 +171,7 @@ def main(argv=None):
     server.agent = agent
     stop = threading.Event()
 
-    def reclaimer():
+    def reclaimer() -> None:
         while not stop.wait(args.reclaim_interval):
             try:
                 for item in agent.reclaim_once():

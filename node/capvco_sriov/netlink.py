@@ -17,16 +17,24 @@ import os
 import select
 import socket
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyroute2 import IPRoute
 from pyroute2.netns import setns
 
+if TYPE_CHECKING:
+    from capvco_sriov.shim import Route
+    from capvco_sriov.sriov import LinkState
+
 OWN = "/proc/self/ns/net"
 RTMGRP_LINK = 1
 
+T = TypeVar("T")
 
-def in_netns(path, make):
+
+def in_netns(path: str, make: Callable[[], T]) -> T:
     """``make()``, run with this thread in the network namespace at ``path`` (the agent's own: as it is)."""
     if path == OWN:
         return make()
@@ -46,7 +54,7 @@ def in_netns(path, make):
 
 
 @contextlib.contextmanager
-def netns_socket(path):
+def netns_socket(path: str) -> Iterator[IPRoute]:
     """A pyroute2 handle in the network namespace at ``path``, closed after use."""
     handle = in_netns(path, IPRoute)
     try:
@@ -62,23 +70,24 @@ class Netlink:
     hostNetwork pod), or a path (tests run one "node" per netns).
     """
 
-    def __init__(self, host_netns=None):
+    def __init__(self, host_netns: str | None = None) -> None:
         self.host_netns = host_netns or OWN
-        self._host_handle = None  # made and used on the worker only
-        self._index = {}  # MAC -> the node's ifindex of it, as the wait found it (configure takes it from here)
+        self._host_handle: IPRoute | None = None  # made and used on the worker only
+        # MAC -> the node's ifindex of it, as the wait found it (configure takes it from here)
+        self._index: dict[str, int] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netlink")
 
-    def _run(self, work, *args):
+    def _run(self, work: Callable[..., T], *args: Any) -> T:
         """``work(host, *args)`` on the worker, with the node's handle."""
 
-        def call():
+        def call() -> T:
             if self._host_handle is None:
                 self._host_handle = in_netns(self.host_netns, IPRoute)
             return work(self._host_handle, *args)
 
         return self._worker.submit(call).result()
 
-    def wait_for(self, mac, timeout):
+    def wait_for(self, mac: str, timeout: float) -> bool:
         """Wait, up to ``timeout`` seconds, for the hot-plugged NIC to show up in the node: the link notifications
         wake the wait, so it ends as soon as the NIC is there (the listener is up before the look it waits after)."""
         deadline = time.monotonic() + timeout
@@ -102,26 +111,28 @@ class Netlink:
         finally:
             events.close()
 
-    def _find(self, host, mac):
+    def _find(self, host: IPRoute, mac: str) -> bool:
         found = host.link_lookup(address=mac)
         if found:
             self._index[mac] = found[0]
         return bool(found)
 
-    def configure(self, mac, netns, ifname, address, prefixlen, mtu, routes):
+    def configure(
+        self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
+    ) -> None:
         self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
 
-    def release(self, netns, ifname, mac):
+    def release(self, netns: str, ifname: str, mac: str | None) -> None:
         """Move the interface back to the node (a VF returns to its host); absent is fine."""
         if not netns or not os.path.exists(netns):
             return
         self._run(_release, self.host_netns, netns, ifname, mac)
 
-    def inspect(self, netns, ifname):
+    def inspect(self, netns: str, ifname: str) -> LinkState | None:
         return self._run(_inspect, netns, ifname)
 
 
-def _index_of(handle, idx, mac):
+def _index_of(handle: IPRoute, idx: int | None, mac: str) -> int:
     """The ifindex of the link with ``mac``: ``idx`` when that link still has it (one get), else a lookup."""
     if idx is not None:
         try:
@@ -129,10 +140,21 @@ def _index_of(handle, idx, mac):
                 return idx
         except Exception:  # gone, or renumbered: look it up
             pass
-    return handle.link_lookup(address=mac)[0]
+    found: list[int] = handle.link_lookup(address=mac)
+    return found[0]
 
 
-def _configure(host, idx, mac, netns, ifname, address, prefixlen, mtu, routes):
+def _configure(
+    host: IPRoute,
+    idx: int | None,
+    mac: str,
+    netns: str,
+    ifname: str,
+    address: str,
+    prefixlen: int,
+    mtu: int | None,
+    routes: list[Route],
+) -> None:
     """Move the NIC into the pod, renamed and with its MTU in the same request (the move takes it down), then
     address it, bring it up and add its routes there.  The kernel keeps the ifindex across the move when it is
     free in the pod, so the pod's side is one get, not a dump."""
@@ -140,7 +162,7 @@ def _configure(host, idx, mac, netns, ifname, address, prefixlen, mtu, routes):
         idx = host.link_lookup(address=mac)[0]
     fd = os.open(netns, os.O_RDONLY)
     try:
-        settings = {"net_ns_fd": fd, "ifname": ifname}
+        settings: dict[str, int | str] = {"net_ns_fd": fd, "ifname": ifname}
         if mtu:
             settings["mtu"] = mtu
         host.link("set", index=idx, **settings)
@@ -155,7 +177,7 @@ def _configure(host, idx, mac, netns, ifname, address, prefixlen, mtu, routes):
             pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=idx)
 
 
-def _release(_host, host_netns, netns, ifname, mac):
+def _release(_host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str | None) -> None:
     with netns_socket(netns) as pod:
         found = pod.link_lookup(address=mac) if mac else pod.link_lookup(ifname=ifname)
         if not found:
@@ -169,7 +191,7 @@ def _release(_host, host_netns, netns, ifname, mac):
             os.close(fd)
 
 
-def _inspect(_host, netns, ifname):
+def _inspect(_host: IPRoute, netns: str, ifname: str) -> LinkState | None:
     with netns_socket(netns) as pod:
         found = pod.link_lookup(ifname=ifname)
         if not found:
@@ -177,7 +199,7 @@ def _inspect(_host, netns, ifname):
         idx = found[0]
         link = pod.get_links(idx)[0]
         addrs = ["%s/%d" % (a.get_attr("IFA_ADDRESS"), a["prefixlen"]) for a in pod.get_addr(index=idx, family=2)]
-        routes = []
+        routes: list[str] = []
         for r in pod.get_routes(family=2, table=254):
             if r.get_attr("RTA_OIF") != idx:
                 continue  # only this interface's routes (eth0's default route is the primary CNI's)

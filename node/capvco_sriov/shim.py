@@ -13,9 +13,51 @@ one JSON line back, ``{"code": <exit code>, "result": <CNI result or error>}``.
 VERSION is answered here, never by the agent.
 """
 
+from __future__ import annotations
+
 import sys
 import time
 
+#: ``typing.TYPE_CHECKING`` without importing typing (the plugin never does): False when it runs, true to mypy.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, NoReturn, TypedDict
+
+    class Route(TypedDict, total=False):
+        """One of the network configuration's ``routes`` (the agent checks them; ``gw`` defaults to the
+        network's gateway)."""
+
+        dst: str
+        gw: str
+
+    class Attachment(TypedDict, total=False):
+        """One of GC's ``cni.dev/valid-attachments``."""
+
+        containerID: str
+        ifname: str
+
+    #: The network configuration (the plugin's stdin), as :func:`check` returns it: a JSON object whose
+    #: ``cniVersion`` is one of :data:`VERSIONS`; the agent checks the rest of it (``sriov.parse_request``).
+    CniConfig = TypedDict(
+        "CniConfig",
+        {
+            "cniVersion": str,
+            "name": str,
+            "type": str,
+            "network": str | int,  # an external network's name or id
+            "mtu": int,
+            "routes": list[Route],
+            "model": str,
+            "agentSocket": str,
+            "timeoutSeconds": int | float,
+            "prevResult": dict[str, Any],
+            "cni.dev/valid-attachments": list[Attachment],
+        },
+        total=False,
+    )
+
+ENVIRON: Mapping[str, str]
 try:  # the environment without importing os (a millisecond of each run), decoded as os.environ does
     import posix
 
@@ -27,12 +69,16 @@ except ImportError:  # not a POSIX system: the plain module
 
     ENVIRON = os.environ
 
-try:  # the C halves of json and socket: the pure-Python modules cost more to import than the rest of a run
+if TYPE_CHECKING:  # the C halves, as the type checker sees them (their fallbacks below go by the same names)
     import _json
     import _socket as socket
-except ImportError:  # an interpreter without them: the plain modules
-    import json as _json
-    import socket
+else:
+    try:  # the C halves of json and socket: the pure-Python modules cost more to import than the rest of a run
+        import _json
+        import _socket as socket
+    except ImportError:  # an interpreter without them: the plain modules
+        import json as _json
+        import socket
 
 #: The CNI spec versions this plugin speaks; the last one is what it answers in.
 VERSIONS = ("1.0.0", "1.1.0")
@@ -79,22 +125,25 @@ class _Context:
     parse_constant = float  # NaN, Infinity, -Infinity
 
 
-def _codec():
+def _codec() -> tuple[Callable[[str | bytes | bytearray], Any], Callable[[Any], str]]:
     """``(loads, dumps)`` on the C scanner and encoder (the same results as json's), else on ``json``."""
     try:
-        scan = _json.make_scanner(_Context())
+        # typeshed asks for a scanner as the context: the C scanner reads only the attributes _Context has
+        scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
         encode = _json.make_encoder(
             None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
         )
     except (AttributeError, TypeError):  # not the C accelerator: the json module itself
-        return _json.loads, _json.dumps
+        import json
 
-    def skip(text, i):
+        return json.loads, json.dumps
+
+    def skip(text: str, i: int) -> int:
         while i < len(text) and text[i] in " \t\n\r":
             i += 1
         return i
 
-    def loads(text):
+    def loads(text: str | bytes | bytearray) -> Any:
         if isinstance(text, (bytes, bytearray)):
             text = text.decode("utf-8")
         try:
@@ -110,13 +159,13 @@ def _codec():
             raise ValueError("Extra data: char %d" % end)
         return obj
 
-    def dumps(obj):
+    def dumps(obj: Any) -> str:
         return "".join(encode(obj, 0))
 
     return loads, dumps
 
 
-def _unserialisable(obj):
+def _unserialisable(obj: object) -> NoReturn:
     raise TypeError("Object of type %s is not JSON serializable" % type(obj).__name__)
 
 
@@ -126,24 +175,24 @@ loads, dumps = _codec()
 class Refusal(Exception):
     """A request the spec lets the plugin refuse by itself, with the spec's error code."""
 
-    def __init__(self, code, msg, details=""):
+    def __init__(self, code: int, msg: str, details: object = "") -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
         self.details = details
 
 
-def valid_ifname(name):
+def valid_ifname(name: str) -> bool:
     return (
         bool(name) and len(name) <= 15 and name not in (".", "..") and not any(c in "/:" or c.isspace() for c in name)
     )
 
 
-def valid_container_id(text):
+def valid_container_id(text: str) -> bool:
     return bool(text) and text[0] in _ALNUM and all(c in _ID_CHARS for c in text)
 
 
-def check(env, stdin):
+def check(env: Mapping[str, str], stdin: str) -> CniConfig:
     """Everything the spec lets the plugin decide from the request alone; returns the network configuration.
 
     An unknown command or missing or malformed CNI variables (4), a configuration that does not parse (6) and an
@@ -153,7 +202,7 @@ def check(env, stdin):
     if command not in COMMANDS or command == "VERSION":  # VERSION is answered before any of this
         raise Refusal(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS[:-1]))
     try:
-        config = loads(stdin or "")
+        config: CniConfig = loads(stdin or "")  # an object: checked next
     except ValueError as exc:
         raise Refusal(DECODE_FAILURE, "failed to decode the network configuration", exc) from None
     if not isinstance(config, dict):
@@ -185,20 +234,20 @@ def check(env, stdin):
     return config
 
 
-def error(code, msg, details="", version=VERSIONS[-1]):
+def error(code: int, msg: str, details: object = "", version: str = VERSIONS[-1]) -> dict[str, Any]:
     """A CNI error document."""
     return {"cniVersion": version, "code": code, "msg": msg, "details": str(details)}
 
 
-def version_result():
+def version_result() -> dict[str, Any]:
     return {"cniVersion": VERSIONS[-1], "supportedVersions": list(VERSIONS)}
 
 
-def encode_request(env, stdin):
+def encode_request(env: Mapping[str, str], stdin: str) -> bytes:
     return dumps({"env": {k: env[k] for k in ENV_KEYS if k in env}, "stdin": stdin}).encode() + b"\n"
 
 
-def decode_request(raw):
+def decode_request(raw: bytes) -> tuple[dict[str, str], str]:
     """``(env, stdin)`` of one request line; ValueError when it is not one."""
     msg = loads(raw)
     if not isinstance(msg, dict) or not isinstance(msg.get("env") or {}, dict):
@@ -206,11 +255,11 @@ def decode_request(raw):
     return msg.get("env") or {}, msg.get("stdin") or ""
 
 
-def encode_reply(code, doc):
+def encode_reply(code: int, doc: Any) -> bytes:
     return dumps({"code": code, "result": doc}).encode() + b"\n"
 
 
-def decode_reply(raw):
+def decode_reply(raw: bytes) -> tuple[int, Any]:
     """``(code, result)`` of one answer line; ValueError when it is not one."""
     msg = loads(raw)
     if not isinstance(msg, dict) or not isinstance(msg.get("code"), int):
@@ -218,13 +267,13 @@ def decode_reply(raw):
     return msg["code"], msg.get("result")
 
 
-def reply(code, doc):
+def reply(code: int, doc: Any) -> NoReturn:
     sys.stdout.write(dumps(doc))
     sys.stdout.write("\n")
     sys.exit(code)
 
 
-def connect(path, timeout):
+def connect(path: str, timeout: float) -> socket.socket:
     """A connection to the agent.  A full listen backlog (a burst of pod starts) answers EAGAIN at once; that is
     waited out, with a short backoff, for up to ``timeout`` seconds; an absent agent fails at once."""
     deadline = time.monotonic() + timeout
@@ -246,7 +295,7 @@ def connect(path, timeout):
         delay = min(delay * 2, 0.2)
 
 
-def ask(path, request, timeout=TIMEOUT):
+def ask(path: str, request: bytes, timeout: float = TIMEOUT) -> tuple[int, Any]:
     """Send one request to the agent; return its ``(code, result)``."""
     sock = connect(path, timeout)
     try:
@@ -262,7 +311,7 @@ def ask(path, request, timeout=TIMEOUT):
     return decode_reply(data)
 
 
-def probe(path):
+def probe(path: str) -> NoReturn:
     """Exit 0 when the agent answers a probe within ``PROBE_TIMEOUT`` seconds, else 1 (with the reason)."""
     try:
         code, _result = ask(path, PROBE, timeout=PROBE_TIMEOUT)
@@ -272,7 +321,7 @@ def probe(path):
     sys.exit(0 if code == 0 else 1)
 
 
-def main():
+def main() -> None:
     if sys.argv[1:2] == ["--probe"]:
         probe(sys.argv[2] if len(sys.argv) > 2 else ENVIRON.get("CAPVCO_SRIOV_SOCKET", SOCKET))
     command = ENVIRON.get("CNI_COMMAND", "")

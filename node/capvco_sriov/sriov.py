@@ -32,6 +32,8 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict
 from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import nics
@@ -51,18 +53,87 @@ from capvco_sriov.shim import (
     error,
 )
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from capvco_sriov.shim import CniConfig, Route
+
+#: CNI_ARGS, parsed: ``K8S_POD_UID`` and the other ``KEY=VALUE`` pairs the runtime passes (any keys).
+CniArgs = dict[str, str]
+#: A CNI result (or an empty answer), as the plugin prints it.
+CniResult = dict[str, Any]
+
+
+class LedgerEntry(TypedDict):
+    """One attachment in the ledger (a JSON object on disk): a pod's NIC, from the intent to the ready interface.
+
+    ``cmd_add`` writes the intent ("attaching", with the chosen ``ip``) before the attach call, then, with the
+    NIC's ``mac``, the entry "ready".  The keys that are not required may be missing from an entry an earlier
+    agent wrote: its intent had no ``ip`` but ``before`` (the MACs on the network then), and no ``config_name``.
+    """
+
+    state: Literal["attaching", "ready"]
+    pod_uid: str | None
+    netns: str
+    ifname: str
+    network: str | int  # as the configuration names it
+    network_id: int  # the platform's external network id
+    since: float
+    config_name: NotRequired[str | None]
+    prefixlen: NotRequired[int]
+    routes: NotRequired[list[Route]]  # each with its gw
+    mtu: NotRequired[int | None]
+    ip: NotRequired[str]
+    mac: NotRequired[str]
+    before: NotRequired[list[str]]
+
+
+class LinkState(TypedDict):
+    """A pod's interface as netlink finds it (``inspect``): its MAC, ``address/prefix`` list and route list."""
+
+    mac: str
+    addresses: list[str]
+    routes: list[str]
+
+
+class Reclaimed(TypedDict):
+    """What one reclaimer pass released: the ledger key, why, and the address."""
+
+    key: str
+    reason: str
+    ip: str | None
+
+
+class NetlinkOps(Protocol):
+    """What the agent needs of netlink (``netlink.Netlink``; the tests' fakes)."""
+
+    def wait_for(self, mac: str, timeout: float) -> bool: ...
+
+    def configure(
+        self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
+    ) -> None: ...
+
+    def release(self, netns: str, ifname: str, mac: str | None) -> None: ...
+
+    def inspect(self, netns: str, ifname: str) -> LinkState | None: ...
+
+
+#: ``pods()``: the UIDs of the pods on this node, or None when unknown (``pods.KubePods``).
+Pods = Callable[[], set[str] | None]
+
 
 class CniError(Refusal):
     """A CNI error with the spec's code, from the agent (the shim's :class:`Refusal`, as a document too)."""
 
-    def to_dict(self, version=VERSIONS[-1]):
+    def to_dict(self, version: str = VERSIONS[-1]) -> dict[str, Any]:
         return error(self.code, self.msg, self.details, version)
 
 
 class CniRequest:
     """One validated CNI invocation: the environment and the network configuration."""
 
-    def __init__(self, command, container_id, netns, ifname, args, config):
+    def __init__(
+        self, command: str, container_id: str, netns: str, ifname: str, args: CniArgs, config: CniConfig
+    ) -> None:
         self.command = command
         self.container_id = container_id
         self.netns = netns
@@ -71,19 +142,19 @@ class CniRequest:
         self.config = config
 
     @property
-    def version(self):
+    def version(self) -> str:
         return self.config.get("cniVersion", VERSIONS[-1])
 
     @property
-    def key(self):
+    def key(self) -> str:
         return ledger_key(self.container_id, self.ifname)
 
     @property
-    def pod_uid(self):
+    def pod_uid(self) -> str | None:
         return self.args.get("K8S_POD_UID")
 
 
-def parse_request(env, stdin):
+def parse_request(env: Mapping[str, str], stdin: str) -> CniRequest:
     """Validate the CNI environment and stdin; raise :class:`CniError` with the spec's code.
 
     What the request alone decides is the shim's ``check`` (one place); the rest needs the configuration's
@@ -110,7 +181,7 @@ def parse_request(env, stdin):
             raise CniError(INVALID_CONFIG, "invalid route %r: needs 'dst' as an address/prefix" % (route,)) from None
         if route["dst"].endswith("/0"):
             raise CniError(INVALID_CONFIG, "a default route is not allowed: the primary CNI owns it")
-    args = {}
+    args: CniArgs = {}
     for pair in filter(None, env.get("CNI_ARGS", "").split(";")):
         if "=" in pair:
             key, value = pair.split("=", 1)
@@ -123,7 +194,7 @@ def parse_request(env, stdin):
     return CniRequest(command, container_id, netns, ifname, args, config)
 
 
-def ledger_key(container_id, ifname):
+def ledger_key(container_id: str, ifname: str) -> str:
     """The ledger's key of an attachment, injective: a container id (validated: letters, digits, ``_ . -``) never
     holds ``@``, and the interface name is percent-encoded (``@``, ``%`` and ``/`` included), so no two
     (container, ifname) pairs share a key, and a key is a file name."""
@@ -133,16 +204,16 @@ def ledger_key(container_id, ifname):
 class Ledger:
     """``(container id, ifname) -> attachment``, one JSON file each, replaced atomically."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: str) -> None:
         self.dir = directory
         os.makedirs(directory, mode=0o700, exist_ok=True)
 
-    def _path(self, key):
+    def _path(self, key: str) -> str:
         if "/" in key or key.startswith("."):
             raise ValueError("not a ledger key: %r" % key)
         return os.path.join(self.dir, key + ".json")
 
-    def put(self, key, entry):
+    def put(self, key: str, entry: LedgerEntry) -> None:
         """Replace the entry atomically: one fsync (the new file's data) before the rename.  A journaling file
         system (ext4, xfs) commits the rename with its journal; an agent that is killed loses nothing."""
         tmp = self._path(key) + ".tmp"
@@ -152,28 +223,31 @@ class Ledger:
             os.fsync(fh.fileno())
         os.replace(tmp, self._path(key))
 
-    def get(self, key):
+    def get(self, key: str) -> LedgerEntry | None:
         try:
             with open(self._path(key), encoding="utf-8") as fh:
-                return json.load(fh)
+                entry: LedgerEntry = json.load(fh)
+                return entry
         except FileNotFoundError:
             return None
 
-    def delete(self, key):
+    def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
 
-    def migrate(self):
+    def migrate(self) -> dict[str, str]:
         """Rename entries an earlier agent keyed ``<container id>.<ifname>`` to :func:`ledger_key`, reading the
         interface name from the entry; return ``{old: new}``.  Without it a DEL would not find them and a GC
         would take them for attachments the runtime no longer lists."""
-        moved = {}
+        moved: dict[str, str] = {}
         for name in sorted(os.listdir(self.dir)):
             if not name.endswith(".json") or "@" in name:
                 continue
             old = name[:-5]
             entry = self.get(old)
-            ifname = (entry or {}).get("ifname") or ""
+            if entry is None:
+                continue
+            ifname = entry.get("ifname") or ""
             suffix = "." + ifname.replace("/", "_")
             if not ifname or not old.endswith(suffix) or len(old) == len(suffix):
                 continue
@@ -183,8 +257,8 @@ class Ledger:
             moved[old] = new
         return moved
 
-    def items(self):
-        out = {}
+    def items(self) -> dict[str, LedgerEntry]:
+        out: dict[str, LedgerEntry] = {}
         for name in sorted(os.listdir(self.dir)):
             if name.endswith(".json"):
                 entry = self.get(name[:-5])
@@ -204,14 +278,14 @@ class Addresses:
     network and again only when it runs dry or an address turns out taken, so an ADD costs no read for it.
     The choice is random, so agents on different nodes rarely choose the same address at once."""
 
-    def __init__(self, client, location, rng=None):
+    def __init__(self, client: WhiteskyClient, location: str, rng: random.Random | None = None) -> None:
         self.client = client
         self.location = location
         self.rng = rng or random.SystemRandom()
         self._lock = threading.Lock()
-        self._free = {}  # network id -> set of addresses
+        self._free: dict[int, set[str]] = {}  # network id -> set of addresses
 
-    def choose(self, net_id, refresh=False):
+    def choose(self, net_id: int, refresh: bool = False) -> str:
         with self._lock:  # one read for a burst of first ADDs
             free = self._free.get(net_id)
             if free is None or refresh or not free:
@@ -222,7 +296,7 @@ class Addresses:
             free.discard(ip)
             return ip
 
-    def give_back(self, net_id, ip):
+    def give_back(self, net_id: int, ip: str) -> None:
         """An address this agent released is free again (as far as it knows)."""
         with self._lock:
             if ip and net_id in self._free:
@@ -234,19 +308,19 @@ class NicAgent:
 
     def __init__(
         self,
-        client,
-        location,
-        cloudspace_id,
-        vm_id,
-        ledger,
-        netlink,
-        pods=None,
-        model="virtio",
-        grace_period=30.0,
-        wait_timeout=30.0,
-        clock=time.time,
-        rng=None,
-    ):
+        client: WhiteskyClient,
+        location: str,
+        cloudspace_id: str,
+        vm_id: int,
+        ledger: Ledger,
+        netlink: NetlinkOps,
+        pods: Pods | None = None,
+        model: str = "virtio",
+        grace_period: float = 30.0,
+        wait_timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
         self.client = client
         self.location = location
         self.cloudspace_id = cloudspace_id
@@ -261,27 +335,29 @@ class NicAgent:
         self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
         self.addresses = Addresses(client, location, rng)
         self._key_guard = threading.Lock()
-        self._key_locks = {}  # ledger key -> [lock, users]: one operation per attachment at a time
-        self._networks = None
-        self._gone_since = {}
+        # ledger key -> [lock, users]: one operation per attachment at a time
+        self._key_locks: dict[str, list[Any]] = {}
+        self._networks: list[Any] | None = None
+        self._gone_since: dict[str, float] = {}
 
     # -- helpers -----------------------------------------------------------
-    def network(self, wanted):
+    def network(self, wanted: str | int) -> dict[str, Any]:
         if self._networks is None:
             self._networks = self.client.external_networks(self.location)
         try:
-            return nics.find_network(self._networks, wanted, self.location)
+            net: dict[str, Any] = nics.find_network(self._networks, wanted, self.location)
         except ValueError as exc:
             raise CniError(INVALID_CONFIG, str(exc)) from None
+        return net
 
     @staticmethod
-    def platform_error(exc):
+    def platform_error(exc: WhiteskyError) -> CniError:
         """A platform failure as a CNI error: try again later (11) when the platform said "not now"."""
         status = getattr(exc, "status", None)
         later = isinstance(exc, ApiError) and (status is None or status == 409 or status in RETRY_STATUSES)
         return CniError(TRY_AGAIN_LATER if later else IO_FAILURE, "platform call failed", exc)
 
-    def _detach(self, entry):
+    def _detach(self, entry: LedgerEntry) -> bool:
         """Detach the NIC at the entry's address, but only if it is the one the entry recorded: its MAC when the
         entry has one, else (an attach whose answer never came) the NIC at the address this agent chose."""
         nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
@@ -292,7 +368,7 @@ class NicAgent:
         self.addresses.give_back(entry["network_id"], entry["ip"])
         return True
 
-    def result(self, req, entry):
+    def result(self, req: CniRequest, entry: LedgerEntry) -> CniResult:
         net = ipaddress.ip_network("%s/%s" % (entry["ip"], entry["prefixlen"]), strict=False)
         routes = [{"dst": r["dst"], **({"gw": r["gw"]} if r.get("gw") else {})} for r in entry.get("routes", [])]
         return {
@@ -304,9 +380,9 @@ class NicAgent:
         }
 
     # -- CNI commands --------------------------------------------------------
-    def handle(self, req):
+    def handle(self, req: CniRequest) -> CniResult:
         """Run one CNI command (the shim has already refused any other); an attachment's commands one at a time."""
-        commands = {
+        commands: dict[str, Callable[[CniRequest], CniResult]] = {
             "ADD": self.cmd_add,
             "DEL": self.cmd_del,
             "CHECK": self.cmd_check,
@@ -320,7 +396,7 @@ class NicAgent:
         return run(req)
 
     @contextlib.contextmanager
-    def key_lock(self, key, blocking=True):
+    def key_lock(self, key: str, blocking: bool = True) -> Iterator[bool]:
         """One operation per attachment at a time; yields False (and holds nothing) when ``blocking`` is off
         and another operation holds it."""
         with self._key_guard:
@@ -337,7 +413,7 @@ class NicAgent:
                 if not held[1]:
                     del self._key_locks[key]
 
-    def cmd_add(self, req):
+    def cmd_add(self, req: CniRequest) -> CniResult:
         existing = self.ledger.get(req.key)
         if existing and existing.get("state") == "ready":
             if self.still_in_place(req, existing):
@@ -347,8 +423,10 @@ class NicAgent:
             self.settle(req.key, existing)  # what an earlier ADD of this attachment left halfway
         net = self.network(req.config["network"])
         prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
-        routes = [{"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []]
-        entry = {
+        routes: list[Route] = [
+            {"dst": r["dst"], "gw": r.get("gw") or net["gateway"]} for r in req.config.get("routes") or []
+        ]
+        entry: LedgerEntry = {
             "state": "attaching",
             "pod_uid": req.pod_uid,
             "netns": req.netns,
@@ -376,7 +454,7 @@ class NicAgent:
         self.ledger.put(req.key, entry)
         return self.result(req, entry)
 
-    def attach(self, key, entry, model):
+    def attach(self, key: str, entry: LedgerEntry, model: str) -> dict[str, Any]:
         """Choose an address, write the intent with it, attach there; another address when it is taken.
 
         A refusal (the platform answered, nothing attached) drops the intent.  An outcome that is not known
@@ -392,9 +470,10 @@ class NicAgent:
                 raise self.platform_error(exc) from None
             self.ledger.put(key, entry)  # intent, with the address, before the call
             try:
-                return nics.attach_at(
+                nic: dict[str, Any] = nics.attach_at(
                     self.client, self.cloudspace_id, self.vm_id, net_id, entry["ip"], model=model, lock=self.vm_lock
                 )
+                return nic
             except nics.AddressTaken:
                 self.ledger.delete(key)
                 refresh = True  # the list was stale: read it again for the next choice
@@ -414,7 +493,7 @@ class NicAgent:
             "the platform refused %d free-looking addresses on external network %s in turn" % (ADDRESS_TRIES, net_id),
         )
 
-    def still_in_place(self, req, entry):
+    def still_in_place(self, req: CniRequest, entry: LedgerEntry) -> bool:
         """Whether a saved result is still true: the same netns, with the entry's NIC in it under the ifname."""
         if entry.get("netns") != req.netns:
             return False
@@ -424,7 +503,7 @@ class NicAgent:
             return True
         return live is not None and live.get("mac") == entry.get("mac")
 
-    def rollback(self, key, entry):
+    def rollback(self, key: str, entry: LedgerEntry) -> None:
         """Undo a half-done ADD: the interface back to the node, the NIC detached, the entry gone."""
         try:
             self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
@@ -432,14 +511,14 @@ class NicAgent:
             self._detach(entry)
             self.ledger.delete(key)
 
-    def cmd_del(self, req):
+    def cmd_del(self, req: CniRequest) -> CniResult:
         entry = self.ledger.get(req.key)
         if entry is None:
             return {}  # never ours, already released, or a late DEL after the NIC was reclaimed
         self.release(req.key, entry)
         return {}
 
-    def release(self, key, entry):
+    def release(self, key: str, entry: LedgerEntry) -> None:
         """Detach the pod's NIC from the VM: the hot-unplug takes the device out of the pod's netns with it."""
         try:
             if entry.get("ip"):
@@ -449,7 +528,7 @@ class NicAgent:
         self.ledger.delete(key)
         self._gone_since.pop(key, None)
 
-    def cmd_check(self, req):
+    def cmd_check(self, req: CniRequest) -> CniResult:
         entry = self.ledger.get(req.key)
         if entry is None or entry.get("state") != "ready":
             raise CniError(
@@ -474,11 +553,11 @@ class NicAgent:
             raise CniError(CHECK_MISMATCH, "a default route points at %s; the primary CNI owns it" % req.ifname)
         return {}
 
-    def cmd_gc(self, req):
+    def cmd_gc(self, req: CniRequest) -> CniResult:
         """Release the attachments of this network configuration (by its ``name``, as the spec scopes GC) that the
         runtime no longer lists; other configurations' attachments, on the same platform network or not, stay."""
         valid = {
-            ledger_key(a.get("containerID"), a.get("ifname") or "")
+            ledger_key(str(a.get("containerID")), a.get("ifname") or "")  # a missing id: "None", as before
             for a in req.config.get("cni.dev/valid-attachments") or []
         }
         for key, entry in self.ledger.items().items():
@@ -492,7 +571,7 @@ class NicAgent:
                 self.release(key, entry)
         return {}
 
-    def cmd_status(self, req):
+    def cmd_status(self, req: CniRequest) -> CniResult:
         try:
             self.client.external_networks(self.location)
         except ApiError as exc:
@@ -500,17 +579,17 @@ class NicAgent:
         return {}
 
     # -- crash recovery and reclamation ----------------------------------------
-    def recover(self):
+    def recover(self) -> list[str]:
         """Resolve what a crash left halfway: settle every entry that never became ready."""
         self.ledger.migrate()
-        resolved = []
+        resolved: list[str] = []
         for key, entry in self.ledger.items().items():
             if entry["state"] != "ready":
                 self.settle(key, entry)
                 resolved.append(key)
         return resolved
 
-    def settle(self, key, entry):
+    def settle(self, key: str, entry: LedgerEntry) -> None:
         """Release what an ADD left halfway: the interface back to the node, the NIC at the entry's address
         detached (it is the one this agent chose), the entry gone."""
         if not entry.get("ip") and entry["state"] == "attaching":
@@ -521,27 +600,27 @@ class NicAgent:
             self._detach(entry)
         self.ledger.delete(key)
 
-    def _settle_legacy(self, entry):
+    def _settle_legacy(self, entry: LedgerEntry) -> None:
         """An intent written by an agent before addresses were chosen: its NIC is the one on the network that
         was not there before (the list it wrote down) and no other entry claims."""
         claimed = {e.get("mac") for e in self.ledger.items().values() if e.get("mac")}
         for nic in nics.on_network(self.client.nics(self.cloudspace_id, self.vm_id), entry["network_id"]):
             if nic["mac_address"] not in entry.get("before", []) and nic["mac_address"] not in claimed:
-                entry.update(mac=nic["mac_address"], ip=nic["ip_address"])
+                entry.update({"mac": nic["mac_address"], "ip": nic["ip_address"]})
                 return
 
-    def gone(self, entry, uids):
+    def gone(self, entry: LedgerEntry, uids: set[str] | None) -> str | None:
         if not os.path.exists(entry["netns"]):
             return "netns %s is gone" % entry["netns"]
         if uids is not None and entry.get("pod_uid") and entry["pod_uid"] not in uids:
             return "pod %s is no longer on this node" % entry["pod_uid"]
         return None
 
-    def reclaim_once(self):
+    def reclaim_once(self) -> list[Reclaimed]:
         """Release ready NICs whose pod has been gone for the grace period; return what was released."""
         uids = self.pods() if self.pods else None
         now = self.clock()
-        released = []
+        released: list[Reclaimed] = []
         for key, entry in self.ledger.items().items():
             if entry["state"] != "ready":
                 with self.key_lock(key, blocking=False) as free:

@@ -347,3 +347,18 @@ def test_the_plugin_starts_without_the_costly_modules():
     loaded = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert not loaded & {"json", "re", "socket", "enum"}, sorted(loaded)
     assert json.loads(proc.stdout)["supportedVersions"] == list(shim.VERSIONS)
+
+
+def test_importing_the_shim_loads_no_typing():
+    """Its annotations are for the type checker only: imported as the launcher imports it, the shim loads neither
+    typing nor dataclasses (typing alone takes milliseconds to import, on every run)."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import shim; print(*sys.modules, sep='\\n')"
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, os.path.dirname(shim.__file__)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(proc.stdout.split())
+    assert "shim" in loaded, sorted(loaded)
+    assert not loaded & {"typing", "dataclasses", "json", "re", "socket"}, sorted(loaded)
