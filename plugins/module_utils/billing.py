@@ -11,21 +11,30 @@ and an hour is 1/730 of a month.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import attached_to
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import BilledVgpu
+
+#: ``{vgpu_id: (vgpu_seconds, cost)}``
+Costs = dict[str, tuple[float, float]]
 
 HOURS_PER_MONTH = 730.0
 SECONDS_PER_VGU = 3600.0
 
 
-def price_per_hour(price):
+def price_per_hour(price: dict[str, Any] | None) -> float:
     """The hourly price of one vGPU from a ``getCustomerLocationPricing`` answer (0.0 when it has none)."""
     return float(((price or {}).get("resources") or {}).get("vgu") or 0.0) / HOURS_PER_MONTH
 
 
-def fetch(client, location, start, now):
+def fetch(client: WhiteskyClient, location: str, start: float, now: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """The consumption report from ``start`` and the price list, read at once: ``(report, price)``."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # independent reads: one round trip
         report_f = pool.submit(client.consumption, location, int(start) - 1, int(now) + 1)
@@ -33,11 +42,18 @@ def fetch(client, location, start, now):
         return report_f.result() or {}, price_f.result() or {}
 
 
-def oldest(items, now):
-    return min((i["owner"].created for i in items if i.get("owner")), default=int(now) - 86400)
+def oldest(items: Sequence[BilledVgpu], now: float) -> float:
+    """When the oldest of the (owned) reservations was made; a day before ``now`` when none is owned."""
+    return min((owner.created for owner in (i.get("owner") for i in items) if owner), default=int(now) - 86400)
 
 
-def costs(client, location, items, now, fetched=None):
+def costs(
+    client: WhiteskyClient,
+    location: str,
+    items: Sequence[BilledVgpu],
+    now: float,
+    fetched: tuple[float, tuple[dict[str, Any], dict[str, Any]]] | None = None,
+) -> tuple[Costs, str | None, float]:
     """``{vgpu_id: (vgpu_seconds, cost)}`` from the platform's consumption and prices.
 
     A vGPU's own figure comes from ``unassigned_vgpus`` while it was detached;
@@ -57,16 +73,16 @@ def costs(client, location, items, now, fetched=None):
         u["vgpu_id"]: float((u.get("consumption") or {}).get("vgu") or 0.0)
         for u in report.get("unassigned_vgpus") or []
     }
-    vm_vgu = {}
+    vm_vgu: dict[int, float] = {}
     for space in report.get("cloudspaces") or []:
         for vm in space.get("vms") or []:
             vm_vgu[vm["vm_id"]] = float((vm.get("consumption") or {}).get("vgu") or 0.0)
     on = [(item["vgpu_id"], attached_to(item)) for item in items]
-    sharing = {}
+    sharing: dict[int, int] = {}
     for _id, vm_id in on:
         if vm_id is not None:
             sharing[vm_id] = sharing.get(vm_id, 0) + 1
-    out = {}
+    out: Costs = {}
     for vgpu_id, vm_id in on:
         vgu = unassigned.get(vgpu_id, 0.0)
         if vm_id is not None:
@@ -75,7 +91,9 @@ def costs(client, location, items, now, fetched=None):
     return out, price.get("currency"), per_hour
 
 
-def billing(client, *, location, since=None, check_mode=False):
+def billing(
+    client: WhiteskyClient, *, location: str, since: float | None = None, check_mode: bool = False
+) -> dict[str, Any]:
     """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window (``since`` a time, or the last
     day), from the platform."""
     end = int(time.time()) + 1

@@ -14,6 +14,9 @@ still empty, at once.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
@@ -25,25 +28,35 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import CloudspaceView, DescribedVM
 
-def cloudspaces_named(client, name, location):
+
+def cloudspaces_named(client: WhiteskyClient, name: str, location: str) -> list[dict[str, Any]]:
     """The cloudspaces called ``name`` in ``location``, the earliest first (creation time, then id): two runs that
     each created one agree on which is the cluster's."""
     found = [cs for cs in client.cloudspaces() if cs["name"] == name and cs.get("location") == location]
     return sorted(found, key=lambda cs: (cs.get("creation_time") or 0, str(cs.get("cloudspace_id"))))
 
 
-def cloudspace_by_name(client, name, location):
+def cloudspace_by_name(client: WhiteskyClient, name: str, location: str) -> dict[str, Any] | None:
     """The cloudspace called ``name`` in ``location`` (the earliest of several), or None."""
     found = cloudspaces_named(client, name, location)
     return found[0] if found else None
 
 
-def view(cs):
-    return {k: cs.get(k) for k in ("cloudspace_id", "name", "location", "status", "private_network")} if cs else {}
+_VIEW = ("cloudspace_id", "name", "location", "status", "private_network")
 
 
-def info(client, *, name=None, location=None, check_mode=False):
+def view(cs: Mapping[str, Any] | None) -> CloudspaceView:
+    """A cloudspace as the modules return it (empty for none): the platform's fields, as it gives them."""
+    return cast("CloudspaceView", {k: cs.get(k) for k in _VIEW}) if cs else {}
+
+
+def info(
+    client: WhiteskyClient, *, name: str | None = None, location: str | None = None, check_mode: bool = False
+) -> dict[str, Any]:
     """Core of ``cloudspace_info``."""
     spaces = client.cloudspaces()
     if name:
@@ -53,13 +66,22 @@ def info(client, *, name=None, location=None, check_mode=False):
     return {"cloudspaces": [view(c) for c in spaces]}
 
 
-def ensure(client, *, name, location, private_network=None, state="present", cluster=None, check_mode=False):
+def ensure(
+    client: WhiteskyClient,
+    *,
+    name: str,
+    location: str,
+    private_network: str | None = None,
+    state: str = "present",
+    cluster: str | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``cloudspace``: a cloudspace of this name exists in the location, or not (with ``cluster``: deleted
     only when that cluster created it and it holds nothing else)."""
     if cluster:
         ownership.cluster_part(cluster)
     cs = cloudspace_by_name(client, name, location)
-    result = {"changed": False, "cloudspace": view(cs)}
+    result: dict[str, Any] = {"changed": False, "cloudspace": view(cs)}
     if state == "present":
         if cs:
             return result
@@ -80,7 +102,8 @@ def ensure(client, *, name, location, private_network=None, state="present", clu
     return result
 
 
-def delete(client, cs):
+def delete(client: WhiteskyClient, cs: Mapping[str, Any]) -> None:
+    """Delete a cloudspace permanently (gone already counts as done); one that still has machines is refused."""
     try:
         gone_is_done(client.delete_cloudspace, cs["cloudspace_id"], permanently=True)
     except ApiError as exc:
@@ -89,11 +112,11 @@ def delete(client, cs):
         raise
 
 
-def create(client, name, location, private_network=None):
+def create(client: WhiteskyClient, name: str, location: str, private_network: str | None = None) -> CloudspaceView:
     """A new cloudspace, viewed; a lost answer is resolved by looking for one made since (by name)."""
     before = {c["cloudspace_id"] for c in cloudspaces_named(client, name, location)}
 
-    def resolve(_exc):  # the answer was lost: created after all?
+    def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: created after all?
         new = [c for c in cloudspaces_named(client, name, location) if c["cloudspace_id"] not in before]
         return Resolved(new[-1]["cloudspace_id"]) if new else None
 
@@ -101,7 +124,9 @@ def create(client, name, location, private_network=None):
     return view(client.get_cloudspace(cs_id.value if isinstance(cs_id, Resolved) else cs_id))
 
 
-def claim(client, name, location, cluster=None, private_network=None):
+def claim(
+    client: WhiteskyClient, name: str, location: str, cluster: str | None = None, private_network: str | None = None
+) -> tuple[CloudspaceView, bool]:
     """Create the cloudspace, record ``cluster`` as its creator (a note), and settle a race: ``(view, created)``.
 
     When another run made one of the same name first, ours is deleted again (it is empty) and theirs returned,
@@ -128,12 +153,13 @@ def claim(client, name, location, cluster=None, private_network=None):
     return made, True
 
 
-def record_creator(client, cloudspace_id, cluster):
+def record_creator(client: WhiteskyClient, cloudspace_id: str, cluster: str) -> None:
     """Write the note that makes ``cluster`` the cloudspace's creator; a lost answer is resolved by reading the
     notes (the note is sent again only when it is not there)."""
     title, content = ownership.creator_note(cluster)
 
-    def resolve(_exc):  # the answer was lost (or 502/503/504): is the note there after all?
+    def resolve(_exc: Exception) -> Resolved | None:
+        # the answer was lost (or 502/503/504): is the note there after all?
         for note in client.cloudspace_notes(cloudspace_id):
             if note.get("title") == title and note.get("content") == content:
                 return Resolved(note)
@@ -142,7 +168,7 @@ def record_creator(client, cloudspace_id, cluster):
     client.create_cloudspace_note(cloudspace_id, title, content, resolve=resolve)
 
 
-def creator(client, cloudspace_id):
+def creator(client: WhiteskyClient, cloudspace_id: str) -> str | None:
     """The cluster a cloudspace's earliest creator note names, or None."""
     notes = sorted(client.cloudspace_notes(cloudspace_id), key=lambda n: (n.get("creation_time") or 0, n.get("id")))
     for note in notes:
@@ -152,7 +178,9 @@ def creator(client, cloudspace_id):
     return None
 
 
-def keep_reason(made_by, left, cluster, going=()):
+def keep_reason(
+    made_by: str | None, left: Sequence[DescribedVM], cluster: str, going: Collection[str] = ()
+) -> str | None:
     """Why cluster ``cluster``'s teardown must leave a cloudspace whose creator note names ``made_by`` and that holds
     the VMs ``left`` (described), once the names in ``going`` are deleted; None when it may delete it."""
     if made_by != cluster:

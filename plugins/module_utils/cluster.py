@@ -17,6 +17,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import (
     cloudspaces,
@@ -33,49 +36,72 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import I
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import (
+        Capacity,
+        CloudspaceView,
+        ClusterPlan,
+        ClusterWorld,
+        MachineCreate,
+        Pool,
+        Price,
+        Reservation,
+        SlotReserve,
+        TeardownPlan,
+        TeardownSpace,
+    )
 
-def _read(jobs):
+_K = TypeVar("_K")
+#: A cluster spec, checked (``clusterspec.check``).
+Spec = dict[str, Any]
+
+
+def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
     got, failed = run_parallel(jobs, len(jobs))
     if failed:
         raise next(iter(failed.values()))
     return got
 
 
-def read(client, spec, teardown=False, parallel=32):
+def read(client: WhiteskyClient, spec: Spec, teardown: bool = False, parallel: int = 32) -> ClusterWorld:
     """The world a plan needs, read in two parallel rounds: ``{spaces: [{cloudspace, vms, creator}], inventory,
     profiles, price}`` (the same-named cloudspaces, earliest first; a converge reads the first one only)."""
     loc, name = spec["cluster"]["location"], spec["cluster"]["cloudspace"]
-    jobs = {
+    jobs: dict[str, Callable[[], Any]] = {
         "spaces": lambda: cloudspaces_named(client, name, loc),
         "inventory": lambda: Inventory(client, loc),
         "price": lambda: client.prices(loc),
     }
     if not teardown and any(pool.get("gpu") for pool in spec["pools"]):
         jobs["profiles"] = lambda: client.gpu_profiles(loc)
-    world = _read(jobs)
-    spaces = world["spaces"] if teardown else world["spaces"][:1]
-    second = {}
+    first = _read(jobs)
+    spaces = first["spaces"] if teardown else first["spaces"][:1]
+    second: dict[tuple[str, str], Callable[[], Any]] = {}
     for cs in spaces:
         cs_id = cs["cloudspace_id"]
-        second[("vms", cs_id)] = lambda i=cs_id: described(client, i, parallel)
+        second[("vms", cs_id)] = partial(described, client, cs_id, parallel)
         if teardown:
-            second[("creator", cs_id)] = lambda i=cs_id: cloudspaces.creator(client, i)
+            second[("creator", cs_id)] = partial(cloudspaces.creator, client, cs_id)
     got = _read(second)
-    world["spaces"] = [
-        {
-            "cloudspace": cloudspaces.view(cs),
-            "vms": got[("vms", cs["cloudspace_id"])],
-            "creator": got.get(("creator", cs["cloudspace_id"])),
-        }
-        for cs in spaces
-    ]
-    world.setdefault("profiles", [])
-    return world
+    return {
+        "spaces": [
+            {
+                "cloudspace": cloudspaces.view(cs),
+                "vms": got[("vms", cs["cloudspace_id"])],
+                "creator": got.get(("creator", cs["cloudspace_id"])),
+            }
+            for cs in spaces
+        ],
+        "inventory": first["inventory"],
+        "price": first["price"],
+        "profiles": first.get("profiles", []),
+    }
 
 
-def _machine_pools(spec):
+def _machine_pools(spec: Spec) -> list[Pool]:
     """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``)."""
-    out = []
+    out: list[Pool] = []
     for pool in clusterspec.pools(spec):
         g = pool.get("gpu")
         out.append(
@@ -92,18 +118,20 @@ def _machine_pools(spec):
     return out
 
 
-def _scope(spec, cloudspace_id, parallel, state="present", force=False, exclusive=True):
+def _scope(
+    spec: Spec, cloudspace_id: str, parallel: int, state: str = "present", force: bool = False, exclusive: bool = True
+) -> pools.Scope:
     """The machines core's scope, for this cluster."""
     c = spec["cluster"]
     return pools.Scope(cloudspace_id, c["name"], c["location"], state, exclusive, force, parallel)
 
 
-def _boot(spec):
+def _boot(spec: Spec) -> userdata.Boot:
     """What the cluster's new machines boot with."""
     return userdata.Boot(dict(spec["first_boot"]))
 
 
-def _price(world, before, reserve, release):
+def _price(world: ClusterWorld, before: int, reserve: int, release: int) -> Price:
     per_hour = price_per_hour(world.get("price"))
     return {
         "currency": (world.get("price") or {}).get("currency"),
@@ -117,7 +145,7 @@ def _price(world, before, reserve, release):
     }
 
 
-def plan(spec, world, max_hourly_cost=None):
+def plan(spec: Spec, world: ClusterWorld, max_hourly_cost: float | None = None) -> ClusterPlan:
     """What converging to ``spec`` changes, from the ``world`` :func:`read` returned (pure: no platform call).
 
     Raises :class:`InputError` (or ``InsufficientCapacity``) for any plan that cannot be carried out whole.
@@ -135,17 +163,24 @@ def plan(spec, world, max_hourly_cost=None):
             + "; nothing was changed"
         )
     owned = sorted(v["name"] for v in vms if v["owner"] == cluster)
-    create = [{"name": n, "pool": pool["name"]} for pool in wanted for n in pool["names"] if n not in by_name]
+    spec_pools = clusterspec.pools(spec)  # the same pools as wanted, in the same order, as the spec has them
+    create: list[MachineCreate] = [
+        {"name": n, "pool": pool["name"]} for pool in spec_pools for n in pool["names"] if n not in by_name
+    ]
     delete = [n for n in owned if n not in names]
     user_data = userdata.pool_user_data(
         _boot(spec),
-        [dict(pool, names=[c["name"] for c in create if c["pool"] == pool["name"]]) for pool in wanted],
+        [{**pool, "names": [c["name"] for c in create if c["pool"] == pool["name"]]} for pool in wanted],
     )
     inventory = world["inventory"]
-    reserve, release, attach, needs = [], [], [], {}
+    reserve: list[SlotReserve] = []
+    release: list[Reservation] = []
+    attach: list[Reservation] = []
+    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve})
+    needs: dict[str, tuple[str, list[gpu.Profile], dict[str, int]]] = {}
     for pool in wanted:
         g = pool["gpu"]
-        type_ids = set()
+        type_ids: set[str] = set()
         if g:
             profiles = gpu.profiles_of_type(world["profiles"], g["type"], location)
             type_ids = {p["id"] for p in profiles}
@@ -156,14 +191,15 @@ def plan(spec, world, max_hourly_cost=None):
                 continue
             vm_id = by_name[name]["vm_id"] if name in by_name else None
             mp = gpu.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
-            release += mp["releases"]
-            attach += mp["fixes"]
-            reserve += [{"machine": name, "slot": s, "type": g["type"]} for s in mp["missing"]]
-            if g and mp["missing"]:
-                needs[gpu.normalise_type(g["type"])][2][name] = len(mp["missing"])
+            release += mp.releases
+            attach += mp.fixes
+            if g:  # (with no GPU, nothing is missing)
+                reserve += [{"machine": name, "slot": s, "type": g["type"]} for s in mp.missing]
+            if g and mp.missing:
+                needs[gpu.normalise_type(g["type"])][2][name] = len(mp.missing)
     for name in delete:  # a graceful delete releases the machine's reservations first
         release += inventory.owned(cluster, name)
-    capacity = {}
+    capacity: dict[str, Capacity] = {}
     for label, profiles, slots in needs.values():
         gpu.allocate(profiles, slots, label)  # InsufficientCapacity before anything is created
         capacity[label] = {
@@ -191,15 +227,15 @@ def plan(spec, world, max_hourly_cost=None):
         "attach": sorted(i["vgpu_name"] for i in attach),
         "capacity": capacity,
         "price": price,
-        "user_data_bytes": {wanted[i]["name"]: len(data) for i, data in sorted(user_data.items())},
+        "user_data_bytes": {spec_pools[i]["name"]: len(data) for i, data in sorted(user_data.items())},
     }
 
 
-def _changed(p):
+def _changed(p: ClusterPlan) -> bool:
     return bool(p["cloudspace"]["create"] or p["create"] or p["delete"] or p["reserve"] or p["release"] or p["attach"])
 
 
-def _result(spec, p, done=None):
+def _result(spec: Spec, p: ClusterPlan, done: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The module's result: the plan, and what was done (in check mode: what the plan would do)."""
     if done is None:
         done = _sorted(
@@ -228,7 +264,14 @@ def _result(spec, p, done=None):
     return out
 
 
-def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=32, variables=()):
+def converge(
+    client: WhiteskyClient,
+    raw_spec: Mapping[str, Any] | None,
+    check_mode: bool = False,
+    max_hourly_cost: float | None = None,
+    parallel: int = 32,
+    variables: Iterable[str] = (),
+) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=present``."""
     spec = clusterspec.check(raw_spec, variables)
     if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
@@ -237,7 +280,7 @@ def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=
     p = plan(spec, world, max_hourly_cost)
     if check_mode:
         return dict(_result(spec, p), cloudspace_id=p["cloudspace"]["cloudspace_id"])
-    done = {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
+    done: dict[str, Any] = {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
     try:
         cloudspace_id = _apply(client, spec, world, p, done, parallel)
     except WhiteskyError as exc:
@@ -245,12 +288,12 @@ def converge(client, raw_spec, check_mode=False, max_hourly_cost=None, parallel=
     return dict(_result(spec, p, _sorted(done)), cloudspace_id=cloudspace_id)
 
 
-def _sorted(done):
+def _sorted(done: Mapping[str, Any]) -> dict[str, Any]:
     """What a run did, its lists sorted (the platform answers in its own order), each name once."""
     return {k: sorted(set(v)) if isinstance(v, list) else v for k, v in done.items()}
 
 
-def _failed(exc, done):
+def _failed(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
     """A failure halfway: the error, with what the run did before it (``changed`` true when it did anything)."""
     done = _sorted(done)
     details = dict(exc.details, **done)
@@ -259,8 +302,10 @@ def _failed(exc, done):
     return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
 
 
-def _apply(client, spec, world, p, done, parallel):
-    space = world["spaces"][0]["cloudspace"] if world["spaces"] else None
+def _apply(
+    client: WhiteskyClient, spec: Spec, world: ClusterWorld, p: ClusterPlan, done: dict[str, Any], parallel: int
+) -> str:
+    space: CloudspaceView | None = world["spaces"][0]["cloudspace"] if world["spaces"] else None
     vms = world["spaces"][0]["vms"] if world["spaces"] else []
     if space is None:
         try:
@@ -272,7 +317,7 @@ def _apply(client, spec, world, p, done, parallel):
             raise
         if not done["cloudspace_created"]:  # another run made it first: what is in it and reserved now?
             vms = described(client, space["cloudspace_id"], parallel)
-            world = dict(world, inventory=Inventory(client, spec["cluster"]["location"]))
+            world = {**world, "inventory": Inventory(client, spec["cluster"]["location"])}
     cs = space["cloudspace_id"]
     wanted = _machine_pools(spec)
     try:
@@ -317,17 +362,20 @@ def _apply(client, spec, world, p, done, parallel):
     return cs
 
 
-def _new_slots(reservations, before):
+def _new_slots(reservations: Iterable[Mapping[str, Any]], before: Collection[str]) -> list[str]:
     """``MACHINE/SLOT`` of the reservations not among the ids ``before``."""
     return ["%s/%02d" % (r["vm_name"], r["slot"]) for r in reservations if r["vgpu_id"] not in before]
 
 
-def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True):
+def plan_teardown(
+    spec: Spec, world: ClusterWorld, machine: str | None = None, force: bool = False, delete_cloudspace: bool = True
+) -> TeardownPlan:
     """What tearing the cluster down (or deleting ``machine`` of it) changes, from the ``world`` :func:`read`
     returned with ``teardown=True`` (pure).  A ``machine`` the cluster does not own is refused."""
     cluster = spec["cluster"]["name"]
     inventory = world["inventory"]
-    spaces, delete = [], []
+    spaces: list[TeardownSpace] = []
+    delete: list[str] = []
     for space in world["spaces"]:
         going = [v for v in space["vms"] if v["owner"] == cluster]
         if machine is not None:
@@ -337,7 +385,9 @@ def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True
         why = cloudspaces.keep_reason(space["creator"], space["vms"], cluster, {v["name"] for v in going})
         if machine is not None or not delete_cloudspace:
             why = why or "not asked to delete it"
-        spaces.append(dict(space["cloudspace"], delete=why is None, kept=why, machines=[v["name"] for v in going]))
+        spaces.append(
+            {**space["cloudspace"], "delete": why is None, "kept": why, "machines": [v["name"] for v in going]}
+        )
         delete += [v["name"] for v in going]
     if machine is None:
         release = inventory.owned(cluster)  # everything it owns, attached or not, recycle bin included
@@ -352,14 +402,14 @@ def plan_teardown(spec, world, machine=None, force=False, delete_cloudspace=True
     }
 
 
-def _refuse_live_elsewhere(spec, release, torn_down):
+def _refuse_live_elsewhere(spec: Spec, release: Iterable[Reservation], torn_down: Collection[str]) -> None:
     """A teardown of the wrong cloudspace (a typo in ``cluster.cloudspace``) would strip the GPUs off the cluster's
     running machines: refuse, before anything, to release a reservation attached to a machine in a cloudspace that
     this teardown does not empty."""
-    elsewhere = {}
+    elsewhere: dict[Any, set[Any]] = {}  # {cloudspace id: VM names}, as the platform gives them
     for item in release:
-        vm = item.get("virtual_machine") or {}
-        if vm.get("id") is not None and vm.get("cloudspace_id") not in torn_down:
+        vm = item.get("virtual_machine")
+        if vm and vm.get("id") is not None and vm.get("cloudspace_id") not in torn_down:
             elsewhere.setdefault(vm.get("cloudspace_id"), set()).add(vm.get("name"))
     if elsewhere:
         raise InputError(
@@ -374,8 +424,15 @@ def _refuse_live_elsewhere(spec, release, torn_down):
 
 
 def teardown(
-    client, raw_spec, check_mode=False, machine=None, force=False, delete_cloudspace=True, parallel=32, variables=()
-):
+    client: WhiteskyClient,
+    raw_spec: Mapping[str, Any] | None,
+    check_mode: bool = False,
+    machine: str | None = None,
+    force: bool = False,
+    delete_cloudspace: bool = True,
+    parallel: int = 32,
+    variables: Iterable[str] = (),
+) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
     else deleted."""
@@ -399,7 +456,7 @@ def teardown(
         ]
     if check_mode:
         return out
-    done = {"deleted": [], "released": [], "cloudspaces_deleted": []}
+    done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
     try:
         _apply_teardown(client, spec, world, p, done, force, sweep_all=machine is None, parallel=parallel)
     except WhiteskyError as exc:
@@ -407,7 +464,16 @@ def teardown(
     return dict(out, **_sorted(done))
 
 
-def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
+def _apply_teardown(
+    client: WhiteskyClient,
+    spec: Spec,
+    world: ClusterWorld,
+    p: TeardownPlan,
+    done: dict[str, list[str]],
+    force: bool,
+    sweep_all: bool,
+    parallel: int,
+) -> None:
     cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
     for space, planned in zip(world["spaces"], p["cloudspaces"], strict=True):
         if planned["machines"]:  # gracefully (their reservations released first) unless force
@@ -437,18 +503,18 @@ def _apply_teardown(client, spec, world, p, done, force, sweep_all, parallel):
 
 
 def run(
-    client,
+    client: WhiteskyClient,
     *,
-    spec,
-    variables=None,
-    state="present",
-    machine=None,
-    force=False,
-    delete_cloudspace=True,
-    max_hourly_cost=None,
-    parallel=32,
-    check_mode=False,
-):
+    spec: Mapping[str, Any] | None,
+    variables: Iterable[str] | None = None,
+    state: str = "present",
+    machine: str | None = None,
+    force: bool = False,
+    delete_cloudspace: bool = True,
+    max_hourly_cost: float | None = None,
+    parallel: int = 32,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`."""
     if state == "present":
         if machine is not None:

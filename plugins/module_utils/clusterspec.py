@@ -17,9 +17,12 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
+#: What a field without a default has, and what a parser gives back for a value it refused.
 _MISSING = object()
 
 #: DNS-label-like names: the cluster, its pools, a NetworkAttachmentDefinition, a location.
@@ -40,33 +43,35 @@ MAX_POOLS = 20
 class Field:
     """One field of the spec: its kind, bounds, default and documentation."""
 
-    def __init__(self, kind, doc, **kw):
+    def __init__(self, kind: str, doc: str, **kw: Any) -> None:
         self.kind = kind  # int, str, bool, object, list
         self.doc = doc
-        self.required = kw.pop("required", False)
-        self.default = kw.pop("default", _MISSING)
-        self.minimum = kw.pop("minimum", None)
-        self.maximum = kw.pop("maximum", None)
-        self.pattern = kw.pop("pattern", None)
-        self.min_length = kw.pop("min_length", 1 if kind == "str" and self.default != "" else None)
-        self.max_length = kw.pop("max_length", None)
-        self.fields = kw.pop("fields", None)
-        self.items = kw.pop("items", None)
-        self.min_items = kw.pop("min_items", None)
-        self.max_items = kw.pop("max_items", None)
-        self.secret = kw.pop("secret", False)
-        self.numeric_text = kw.pop("numeric_text", False)  # a str that YAML may give as a number (550)
-        self.check = kw.pop("check", None)  # a further check of a str: its error text, or None
+        self.required: bool = kw.pop("required", False)
+        self.default: Any = kw.pop("default", _MISSING)
+        self.minimum: int | None = kw.pop("minimum", None)
+        self.maximum: int | None = kw.pop("maximum", None)
+        self.pattern: str | None = kw.pop("pattern", None)
+        self.min_length: int | None = kw.pop("min_length", 1 if kind == "str" and self.default != "" else None)
+        self.max_length: int | None = kw.pop("max_length", None)
+        # an object's fields and a list's items (None for the other kinds, which never read them)
+        self.fields: dict[str, Field] = kw.pop("fields", None)
+        self.items: Field = kw.pop("items", None)
+        self.min_items: int | None = kw.pop("min_items", None)
+        self.max_items: int | None = kw.pop("max_items", None)
+        self.secret: bool = kw.pop("secret", False)
+        self.numeric_text: bool = kw.pop("numeric_text", False)  # a str that YAML may give as a number (550)
+        # a further check of a str: its error text, or None
+        self.check: Callable[[str], str | None] | None = kw.pop("check", None)
         if kw:
             raise TypeError("unknown field options %s" % sorted(kw))
         self.regex = re.compile(self.pattern) if self.pattern else None
 
 
-def _int(doc, minimum, maximum=None, **kw):
+def _int(doc: str, minimum: int, maximum: int | None = None, **kw: Any) -> Field:
     return Field("int", doc, minimum=minimum, maximum=maximum, **kw)
 
 
-def _cidr(value):
+def _cidr(value: str) -> str | None:
     try:
         ipaddress.ip_network(value, strict=False)
     except ValueError:
@@ -99,11 +104,11 @@ _GPU = Field(
 )
 
 
-def machine_fields(vcpus=None, memory=None):
+def machine_fields(vcpus: int | None = None, memory: int | None = None) -> dict[str, Field]:
     """What a machine is made of (the control plane, each pool, and the VCOMachine CRD): without defaults,
     vcpus and memory are required."""
-    size = {"default": vcpus} if vcpus else {"required": True}
-    mem = {"default": memory} if memory else {"required": True}
+    size: dict[str, Any] = {"default": vcpus} if vcpus else {"required": True}
+    mem: dict[str, Any] = {"default": memory} if memory else {"required": True}
     return {
         "vcpus": _int("Virtual CPUs of each machine.", 1, 256, **size),
         "memory": _int("Memory of each machine, in MiB.", 512, 4194304, **mem),
@@ -225,7 +230,7 @@ SPEC = Field(
 )
 
 
-def _kind_name(value):
+def _kind_name(value: object) -> str:
     return {
         bool: "a boolean",
         int: "an integer",
@@ -236,19 +241,19 @@ def _kind_name(value):
     }.get(type(value), type(value).__name__)
 
 
-def _show(value, field=None):
+def _show(value: object, field: Field | None = None) -> str:
     if field is not None and field.secret:
         return "(hidden)"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-class _Errors(list):
-    def add(self, path, text):
+class _Errors(list[str]):
+    def add(self, path: str, text: str) -> None:
         self.append("%s: %s" % (path or "spec", text))
 
 
-def _suggest(key, known):
+def _suggest(key: object, known: Iterable[str]) -> str | None:
     if not isinstance(key, str):
         return None
     folded = {k.lower().replace("_", ""): k for k in known}
@@ -259,7 +264,7 @@ def _suggest(key, known):
     return close[0] if close else None
 
 
-def _parse_int(value, field, path, errors):
+def _parse_int(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     if isinstance(value, bool):
         errors.add(path, "must be an integer, got %s %s" % (_kind_name(value), _show(value)))
         return _MISSING
@@ -271,7 +276,7 @@ def _parse_int(value, field, path, errors):
     return _bounds(value, field, path, errors)
 
 
-def _bounds(value, field, path, errors):
+def _bounds(value: int, field: Field, path: str, errors: _Errors) -> Any:
     if field.minimum is not None and value < field.minimum:
         errors.add(path, "must be %s or more, got %s" % (field.minimum, value))
         return _MISSING
@@ -281,7 +286,7 @@ def _bounds(value, field, path, errors):
     return value
 
 
-def _parse_str(value, field, path, errors):
+def _parse_str(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     if field.numeric_text and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # driverVersion: 550 (YAML reads it as a number)
     if not isinstance(value, str):
@@ -303,7 +308,7 @@ def _parse_str(value, field, path, errors):
     return value
 
 
-_PATTERN_WORDS = {
+_PATTERN_WORDS: dict[str | None, str] = {
     LABEL: "lower-case letters, digits and '-' (not at either end)",
     CLOUDSPACE: "letters, digits, '.', '_' and '-' (not at either end)",
     PACKAGE: "a Debian package name, optionally =VERSION (letters a-z, digits, + . : = ~ * -)",
@@ -312,11 +317,11 @@ _PATTERN_WORDS = {
 }
 
 
-def _describe_pattern(pattern):
+def _describe_pattern(pattern: str | None) -> str:
     return _PATTERN_WORDS.get(pattern, "the pattern %s" % pattern)
 
 
-def _parse_bool(value, field, path, errors):
+def _parse_bool(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
@@ -325,11 +330,11 @@ def _parse_bool(value, field, path, errors):
     return _MISSING
 
 
-def _parse_object(value, field, path, errors):
+def _parse_object(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     if not isinstance(value, dict):
         errors.add(path, "must be a mapping, got %s %s" % (_kind_name(value), _show(value)))
         return _MISSING
-    out = {}
+    out: dict[str, Any] = {}
     for key in value:
         if key not in field.fields:
             hint = _suggest(key, field.fields)
@@ -355,7 +360,7 @@ def _parse_object(value, field, path, errors):
     return out
 
 
-def _copy(value):
+def _copy(value: Any) -> Any:
     return (
         {k: _copy(v) for k, v in value.items()}
         if isinstance(value, dict)
@@ -365,7 +370,7 @@ def _copy(value):
     )
 
 
-def _parse_list(value, field, path, errors):
+def _parse_list(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     if not isinstance(value, list):
         errors.add(path, "must be a list, got %s %s" % (_kind_name(value), _show(value)))
         return _MISSING
@@ -375,7 +380,7 @@ def _parse_list(value, field, path, errors):
     if field.min_items is not None and len(value) < field.min_items:
         errors.add(path, "must have at least %d item(s)" % field.min_items)
         return _MISSING
-    out = []
+    out: list[Any] = []
     for i, item in enumerate(value):
         parsed = parse(item, field.items, "%s[%d]" % (path, i), errors)
         if parsed is not _MISSING:
@@ -383,7 +388,7 @@ def _parse_list(value, field, path, errors):
     return out
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[Any, Field, str, _Errors], Any]] = {
     "int": _parse_int,
     "str": _parse_str,
     "bool": _parse_bool,
@@ -392,12 +397,12 @@ _PARSERS = {
 }
 
 
-def parse(value, field, path, errors):
+def parse(value: Any, field: Field, path: str, errors: _Errors) -> Any:
     """``value`` checked against ``field``: the typed value, or ``_MISSING`` with the errors added."""
     return _PARSERS[field.kind](value, field, path, errors)
 
 
-def check(spec, variables=()):
+def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) -> dict[str, Any]:
     """The cluster spec, checked whole and with its defaults: a new dict, or :class:`InputError` naming every bad
     field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``).
 
@@ -410,7 +415,7 @@ def check(spec, variables=()):
         hint = _suggest(name, SPEC.fields) if name not in SPEC.fields else None
         if hint and _near(name, hint):
             errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
-    out = parse(spec if spec is not None else {}, SPEC, "", errors)
+    out: dict[str, Any] = parse(spec if spec is not None else {}, SPEC, "", errors)
     if out is not _MISSING and not errors:
         _cross_checks(out, errors)
     if errors:
@@ -421,17 +426,17 @@ def check(spec, variables=()):
     return out
 
 
-def _near(name, key):
+def _near(name: str, key: str) -> bool:
     """A variable's name is a spec key misspelt: the same once case, '_' and '-' are set aside, or very close."""
     fold = name.lower().replace("_", "").replace("-", "")
     return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
 
 
-def secrets(raw):
+def secrets(raw: object) -> list[str]:
     """The secret values in a spec as given (checked or not), to be hidden wherever output shows them."""
-    out = []
+    out: list[str] = []
 
-    def walk(value, field):
+    def walk(value: object, field: Field) -> None:
         if field.secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             out.append(str(value))
         elif field.kind == "object" and isinstance(value, dict):
@@ -445,20 +450,20 @@ def secrets(raw):
     return out
 
 
-def _cross_checks(spec, errors):
+def _cross_checks(spec: dict[str, Any], errors: _Errors) -> None:
     cluster = spec["cluster"]
     cluster.setdefault("cloudspace", cluster["name"])
-    seen = {CONTROL_PLANE: "control_plane"}
+    taken = {CONTROL_PLANE: "control_plane"}
     for i, pool in enumerate(spec["pools"]):
         name = pool["name"]
-        if name in seen:
+        if name in taken:
             errors.add(
                 "pools[%d].name" % i,
-                "%r is taken (by %s); pool names are unique and cp is the control plane's" % (name, seen[name]),
+                "%r is taken (by %s); pool names are unique and cp is the control plane's" % (name, taken[name]),
             )
-        seen[name] = "pools[%d]" % i
+        taken[name] = "pools[%d]" % i
     sriov = spec["sriov"]
-    seen = {}
+    seen: dict[tuple[str | None, str], int] = {}
     for i, net in enumerate(sriov["networks"]):
         key = (net.get("namespace"), net["name"])
         if key in seen:
@@ -471,10 +476,10 @@ def _cross_checks(spec, errors):
             errors.add("sriov", "give one of credential and credentialSecretRef when sriov.enabled is true")
 
 
-def pools(spec):
+def pools(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every pool of a checked spec, the control plane first, with its machines' names: ``[{name, names, vcpus,
     memory, image, diskSize, gpu}]`` (``gpu`` None for a pool without GPUs)."""
-    out = []
+    out: list[dict[str, Any]] = []
     name = spec["cluster"]["name"]
     for pool in [dict(spec["control_plane"], name=CONTROL_PLANE)] + spec["pools"]:
         machines = ["%s-%s-%d" % (name, pool["name"], i) for i in range(pool["replicas"])]
@@ -494,9 +499,9 @@ _OPENAPI_TYPES = {
 }
 
 
-def openapi(field):
+def openapi(field: Field) -> dict[str, Any]:
     """The OpenAPI v3 schema of a field, as a CRD writes it (no descriptions)."""
-    out = {"type": _OPENAPI_TYPES[field.kind]}
+    out: dict[str, Any] = {"type": _OPENAPI_TYPES[field.kind]}
     for attr, key in (
         ("minimum", "minimum"),
         ("maximum", "maximum"),
@@ -522,8 +527,8 @@ def openapi(field):
     return out
 
 
-def _bounds_text(field):
-    parts = []
+def _bounds_text(field: Field) -> str:
+    parts: list[str] = []
     if field.minimum is not None or field.maximum is not None:
         parts.append(
             "%s..%s" % ("" if field.minimum is None else field.minimum, "" if field.maximum is None else field.maximum)
@@ -541,7 +546,7 @@ def _bounds_text(field):
     return "; ".join(parts)
 
 
-def _rows(field, path):
+def _rows(field: Field, path: str) -> Iterator[str]:
     for key, sub in field.fields.items():
         where = "%s.%s" % (path, key) if path else key
         kind = {"list": "list", "object": "mapping"}.get(sub.kind, sub.kind)
@@ -558,7 +563,7 @@ def _rows(field, path):
             yield from _rows(sub.items, where + "[]")
 
 
-def reference():
+def reference() -> str:
     """The spec's reference, a Markdown table generated from :data:`SPEC` (docs/lifecycle.md embeds it)."""
     head = ["| key | type | required / default | bounds | what |", "|---|---|---|---|---|"]
     return "\n".join(head + list(_rows(SPEC, ""))) + "\n"

@@ -10,13 +10,18 @@ that only validates input or parses output need not import the HTTP client.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
 
 class WhiteskyError(Exception):
     """Base of every error the core raises; ``details`` go into the module's failure result as they are."""
 
-    def __init__(self, message, details=None):
+    def __init__(self, message: str, details: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.details = dict(details or {})
+        self.details: dict[str, Any] = dict(details or {})
 
 
 class InputError(WhiteskyError, ValueError):
@@ -43,7 +48,7 @@ class ApiError(WhiteskyError):
     timeout, a dropped connection).  The token is never part of it.
     """
 
-    def __init__(self, method, path, status, message):
+    def __init__(self, method: str | None, path: str | None, status: int | None, message: str) -> None:
         self.method = method
         self.path = path
         self.status = status
@@ -55,7 +60,7 @@ class ApiError(WhiteskyError):
         )
 
     @property
-    def no_response(self):
+    def no_response(self) -> bool:
         """True when the request may or may not have been committed."""
         return self.status is None
 
@@ -67,14 +72,14 @@ class Resolved:
 
     __slots__ = ("value",)
 
-    def __init__(self, value):
+    def __init__(self, value: Any) -> None:
         self.value = value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Resolved(%r)" % (self.value,)
 
 
-def missing_is_none(call, *args, **kwargs):
+def missing_is_none(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
     """Run a read; a 404 (the thing is not there) gives None."""
     try:
         return call(*args, **kwargs)
@@ -84,7 +89,7 @@ def missing_is_none(call, *args, **kwargs):
         return None
 
 
-def gone_is_done(call, *args, **kwargs):
+def gone_is_done(call: Callable[..., object], *args: Any, **kwargs: Any) -> bool:
     """Run a delete; a 404 means it is already gone, which counts as done.
 
     Returns True when this call deleted it, False when it was gone already.

@@ -20,8 +20,10 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
+from typing import Any
 from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec
@@ -68,7 +70,7 @@ _DRIVER_VERSION = re.compile(clusterspec.DRIVER_VERSION)
 USER_DATA_LIMIT = 65536 - 1024
 
 
-def check_user_data(data, what):
+def check_user_data(data: str, what: str) -> str:
     """Refuse user data that cannot reach the platform, before anything is created: its size and the limit."""
     size = len(quote(data or "", safe=""))  # at least what the client sends (it leaves a few more characters as is)
     if size > USER_DATA_LIMIT:
@@ -80,12 +82,14 @@ def check_user_data(data, what):
     return data
 
 
-def _common(attempts, delay, lock_timeout):
+def _common(attempts: int, delay: int, lock_timeout: int) -> None:
     if attempts < 1 or delay < 0 or lock_timeout < 0:
         raise InputError("the scripts need attempts >= 1, delay >= 0 and lock_timeout >= 0")
 
 
-def gpu_driver_vars(version="", count=1, wait=900, nvidia_smi="nvidia-smi"):
+def gpu_driver_vars(
+    version: object = "", count: int = 1, wait: int = 900, nvidia_smi: str = "nvidia-smi"
+) -> dict[str, Any]:
     """The driver fragment's settings, checked: ``{version, count, wait, nvidia_smi}`` shell-quoted."""
     version = "" if version is None else str(version).strip()
     if not _DRIVER_VERSION.fullmatch(version):
@@ -99,15 +103,15 @@ def gpu_driver_vars(version="", count=1, wait=900, nvidia_smi="nvidia-smi"):
 
 
 def render(
-    packages=(),
-    bootstrap=None,
-    attempts=clusterspec.RETRIES["attempts"],
-    delay=clusterspec.RETRIES["delay"],
-    lock_timeout=clusterspec.RETRIES["lock_timeout"],
-    state_dir=STATE_DIR,
-    provider_id=None,
-    gpu_driver=None,
-):
+    packages: Sequence[str] = (),
+    bootstrap: str | None = None,
+    attempts: int = clusterspec.RETRIES["attempts"],
+    delay: int = clusterspec.RETRIES["delay"],
+    lock_timeout: int = clusterspec.RETRIES["lock_timeout"],
+    state_dir: str = STATE_DIR,
+    provider_id: str | None = None,
+    gpu_driver: Mapping[str, Any] | None = None,
+) -> str:
     """The user data for a new machine.
 
     A ``bootstrap`` script runs after the packages (and the GPU driver), inside the first boot, and
@@ -154,18 +158,18 @@ def render(
 
 
 def render_gpu_driver(
-    version="",
-    count=1,
-    install=True,
-    verify=True,
-    check=False,
-    attempts=clusterspec.RETRIES["attempts"],
-    delay=clusterspec.RETRIES["delay"],
-    lock_timeout=clusterspec.RETRIES["lock_timeout"],
-    wait=60,
-    nvidia_smi="nvidia-smi",
-    state_dir=STATE_DIR,
-):
+    version: str = "",
+    count: int = 1,
+    install: bool = True,
+    verify: bool = True,
+    check: bool = False,
+    attempts: int = clusterspec.RETRIES["attempts"],
+    delay: int = clusterspec.RETRIES["delay"],
+    lock_timeout: int = clusterspec.RETRIES["lock_timeout"],
+    wait: int = 60,
+    nvidia_smi: str = "nvidia-smi",
+    state_dir: str = STATE_DIR,
+) -> str:
     """The driver fragment as a script of its own (``roles/gpu_driver`` runs it through the ``gpu_driver``
     module): the same prelude and status file as the first boot, under the name ``gpu-driver``."""
     _common(attempts, delay, lock_timeout)
@@ -190,7 +194,7 @@ def render_gpu_driver(
     return head + body + GPU_DRIVER % {} + "\n".join(steps) + "\n" + FINISH
 
 
-def multipart(parts):
+def multipart(parts: Iterable[tuple[str, str]]) -> str:
     """A cloud-init MIME multipart user data document of ``[(content type, text)]``."""
     doc = MIMEMultipart(boundary="capvco-first-boot")
     for ctype, text in parts:

@@ -7,12 +7,18 @@ machine's ``GPUDriverReady`` condition (pure Python)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot_sh import STATUS_FILE
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 
-def read_status(client, cloudspace_id, vm_id, path=STATUS_FILE):
+
+def read_status(
+    client: WhiteskyClient, cloudspace_id: str, vm_id: int, path: str = STATUS_FILE
+) -> tuple[dict[str, Any] | None, str | None]:
     """What the first boot reports, read through the platform's guest agent (``readFile``): ``(status, why)``:
     the status document, or None and why there is none yet (no file, no agent, a file that is not JSON)."""
     try:
@@ -30,7 +36,7 @@ def read_status(client, cloudspace_id, vm_id, path=STATUS_FILE):
     return status, None
 
 
-def gpu_driver_condition(status, why=None):
+def gpu_driver_condition(status: dict[str, Any] | None, why: str | None = None) -> dict[str, str]:
     """The ``GPUDriverReady`` condition of a GPU machine from what its first boot reports.
 
     Unknown while there is no verdict (no report, or the first boot still running); False with the step and
@@ -55,11 +61,19 @@ def gpu_driver_condition(status, why=None):
     return dict(cond, status="True", reason="DriverVerified", message="NVIDIA driver %s, %d GPU(s)" % (seen, gpus))
 
 
-def info(client, *, cloudspace_id, vm_id, path=STATUS_FILE, gpu=False, check_mode=False):
+def info(
+    client: WhiteskyClient,
+    *,
+    cloudspace_id: str,
+    vm_id: int,
+    path: str = STATUS_FILE,
+    gpu: bool = False,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``first_boot_info``: a machine's first-boot status, through the platform; with ``gpu``, its
     ``GPUDriverReady`` condition."""
     status, why = read_status(client, cloudspace_id, vm_id, path)
-    result = {"reported": status is not None, "status": status or {}, "message": why or ""}
+    result: dict[str, Any] = {"reported": status is not None, "status": status or {}, "message": why or ""}
     if gpu:
         result["gpu_driver_ready"] = gpu_driver_condition(status, why)
     return result

@@ -17,7 +17,10 @@ built to never reserve twice and never leave one behind:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
@@ -25,26 +28,44 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InsufficientCapacity,
     PartialFailure,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, attached_to, deleted, view
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import (
+    Inventory,
+    attached_to,
+    deleted,
+    owner_of,
+    view,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import MachinePlan, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_owned, resolve_machines
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, Reservation
 
-def normalise_type(text):
+#: A GPU profile as the platform lists it (``listAvailableGPUProfiles``: id, vendor, model, available_instances).
+Profile = Mapping[str, Any]
+
+
+def normalise_type(text: object) -> str:
     """``"nvidia  a100"`` and ``"NVIDIA A100"`` are the same type."""
     return re.sub(r"\s+", " ", str(text or "")).strip().lower()
 
 
-def profile_type(profile):
+def profile_type(profile: Profile) -> str:
+    """A profile's type, normalised (vendor and model)."""
     return normalise_type("%s %s" % (profile.get("vendor", ""), profile.get("model", "")))
 
 
-def display_type(profile):
+def display_type(profile: Profile) -> str:
+    """A profile's type as the platform writes it."""
     return "%s %s" % (profile.get("vendor", ""), profile.get("model", ""))
 
 
-def profile_info(client, *, location, gpu_type=None, check_mode=False):
+def profile_info(
+    client: WhiteskyClient, *, location: str, gpu_type: str | None = None, check_mode: bool = False
+) -> dict[str, Any]:
     """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type."""
     profiles = client.gpu_profiles(location)
     if gpu_type:
@@ -53,7 +74,7 @@ def profile_info(client, *, location, gpu_type=None, check_mode=False):
     return {"profiles": out, "types": sorted({p["type"] for p in out})}
 
 
-def profiles_of_type(profiles, gpu_type, location):
+def profiles_of_type(profiles: Iterable[Profile], gpu_type: str, location: str) -> list[Profile]:
     """The profiles of ``gpu_type``; an unknown type names the types the location offers."""
     wanted = normalise_type(gpu_type)
     if not wanted:
@@ -68,14 +89,14 @@ def profiles_of_type(profiles, gpu_type, location):
     return matching
 
 
-def allocate(profiles, needs, gpu_type):
+def allocate(profiles: Sequence[Profile], needs: Mapping[str, int], gpu_type: str) -> dict[str, str]:
     """Pick one profile per machine with enough instances for all its missing slots.
 
     ``needs`` is ``{machine: slots to reserve}``.  Fails before anything is
     reserved when the location cannot hold them all.
     """
     left = {p["id"]: int(p.get("available_instances") or 0) for p in profiles}
-    chosen = {}
+    chosen: dict[str, str] = {}
     for machine, need in sorted(needs.items(), key=lambda kv: -kv[1]):
         if need <= 0:
             continue
@@ -92,52 +113,59 @@ def allocate(profiles, needs, gpu_type):
     return chosen
 
 
-def slot_line(item):
-    return "%02d %s %s" % (item["owner"].slot, item["gpu_id"], item.get("status"))
+def slot_line(item: Reservation) -> str:
+    """One slot of a machine as the diff shows it."""
+    return "%02d %s %s" % (owner_of(item).slot, item["gpu_id"], item.get("status"))
 
 
-def plan_machine(items, vm_id, count, type_ids, present):
-    """What one machine needs: ``releases``, ``fixes`` (restore/attach), ``missing`` slots, ``kept``."""
-    plan = {"releases": [], "fixes": [], "missing": [], "kept": []}
+def plan_machine(
+    items: Iterable[Reservation], vm_id: int | None, count: int, type_ids: Collection[str], present: bool
+) -> MachinePlan:
+    """What one machine needs (pure): ``releases``, ``fixes`` (restore/attach), ``missing`` slots, ``kept``.
+
+    ``items`` are the reservations the machine owns (``Inventory.owned``); with ``present`` false, all of them go.
+    """
+    releases: list[Reservation] = []
+    fixes: list[Reservation] = []
+    kept: list[Reservation] = []
     if not present:
-        plan["releases"] = list(items)
-        return plan
-    by_slot = {}
+        return MachinePlan(releases=list(items), fixes=fixes, missing=[], kept=kept)
+    by_slot: dict[int, list[Reservation]] = {}
     for item in items:
-        by_slot.setdefault(item["owner"].slot, []).append(item)
+        by_slot.setdefault(owner_of(item).slot, []).append(item)
     for slot, group in by_slot.items():
         if slot >= count:
-            plan["releases"].extend(group)
+            releases.extend(group)
             continue
         usable = [i for i in group if i["gpu_id"] in type_ids]
         usable.sort(key=lambda i: (attached_to(i) != vm_id, deleted(i), attached_to(i) is not None))
         keep = usable[0] if usable else None
-        plan["releases"].extend(i for i in group if i is not keep)
+        releases.extend(i for i in group if i is not keep)
         if keep is None:
             continue
-        plan["kept"].append(keep)
+        kept.append(keep)
         if deleted(keep) or attached_to(keep) != vm_id:
-            plan["fixes"].append(keep)
-    kept_slots = {i["owner"].slot for i in plan["kept"]}
-    plan["missing"] = [s for s in range(count) if s not in kept_slots]
-    return plan
+            fixes.append(keep)
+    kept_slots = {owner_of(i).slot for i in kept}
+    missing = [s for s in range(count) if s not in kept_slots]
+    return MachinePlan(releases=releases, fixes=fixes, missing=missing, kept=kept)
 
 
 def ensure(
-    client,
+    client: WhiteskyClient,
     *,
-    location,
-    cloudspace_id,
-    cluster,
-    machines,
-    gpu_type=None,
-    count=1,
-    state="present",
-    permanently=True,
-    parallel=32,
-    world=None,
-    check_mode=False,
-):
+    location: str,
+    cloudspace_id: str,
+    cluster: str,
+    machines: Sequence[str | int],
+    gpu_type: str | None = None,
+    count: int | None = 1,
+    state: str = "present",
+    permanently: bool = True,
+    parallel: int = 32,
+    world: Mapping[str, Any] | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none).
 
     Every machine must carry ``cluster``'s marker (checked before anything is changed).  ``world`` holds what a
@@ -155,13 +183,16 @@ def ensure(
     got = _read(client, target, dict(world or {}), machines, present)
     resolved = resolve_machines(got["vms"], machines, cloudspace_id)
     planned = plan(got, resolved, cluster, count, gpu_type if present else None, location)
-    result = {"changed": _changes(planned, permanently), "diff": _diff(got["inventory"], cluster, planned)}
+    result: dict[str, Any] = {
+        "changed": _changes(planned, permanently),
+        "diff": _diff(got["inventory"], cluster, planned),
+    }
     if check_mode:
-        kept = [dict(view(i), status="ATTACHED") for pl in planned["machines"].values() for i in pl["kept"]]
+        kept = [dict(view(i), status="ATTACHED") for pl in planned.machines.values() for i in pl.kept]
         result["reservations"] = kept
         result["planned"] = {
-            name: {"reserve": len(pl["missing"]), "release": len(pl["releases"]), "fix": len(pl["fixes"])}
-            for name, pl in planned["machines"].items()
+            name: {"reserve": len(pl.missing), "release": len(pl.releases), "fix": len(pl.fixes)}
+            for name, pl in planned.machines.items()
         }
         return result
     result["reservations"] = apply(client, target, resolved, planned)
@@ -180,18 +211,20 @@ class Target:
     parallel: int = 32
 
 
-def _read(client, target, world, wanted, present):
+def _read(
+    client: WhiteskyClient, target: Target, world: dict[str, Any], wanted: Sequence[str | int], present: bool
+) -> dict[str, Any]:
     """What a plan needs, read at once (one round trip): the VMs (with the targets' markers checked), the
     location's reservations, and its profiles; what ``world`` already holds is not read again."""
     cs = target.cloudspace_id
 
-    def owned_vms():  # the listing, then the targets' markers (beside the inventory's pages)
-        vms = client.vms(cs)
+    def owned_vms() -> list[VM]:  # the listing, then the targets' markers (beside the inventory's pages)
+        vms: list[VM] = client.vms(cs)
         targets = resolve_machines(vms, wanted, cs)
         check_owned(client, cs, [{"vm_id": v, "name": n} for v, n in targets], target.cluster, target.parallel)
         return vms
 
-    reads = {"vms": owned_vms, "inventory": lambda: Inventory(client, target.location)}
+    reads: dict[str, Callable[[], Any]] = {"vms": owned_vms, "inventory": lambda: Inventory(client, target.location)}
     if present:
         reads["profiles"] = lambda: client.gpu_profiles(target.location)
     reads = {k: v for k, v in reads.items() if k not in world}
@@ -201,65 +234,78 @@ def _read(client, target, world, wanted, present):
     return dict(got, **world)
 
 
-def plan(got, machines, cluster, count, gpu_type, location):
-    """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): ``{machines:
-    {name: plan}, alloc: {name: profile id}}``.  An unknown type or too little capacity raises here."""
-    type_ids, profiles = set(), []
+def plan(
+    got: Mapping[str, Any],
+    machines: Iterable[tuple[int, str]],
+    cluster: str,
+    count: int,
+    gpu_type: str | None,
+    location: str,
+) -> VgpuPlan:
+    """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): a
+    :class:`~records.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  An unknown type or too
+    little capacity raises here."""
+    type_ids: set[str] = set()
+    profiles: list[Profile] = []
     if gpu_type is not None:
         profiles = profiles_of_type(got["profiles"], gpu_type, location)
         type_ids = {pr["id"] for pr in profiles}
-    plans = {}
+    plans: dict[str, MachinePlan] = {}
     for vm_id, name in machines:
         ownership.machine_part(cluster, name)
         plans[name] = plan_machine(got["inventory"].owned(cluster, name), vm_id, count, type_ids, gpu_type is not None)
-    alloc = {}
+    alloc: dict[str, str] = {}
     if gpu_type is not None:
-        alloc = allocate(profiles, {n: len(pl["missing"]) for n, pl in plans.items()}, gpu_type)
-    return {"machines": plans, "alloc": alloc}
+        alloc = allocate(profiles, {n: len(pl.missing) for n, pl in plans.items()}, gpu_type)
+    return VgpuPlan(machines=plans, alloc=alloc)
 
 
-def _changes(planned, permanently):
-    plans = planned["machines"].values()
-    releases_billed = any(not deleted(i) or permanently for pl in plans for i in pl["releases"])
-    return any(pl["fixes"] or pl["missing"] for pl in plans) or releases_billed
+def _changes(planned: VgpuPlan, permanently: bool) -> bool:
+    plans = planned.machines.values()
+    releases_billed = any(not deleted(i) or permanently for pl in plans for i in pl.releases)
+    return any(pl.fixes or pl.missing for pl in plans) or releases_billed
 
 
-def _diff(inventory, cluster, planned):
+def _diff(inventory: Inventory, cluster: str, planned: VgpuPlan) -> dict[str, dict[str, list[str]]]:
     """Each machine's slots before and after, a line per slot."""
-    before, after = {}, {}
-    for name, pl in planned["machines"].items():
+    before: dict[str, list[str]] = {}
+    after: dict[str, list[str]] = {}
+    for name, pl in planned.machines.items():
         before[name] = sorted(slot_line(i) for i in inventory.owned(cluster, name) if not deleted(i))
         after[name] = sorted(
-            ["%02d %s ATTACHED" % (i["owner"].slot, i["gpu_id"]) for i in pl["kept"]]
-            + ["%02d %s ATTACHED" % (s, planned["alloc"].get(name)) for s in pl["missing"]]
+            ["%02d %s ATTACHED" % (owner_of(i).slot, i["gpu_id"]) for i in pl.kept]
+            + ["%02d %s ATTACHED" % (s, planned.alloc.get(name)) for s in pl.missing]
         )
     return {"before": before, "after": after}
 
 
-def apply(client, target, machines, planned):
+def apply(
+    client: WhiteskyClient, target: Target, machines: Iterable[tuple[int, str]], planned: VgpuPlan
+) -> list[dict[str, Any]]:
     """Carry out the plan: per machine in turn (its lock), machines at once; the reservations after, viewed."""
     ops = Ops(client, target.location, target.cloudspace_id, permanently=target.permanently)
 
-    def converge(vm_id, name):
-        pl = planned["machines"][name]
-        done = []
-        for item in pl["releases"]:
+    def converge(vm_id: int, name: str) -> list[Reservation]:
+        pl = planned.machines[name]
+        done: list[Reservation] = []
+        for item in pl.releases:
             ops.release(item)
-        for item in pl["fixes"]:
+        for item in pl.fixes:
             if deleted(item):
                 ops.restore(item)
             ops.attach(item, vm_id)
             item["status"], item["virtual_machine"] = "ATTACHED", {"id": vm_id, "name": name}
-        done.extend(pl["kept"])
-        for slot in pl["missing"]:
-            done.append(ops.reserve(target.cluster, name, vm_id, slot, planned["alloc"][name]))
+        done.extend(pl.kept)
+        for slot in pl.missing:
+            done.append(ops.reserve(target.cluster, name, vm_id, slot, planned.alloc[name]))
         for item in done:
-            item.setdefault("virtual_machine", {})["name"] = name
+            vm = item.get("virtual_machine")
+            if vm is None:  # never: each is attached to the machine by now
+                vm = item["virtual_machine"] = {"id": vm_id}
+            vm["name"] = name
         return done
 
-    results, errors = run_parallel(
-        {name: (lambda v=vm_id, n=name: converge(v, n)) for vm_id, name in machines}, target.parallel
-    )
+    results, errors = run_parallel({name: partial(converge, vm_id, name) for vm_id, name in machines}, target.parallel)
     reservations = [view(i) for name in sorted(results) for i in results[name]]
     if errors:
         raise PartialFailure(

@@ -5,20 +5,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import Owner
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import BilledVgpu, Reservation
 
-def view(item):
+
+def view(item: Reservation) -> dict[str, Any]:
     """A reservation as the modules return it, with its owner decoded."""
-    vm = item.get("virtual_machine") or {}
+    vm = item.get("virtual_machine")
     owner = item.get("owner")
-    out = {
+    out: dict[str, Any] = {
         "vgpu_id": item["vgpu_id"],
         "vgpu_name": item["vgpu_name"],
         "gpu_id": item["gpu_id"],
         "status": item.get("status"),
-        "vm_id": vm.get("id"),
-        "vm_name": vm.get("name"),
+        "vm_id": vm.get("id") if vm else None,
+        "vm_name": vm.get("name") if vm else None,
         "owned": owner is not None,
     }
     if owner is not None:
@@ -29,12 +36,13 @@ def view(item):
 class Inventory:
     """One paginated listing of a location's reservations (soft-deleted included), decoded."""
 
-    def __init__(self, client, location):
-        self.items = list(client.vgpus(location, include_deleted=True))
+    def __init__(self, client: WhiteskyClient, location: str) -> None:
+        self.items: list[Reservation] = list(client.vgpus(location, include_deleted=True))
         for item in self.items:
             item["owner"] = ownership.decode(item.get("vgpu_name"))
 
-    def owned(self, cluster=None, machine=None):
+    def owned(self, cluster: str | None = None, machine: str | None = None) -> list[Reservation]:
+        """The reservations whose names decode: all of them, or ``cluster``'s (and ``machine``'s, when given)."""
         out = []
         for item in self.items:
             owner = item["owner"]
@@ -45,9 +53,19 @@ class Inventory:
         return out
 
 
-def deleted(item):
+def owner_of(item: Reservation) -> Owner:
+    """The owner of a reservation that :meth:`Inventory.owned` returned (decoded: never None there)."""
+    owner = item["owner"]
+    assert owner is not None, "reservation %r is not owned" % item.get("vgpu_name")
+    return owner
+
+
+def deleted(item: Reservation) -> bool:
+    """True when the reservation is in the recycle bin (soft-deleted: it still bills)."""
     return item.get("status") == "DELETED"
 
 
-def attached_to(item):
-    return (item.get("virtual_machine") or {}).get("id")
+def attached_to(item: BilledVgpu) -> int | None:
+    """The id of the VM the reservation is attached to, or None."""
+    vm = item.get("virtual_machine")
+    return vm.get("id") if vm else None

@@ -21,13 +21,16 @@ import copy
 import datetime
 import os
 import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
 
+KUBERNETES_IMPORT_ERROR: str | None
 try:
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 else:
@@ -42,20 +45,20 @@ COMPONENT = "capvco-controller"
 class KubeError(WhiteskyError):
     """A Kubernetes API call failed."""
 
-    def __init__(self, action, exc):
-        self.status = getattr(exc, "status", None)
+    def __init__(self, action: str, exc: BaseException) -> None:
+        self.status: int | None = getattr(exc, "status", None)
         reason = getattr(exc, "reason", None) or str(exc)
         super().__init__(
             "%s failed: %s%s" % (action, "%s " % self.status if self.status else "", reason), {"status": self.status}
         )
 
 
-def now_iso(now=None):
+def now_iso(now: datetime.datetime | None = None) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def merge_patch(target, patch):
+def merge_patch(target: Any, patch: Any) -> Any:
     """``target`` with an RFC 7386 JSON merge ``patch`` applied (``None`` removes a key)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -72,7 +75,9 @@ CONDITION_KEYS = ("type", "status", "severity", "reason", "message")
 SEVERITIES = ("", "Error", "Warning", "Info")
 
 
-def merge_conditions(existing, updates, now):
+def merge_conditions(
+    existing: Iterable[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]] | None, now: str
+) -> list[dict[str, Any]]:
     """Conditions by type: ``updates`` replace or add, the others stay, in their order."""
     merged = [dict(c) for c in existing or []]
     index = {c.get("type"): i for i, c in enumerate(merged)}
@@ -82,7 +87,7 @@ def merge_conditions(existing, updates, now):
             raise InputError(
                 "a condition has the keys %s (type required), got %r" % (", ".join(CONDITION_KEYS), update)
             )
-        cond = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
+        cond: dict[str, Any] = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
         if cond.get("severity") not in (None,) + SEVERITIES:
             raise InputError(
                 "condition %r: severity must be one of Error, Warning, Info, got %r" % (cond["type"], cond["severity"])
@@ -105,7 +110,12 @@ def merge_conditions(existing, updates, now):
     return merged
 
 
-def plan_status(obj, status, conditions, now):
+def plan_status(
+    obj: Mapping[str, Any],
+    status: Mapping[str, Any] | None,
+    conditions: Iterable[Mapping[str, Any]] | None,
+    now: str,
+) -> tuple[dict[str, Any] | None, Any]:
     """``(status patch or None, status after)`` for an object."""
     before = obj.get("status") or {}
     patch = dict(status or {})
@@ -115,7 +125,7 @@ def plan_status(obj, status, conditions, now):
     return (patch if after != before else None), after
 
 
-def reservation_status(items):
+def reservation_status(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``status.gpu.reservations`` from the reservations the vgpu modules return."""
     return [
         {
@@ -128,15 +138,17 @@ def reservation_status(items):
     ]
 
 
-def orphan_status(rows, cost_per_hour=None, currency=None):
+def orphan_status(
+    rows: Sequence[Mapping[str, Any]], cost_per_hour: float | None = None, currency: str | None = None
+) -> dict[str, Any]:
     """``status.gpu`` of a VCOCluster from the orphan check's rows (vgpu_info)."""
-    out = {"orphans": len(rows), "orphanNames": sorted(r.get("vgpu_name") or "" for r in rows)}
+    out: dict[str, Any] = {"orphans": len(rows), "orphanNames": sorted(r.get("vgpu_name") or "" for r in rows)}
     if cost_per_hour is not None:
         out["costPerHour"] = ("%s %s" % (cost_per_hour, currency or "")).strip()
     return out
 
 
-def api_client(kubeconfig=None, context=None):
+def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A ``kubernetes`` ApiClient: a kubeconfig (the operator's proxy sets ``K8S_AUTH_KUBECONFIG``), else in-cluster."""
     if KUBERNETES_IMPORT_ERROR:
         raise WhiteskyError("the kubernetes Python library is required (pip install kubernetes)")
@@ -149,7 +161,7 @@ def api_client(kubeconfig=None, context=None):
     return k8s_client.ApiClient(cfg)
 
 
-def event_body(obj, etype, reason, message, now):
+def event_body(obj: Mapping[str, Any], etype: str, reason: str, message: str, now: str) -> dict[str, Any]:
     meta = obj["metadata"]
     return {
         "apiVersion": "v1",
@@ -176,21 +188,21 @@ def event_body(obj, etype, reason, message, now):
 
 def write_status(
     *,
-    kind,
-    name,
-    namespace,
-    status=None,
-    conditions=None,
-    gpu_reservations=None,
-    vm_id=None,
-    gpu_orphans=None,
-    provider_id=None,
-    event=None,
-    kubeconfig=None,
-    context=None,
-    api=None,
-    check_mode=False,
-):
+    kind: str,
+    name: str,
+    namespace: str,
+    status: Mapping[str, Any] | None = None,
+    conditions: Iterable[Mapping[str, Any]] | None = None,
+    gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
+    vm_id: str | int | None = None,
+    gpu_orphans: Mapping[str, Any] | None = None,
+    provider_id: str | None = None,
+    event: Mapping[str, Any] | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api: Any = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``vco_status``: merge status and conditions, set providerID once, emit an Event.
 
     ``api`` is an ApiClient (made from ``kubeconfig`` and ``context`` when None).  The object is read, the inputs
@@ -201,7 +213,8 @@ def write_status(
     api = api or api_client(kubeconfig, context)
     custom = k8s_client.CustomObjectsApi(api)
     try:
-        obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name)
+        # a custom object comes back as its JSON document (a dict); the client types it as object
+        obj = cast("dict[str, Any]", custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[kind], name))
     except ApiException as exc:
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
     current = (obj.get("spec") or {}).get("providerID")
@@ -210,7 +223,7 @@ def write_status(
     given = _status_input(status, vm_id, gpu_orphans, gpu_reservations)
     patch, after = plan_status(obj, given, conditions, now)
     provider = provider_id if set_provider else current
-    result = {
+    result: dict[str, Any] = {
         "changed": bool(patch is not None or set_provider or event),
         "status": after,
         "provider_id": provider,
@@ -229,16 +242,16 @@ def write_status(
         if patch is not None:
             custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch})
         if event:
-            created = k8s_client.CoreV1Api(api).create_namespaced_event(
-                ns, event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
-            )
+            body = event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
+            # the client validates a dict body into its CoreV1Event (its annotation names only the model)
+            created = k8s_client.CoreV1Api(api).create_namespaced_event(ns, body)  # type: ignore[arg-type]
             result["event"] = created.metadata.name
     except ApiException as exc:
         raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None
     return result
 
 
-def _provider_change(kind, ns, name, current, provider_id):
+def _provider_change(kind: str, ns: str, name: str, current: str | None, provider_id: str | None) -> bool:
     """Whether providerID is to be set: once, on a VCOMachine, never changed."""
     if provider_id and kind != "VCOMachine":
         raise InputError("provider_id is a VCOMachine's; %s %s/%s has none" % (kind, ns, name))
@@ -250,7 +263,12 @@ def _provider_change(kind, ns, name, current, provider_id):
     return change
 
 
-def _status_input(given, vm_id, orphans, reservations):
+def _status_input(
+    given: Mapping[str, Any] | None,
+    vm_id: str | int | None,
+    orphans: Mapping[str, Any] | None,
+    reservations: Iterable[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
     """The status fields the module's options give: ``status``, ``vm_id``, the orphan check, the reservations."""
     status = dict(given or {})
     if vm_id is not None:
@@ -264,7 +282,7 @@ def _status_input(given, vm_id, orphans, reservations):
     return status
 
 
-def _checked_event(event):
+def _checked_event(event: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if event is None:
         return None
     unknown = sorted(set(event) - {"type", "reason", "message"})

@@ -12,6 +12,9 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
@@ -31,8 +34,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.vms import (
     not_owned,
 )
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, Reservation
 
-def vm_view(vm):
+
+def vm_view(vm: VM) -> dict[str, Any]:
+    """A VM as the modules return it."""
     return {
         "vm_id": vm.get("vm_id"),
         "name": vm.get("name"),
@@ -48,7 +56,7 @@ def vm_view(vm):
     }
 
 
-def size_warning(vm, p):
+def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
     """A warning when an existing machine's size differs from the one asked for (it is never resized)."""
     wanted = {k: p[k] for k in ("vcpus", "memory") if p.get(k) is not None}
     differs = {k: (vm.get(k), v) for k, v in wanted.items() if vm.get(k) != v}
@@ -60,12 +68,13 @@ def size_warning(vm, p):
     )
 
 
-def need_size(p, names):
+def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Refuse to create machines without vcpus and memory."""
     if not p.get("vcpus") or not p.get("memory"):
         raise InputError("creating machine(s) %s needs vcpus and memory" % ", ".join(repr(n) for n in names))
 
 
-def create(client, cs, name, p, data):
+def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], data: str) -> dict[str, Any]:
     """Create one VM with the cluster's marker (or the given description); a lost answer is resolved by name, and a
     VM found there must carry the marker.  Returns its view."""
     cluster = p.get("cluster")
@@ -74,12 +83,16 @@ def create(client, cs, name, p, data):
     else:
         description = p.get("description") or "capvco machine"
 
-    def resolve(_exc):  # the answer was lost: created after all?
+    def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: created after all?
         found = find_vm(client, cs, name)
         if found is None:
             return None
-        if cluster and describe(client, cs, found).get("owner") != cluster:
-            raise not_owned(name, cluster, found.get("description"))
+        if cluster:
+            seen = describe(client, cs, found)
+            # a VM gone again since the listing fails here, as it always has (None has no owner to compare)
+            assert seen is not None, "machine %r is gone since the listing" % name
+            if seen["owner"] != cluster:
+                raise not_owned(name, cluster, seen["description"])
         return Resolved(found["vm_id"])
 
     vm_id = client.create_vm(
@@ -96,7 +109,8 @@ def create(client, cs, name, p, data):
     return vm_view(client.get_vm(cs, vm_id.value if isinstance(vm_id, Resolved) else vm_id))
 
 
-def need_graceful(force, cluster, location, names):
+def need_graceful(force: bool, cluster: str | None, location: str | None, names: Iterable[str]) -> None:
+    """Refuse a graceful delete that cannot find the machines' reservations (no cluster or location)."""
     if not force and not (cluster and location):
         raise InputError(
             "a graceful delete of %s needs cluster and location, to release its vGPUs first "
@@ -104,10 +118,13 @@ def need_graceful(force, cluster, location, names):
         )
 
 
-def delete(client, cs, vm, force, ops=None, owned=()):
+def delete(
+    client: WhiteskyClient, cs: str, vm: VM, force: bool, ops: Ops | None = None, owned: Iterable[Reservation] = ()
+) -> None:
     """Delete one VM: gracefully (``owned``, its cluster's reservations for it, released first through ``ops``) or
     by force (with ``detach_gpu``, releasing nothing)."""
     for item in owned:
+        assert ops is not None, "a graceful delete releases the machine's reservations through ops"
         ops.release(item)
     try:
         gone_is_done(client.delete_vm, cs, vm["vm_id"], permanently=True, detach_gpu=bool(force))
@@ -121,37 +138,37 @@ def delete(client, cs, vm, force, ops=None, owned=()):
 
 
 def ensure(
-    client,
+    client: WhiteskyClient,
     *,
-    cloudspace_id,
-    name,
-    state="present",
-    force=False,
-    cluster=None,
-    pool=None,
-    location=None,
-    vcpus=None,
-    memory=None,
-    image_id=None,
-    disk_size=None,
-    description=None,
-    first_boot=None,
-    bootstrap_data=None,
-    provider_id=None,
-    user_data=None,
-    check_mode=False,
-):
+    cloudspace_id: str,
+    name: str,
+    state: str = "present",
+    force: bool = False,
+    cluster: str | None = None,
+    pool: str | None = None,
+    location: str | None = None,
+    vcpus: int | None = None,
+    memory: int | None = None,
+    image_id: int | None = None,
+    disk_size: int | None = None,
+    description: str | None = None,
+    first_boot: dict[str, Any] | None = None,
+    bootstrap_data: str | None = None,
+    provider_id: str | None = None,
+    user_data: str | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``machine``: a VM exists (created with first-boot user data), or is gone."""
     cs = cloudspace_id
-    vm = find_vm(client, cs, name)
+    vm: VM | None = find_vm(client, cs, name)
     if vm is not None and cluster:
         vm = describe(client, cs, vm)
         if vm is not None and vm["owner"] != cluster:
             raise not_owned(name, cluster, vm.get("description"))
     before = vm_view(vm) if vm else {}
-    result = {"changed": False, "machine": before}
+    result: dict[str, Any] = {"changed": False, "machine": before}
     if state == "present":
-        spec = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
+        spec: dict[str, Any] = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
         if vm is not None:
             warning = size_warning(vm, spec)
             if warning:
@@ -173,8 +190,9 @@ def ensure(
         return result
     result.update(changed=True, diff={"before": before, "after": {}})
     need_graceful(force, cluster, location, [name])
-    owned = []
+    owned: list[Reservation] = []
     if not force:
+        assert location is not None  # need_graceful refused a graceful delete without cluster and location
         owned = Inventory(client, location).owned(cluster, name)
         result["released_vgpus"] = [i["vgpu_name"] for i in owned]
     if check_mode:
@@ -189,7 +207,16 @@ SIZE_KEYS = ("vcpus", "memory", "image_id", "disk_size")
 SIZE_OPTIONS = {key: dict(type="int") for key in SIZE_KEYS}
 
 
-def info(client, *, cloudspace_id, name=None, name_prefix=None, cluster=None, parallel=32, check_mode=False):
+def info(
+    client: WhiteskyClient,
+    *,
+    cloudspace_id: str,
+    name: str | None = None,
+    name_prefix: str | None = None,
+    cluster: str | None = None,
+    parallel: int = 32,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``machine_info``."""
     if cluster:
         vms = [v for v in described(client, cloudspace_id, parallel) if v["owner"] == cluster]

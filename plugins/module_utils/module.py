@@ -10,6 +10,9 @@ Modules are an ``argument_spec`` and one call into the core through ``run``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
@@ -28,7 +31,14 @@ CONNECTION_SPEC = dict(
 class WhiteskyModule:
     """Build the AnsibleModule with the shared options and run one core function."""
 
-    def __init__(self, argument_spec, supports_check_mode=True, connection=True, secrets=None, **kwargs):
+    def __init__(
+        self,
+        argument_spec: dict[str, Any],
+        supports_check_mode: bool = True,
+        connection: bool = True,
+        secrets: Callable[[dict[str, Any]], Iterable[str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """``secrets(params)``: the secret values inside options that the collection checks itself (the cluster
         spec's credential); they are hidden wherever the module's output shows them, and the module does not log
         its invocation."""
@@ -41,13 +51,18 @@ class WhiteskyModule:
         if secrets is not None:
             self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
 
-    def client(self):
+    def client(self) -> WhiteskyClient:
+        """The platform's client, from the connection options."""
         p = self.module.params
         return WhiteskyClient(
             p["api_url"], p["api_token"], p["customer_id"], validate_certs=p["validate_certs"], timeout=p["timeout"]
         )
 
-    def run(self, func, adapt=None):
+    def run(
+        self,
+        func: Callable[..., dict[str, Any]],
+        adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         """Call the core function ``func`` with the module's options as keyword arguments and exit with its result.
 
         ``func(client, *, check_mode, **options)`` (``func(*, check_mode, **options)`` without a connection); ``adapt``

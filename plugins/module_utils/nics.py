@@ -18,6 +18,9 @@ A lost answer is resolved the same way before anything is sent again.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
@@ -30,10 +33,16 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+
+#: A NIC or an external network as the platform gives it.
+Nic = dict[str, Any]
+
 NIC_FIELDS = ("mac_address", "ip_address", "network_id", "device_name", "model", "nic_type")
 
 
-def find_network(networks, wanted, location):
+def find_network(networks: Sequence[dict[str, Any]], wanted: str | int, location: str) -> dict[str, Any]:
     """An external network by name or id; an unknown one fails naming the location's networks."""
     for net in networks:
         if str(net["external_network_id"]) == str(wanted) or net.get("name") == wanted:
@@ -48,11 +57,11 @@ def find_network(networks, wanted, location):
     )
 
 
-def nic_view(nic):
+def nic_view(nic: Nic) -> dict[str, Any]:
     return {k: nic.get(k) for k in NIC_FIELDS}
 
 
-def on_network(nics, net_id):
+def on_network(nics: Iterable[Nic], net_id: object) -> list[Nic]:
     return [n for n in nics if str(n.get("network_id")) == str(net_id)]
 
 
@@ -60,15 +69,25 @@ class AddressTaken(WhiteskyError):
     """The platform refused the chosen address (a 409 that is not a VM lock): another NIC holds it."""
 
 
-def nic_at(client, cloudspace_id, vm_id, ip_address, net_id=None):
+def nic_at(
+    client: WhiteskyClient, cloudspace_id: str, vm_id: int, ip_address: str, net_id: object = None
+) -> Nic | None:
     """The VM's NIC at an address (on the network, when given), or None."""
-    nic = missing_is_none(client.nic, cloudspace_id, vm_id, ip_address)
+    nic: Nic | None = missing_is_none(client.nic, cloudspace_id, vm_id, ip_address)
     if not nic or (net_id is not None and str(nic.get("network_id")) != str(net_id)):
         return None
     return nic
 
 
-def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", lock=None):
+def attach_at(
+    client: WhiteskyClient,
+    cloudspace_id: str,
+    vm_id: int,
+    net_id: int,
+    ip_address: str,
+    model: str = "virtio",
+    lock: AbstractContextManager[Any] | None = None,
+) -> Nic:
     """Attach a NIC at a chosen address and return it: the address is its identity, so nothing else on the
     network (another VM's NIC, an operator's NIC on this VM) is ever mistaken for it.
 
@@ -77,7 +96,7 @@ def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", 
     :class:`AddressTaken`.
     """
 
-    def resolve(_exc):
+    def resolve(_exc: Exception) -> Resolved | None:
         nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
         return Resolved(nic) if nic else None
 
@@ -94,7 +113,8 @@ def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", 
                 ) from None
             raise
     if isinstance(answer, Resolved):
-        return answer.value
+        found: Nic = answer.value
+        return found
     nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
     if nic is None:
         raise LogicError(
@@ -104,7 +124,14 @@ def attach_at(client, cloudspace_id, vm_id, net_id, ip_address, model="virtio", 
     return nic
 
 
-def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
+def attach(
+    client: WhiteskyClient,
+    cloudspace_id: str,
+    vm_id: int,
+    net_id: int,
+    model: str = "virtio",
+    before: Sequence[Nic] | None = None,
+) -> Nic:
     """Attach a NIC at an address the platform picks and return it, found by diffing the VM's NIC list.
 
     A lost answer is resolved the same way before anything is sent again: a
@@ -114,7 +141,7 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
     before = client.nics(cloudspace_id, vm_id) if before is None else before
     known = {(n["mac_address"], n["ip_address"]) for n in before}
 
-    def new_nics():
+    def new_nics() -> list[Nic]:
         new = [
             n
             for n in on_network(client.nics(cloudspace_id, vm_id), net_id)
@@ -127,13 +154,14 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
             )
         return new
 
-    def resolve(_exc):
+    def resolve(_exc: Exception) -> Resolved | None:
         new = new_nics()
         return Resolved(new[0]) if new else None
 
     answer = client.attach_nic(cloudspace_id, vm_id, net_id, model=model, resolve=resolve)
     if isinstance(answer, Resolved):
-        return answer.value
+        found: Nic = answer.value
+        return found
     new = new_nics()
     if not new:
         raise LogicError(
@@ -142,12 +170,14 @@ def attach(client, cloudspace_id, vm_id, net_id, model="virtio", before=None):
     return new[0]
 
 
-def detach(client, cloudspace_id, vm_id, ip_address, net_id):
+def detach(client: WhiteskyClient, cloudspace_id: str, vm_id: int, ip_address: str, net_id: int) -> bool:
     """Detach a NIC by its address; one that is already gone counts as detached."""
     return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
 
 
-def network_info(client, *, location, name=None, check_mode=False):
+def network_info(
+    client: WhiteskyClient, *, location: str, name: str | None = None, check_mode: bool = False
+) -> dict[str, Any]:
     """Core of ``external_network_info``."""
     nets = client.external_networks(location)
     if name:
@@ -156,17 +186,17 @@ def network_info(client, *, location, name=None, check_mode=False):
 
 
 def ensure(
-    client,
+    client: WhiteskyClient,
     *,
-    location,
-    cloudspace_id,
-    machine,
-    network,
-    ip_address=None,
-    model="virtio",
-    state="present",
-    check_mode=False,
-):
+    location: str,
+    cloudspace_id: str,
+    machine: str,
+    network: str,
+    ip_address: str | None = None,
+    model: str = "virtio",
+    state: str = "present",
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``external_nic``: a NIC on the network is attached to the VM (at ``ip_address``, or any), or not."""
     cs = cloudspace_id
     net = find_network(client.external_networks(location), network, location)
@@ -177,7 +207,7 @@ def ensure(
     if ip_address:
         mine = [n for n in mine if n["ip_address"] == ip_address]
     before = sorted(n["ip_address"] for n in on_network(current, net_id))
-    result = {"changed": False, "vm_id": vm_id, "machine": vm_name, "network_id": net_id}
+    result: dict[str, Any] = {"changed": False, "vm_id": vm_id, "machine": vm_name, "network_id": net_id}
     if state == "present":
         if mine:
             result["nic"] = nic_view(mine[0])

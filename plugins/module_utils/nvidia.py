@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec, firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
@@ -25,7 +26,7 @@ class DriverError(WhiteskyError):
     """The driver script failed; ``details`` carries its step, reason and the tail of its log."""
 
 
-def parse_query(text):
+def parse_query(text: str | None) -> list[dict[str, str]]:
     """``[{"driver_version", "name"}]`` from the lines of ``nvidia-smi --query-gpu=driver_version,name
     --format=csv,noheader`` (lines that are not GPUs are left out: the script has judged them)."""
     gpus = []
@@ -40,19 +41,19 @@ _R = clusterspec.RETRIES
 
 
 def run(
-    state_dir,
+    state_dir: str,
     *,
-    install,
-    verify,
-    version="",
-    count=0,
-    wait=0,
-    nvidia_smi="nvidia-smi",
-    attempts=_R["attempts"],
-    delay=_R["delay"],
-    lock_timeout=_R["lock_timeout"],
-    check_mode=False,
-):
+    install: bool,
+    verify: bool,
+    version: str | None = "",
+    count: int = 0,
+    wait: int = 0,
+    nvidia_smi: str | None = "nvidia-smi",
+    attempts: int = _R["attempts"],
+    delay: int = _R["delay"],
+    lock_timeout: int = _R["lock_timeout"],
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Run the driver script; the status it wrote in ``state_dir``, or :class:`DriverError`."""
     script = firstboot.render_gpu_driver(
         version=version or "",
@@ -91,21 +92,37 @@ def run(
 
 def install(
     *,
-    version,
-    state_dir,
-    attempts=_R["attempts"],
-    delay=_R["delay"],
-    lock_timeout=_R["lock_timeout"],
-    check_mode=False,
-):
+    version: str,
+    state_dir: str,
+    attempts: int = _R["attempts"],
+    delay: int = _R["delay"],
+    lock_timeout: int = _R["lock_timeout"],
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``gpu_driver_install``: the pinned driver installed and held, nouveau blacklisted; in check mode,
     whether that would change anything."""
-    retries = dict(attempts=attempts, delay=delay, lock_timeout=lock_timeout)
-    status = run(state_dir, install=True, verify=False, version=version, check_mode=check_mode, **retries)
+    status = run(
+        state_dir,
+        install=True,
+        verify=False,
+        version=version,
+        check_mode=check_mode,
+        attempts=attempts,
+        delay=delay,
+        lock_timeout=lock_timeout,
+    )
     return {"changed": bool(status.get("changed")), "status_file": status["status_file"]}
 
 
-def verify(*, state_dir, expected_version="", expected_count=1, nvidia_smi="nvidia-smi", wait=0, check_mode=False):
+def verify(
+    *,
+    state_dir: str,
+    expected_version: str | None = "",
+    expected_count: int = 1,
+    nvidia_smi: str = "nvidia-smi",
+    wait: int = 0,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``gpu_driver_verify``: the driver fragment's verification (it changes nothing, in check mode too)."""
     status = run(
         state_dir,

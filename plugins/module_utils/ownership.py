@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections import namedtuple
+from typing import NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
@@ -51,14 +51,30 @@ _P = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:_[0-9a-f]{8})?"
 #: A whole reservation name, matched once (the orphan scan decodes every reservation of a location).
 _ENCODED = re.compile(r"%s\.(%s)\.(%s)\.([0-9]{2})\.([0-9a-z]{%d})" % (PREFIX, _P, _P, _TIME_DIGITS), re.ASCII)
 
-Owner = namedtuple("Owner", "cluster machine slot created")
-Marker = namedtuple("Marker", "cluster pool")
+
+class Owner(NamedTuple):
+    """Who a reservation's name says owns it: the cluster and machine parts as they stand in the name (shortened
+    when long), the slot, and when it was made (epoch seconds)."""
+
+    cluster: str
+    machine: str
+    slot: int
+    created: int
+
+
+class Marker(NamedTuple):
+    """What a machine's marker says: its cluster, and its pool (None when it names none)."""
+
+    cluster: str
+    pool: str | None
+
+
 MARKER = "capvco/v1"
 # What releases before the marker wrote on the machines of cluster_create (read, never written).
 _LEGACY_MARKER = re.compile(r"capvco cluster ([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?), pool ([A-Za-z0-9-]+)")
 
 
-def _b36(n, width=_TIME_DIGITS):
+def _b36(n: int, width: int = _TIME_DIGITS) -> str:
     out = ""
     while n:
         n, r = divmod(n, 36)
@@ -66,34 +82,34 @@ def _b36(n, width=_TIME_DIGITS):
     return out.rjust(width, "0")[-width:]
 
 
-def _shorten(value, limit):
+def _shorten(value: str, limit: int) -> str:
     if len(value) <= limit:
         return value
     return value[: limit - 9].rstrip("-") + "_" + hashlib.sha256(value.encode()).hexdigest()[:8]
 
 
-def _check(kind, value):
+def _check(kind: str, value: object) -> None:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InputError("invalid %s name %r: use letters, digits and '-' (not at either end)" % (kind, value))
 
 
-def cluster_part(cluster):
+def cluster_part(cluster: str) -> str:
     _check("cluster", cluster)
     return _shorten(cluster, CLUSTER_MAX)
 
 
-def machine_part(cluster, machine):
+def machine_part(cluster: str, machine: str) -> str:
     """The machine as it stands in names of this cluster (shortened the same way every time)."""
     return machine_key(cluster_part(cluster), machine)
 
 
-def machine_key(encoded_cluster, machine):
+def machine_key(encoded_cluster: str, machine: str) -> str:
     """Like :func:`machine_part`, from a cluster as it stands in a decoded name."""
     _check("machine", machine)
     return _shorten(machine, MAX_NAME - (len(PREFIX) + 4 + 2 + _TIME_DIGITS + len(encoded_cluster)))
 
 
-def encode(cluster, machine, slot, created=None):
+def encode(cluster: str, machine: str, slot: int, created: float | None = None) -> str:
     """The ``vgpu_name`` of slot ``slot`` of ``machine`` in ``cluster``."""
     if not isinstance(slot, int) or not 0 <= slot <= MAX_SLOT:
         raise InputError("invalid slot %r: an integer from 0 to %d" % (slot, MAX_SLOT))
@@ -101,7 +117,7 @@ def encode(cluster, machine, slot, created=None):
     return ".".join((PREFIX, cluster_part(cluster), machine_part(cluster, machine), "%02d" % slot, _b36(created)))
 
 
-def decode(name):
+def decode(name: object) -> Owner | None:
     """The :class:`Owner` of a name, or None when the name is not ours."""
     if not isinstance(name, str) or len(name) > MAX_NAME:
         return None
@@ -112,14 +128,14 @@ def decode(name):
     return Owner(cluster, machine, int(slot), int(created, 36))
 
 
-def owned_by(owner, cluster, machine=None):
+def owned_by(owner: Owner | None, cluster: str, machine: str | None = None) -> bool:
     """True when a decoded owner is ``cluster`` (and ``machine``, when given)."""
     if owner is None or owner.cluster != cluster_part(cluster):
         return False
     return machine is None or owner.machine == machine_part(cluster, machine)
 
 
-def machine_marker(cluster, pool=None):
+def machine_marker(cluster: str, pool: str | None = None) -> str:
     """The ``description`` a machine of ``cluster`` is created with."""
     _check("cluster", cluster)
     parts = [MARKER, "cluster=" + cluster]
@@ -129,7 +145,7 @@ def machine_marker(cluster, pool=None):
     return " ".join(parts)
 
 
-def parse_marker(description):
+def parse_marker(description: object) -> Marker | None:
     """The :class:`Marker` a VM's description carries, or None when it carries none."""
     if not isinstance(description, str):
         return None
@@ -139,7 +155,7 @@ def parse_marker(description):
     tokens = description.split(" ")
     if tokens[0] != MARKER:
         return None
-    fields = {}
+    fields: dict[str, str] = {}
     for token in tokens[1:]:
         key, sep, value = token.partition("=")
         if not sep or key in fields or key not in ("cluster", "pool"):
@@ -152,7 +168,7 @@ def parse_marker(description):
     return Marker(fields["cluster"], fields.get("pool"))
 
 
-def machine_owned(description, cluster):
+def machine_owned(description: object, cluster: str) -> bool:
     """True when a VM's description says it is ``cluster``'s (the whole name, never a prefix)."""
     marker = parse_marker(description)
     return marker is not None and marker.cluster == cluster
@@ -161,13 +177,13 @@ def machine_owned(description, cluster):
 NOTE_TITLE = MARKER
 
 
-def creator_note(cluster):
+def creator_note(cluster: str) -> tuple[str, str]:
     """``(title, content)`` of the note that records ``cluster`` as the creator of a cloudspace."""
     _check("cluster", cluster)
     return NOTE_TITLE, "creator cluster=" + cluster
 
 
-def note_creator(title, content):
+def note_creator(title: object, content: object) -> str | None:
     """The cluster a cloudspace note records as the cloudspace's creator, or None (the whole note must match)."""
     if title != NOTE_TITLE or not isinstance(content, str):
         return None

@@ -5,12 +5,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+_K = TypeVar("_K", bound=Hashable)
+_T = TypeVar("_T")
 
 
-def run_parallel(jobs, parallel):
+def run_parallel(jobs: Mapping[_K, Callable[[], _T]], parallel: int) -> tuple[dict[_K, _T], dict[_K, Exception]]:
     """Run ``{key: thunk}`` with at most ``parallel`` at once; return ({key: result}, {key: error})."""
-    results, errors = {}, {}
+    results: dict[_K, _T] = {}
+    errors: dict[_K, Exception] = {}
     if not jobs:
         return results, errors
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:

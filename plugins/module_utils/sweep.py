@@ -12,20 +12,34 @@ from __future__ import annotations
 
 import itertools
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, fetch, oldest, price_per_hour
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, attached_to, deleted, view
+from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import (
+    Inventory,
+    attached_to,
+    deleted,
+    owner_of,
+    view,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_owned
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import Owner
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, BilledVgpu, Reservation
 
-def machines_in_location(client, location):
+
+def machines_in_location(client: WhiteskyClient, location: str) -> set[str]:
     """Names of the VMs that exist in the location (all the customer's cloudspaces there)."""
-    names = set()
+    names: set[str] = set()
     for cs in client.cloudspaces():
         if cs.get("location") == location:
             names.update(v["name"] for v in client.vms(cs["cloudspace_id"]))
@@ -36,11 +50,11 @@ class OrphanCheck:
     """Whether an owned reservation's machine is gone: the machine keys of the VMs that exist, per cluster part,
     computed once per cluster (not once per reservation)."""
 
-    def __init__(self, vm_names):
+    def __init__(self, vm_names: Collection[str]) -> None:
         self.vm_names = vm_names
-        self._keys = {}
+        self._keys: dict[str, set[str]] = {}
 
-    def __call__(self, owner):
+    def __call__(self, owner: Owner) -> bool:
         keys = self._keys.get(owner.cluster)
         if keys is None:
             keys = set()
@@ -54,16 +68,16 @@ class OrphanCheck:
 
 
 def info(
-    client,
+    client: WhiteskyClient,
     *,
-    location,
-    cluster=None,
-    machine=None,
-    orphans_only=False,
-    with_cost=False,
-    max_rows=None,
-    check_mode=False,
-):
+    location: str,
+    cluster: str | None = None,
+    machine: str | None = None,
+    orphans_only: bool = False,
+    with_cost: bool = False,
+    max_rows: int | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost.
 
     The listing is streamed page by page: each reservation is decoded, counted into the summary and kept only as
@@ -76,11 +90,12 @@ def info(
     now = time.time()
     with ThreadPoolExecutor(max_workers=2) as pool:  # what does not depend on the listing is read while it streams
         vms = pool.submit(machines_in_location, client, location) if (orphans_only or cluster) else None
-        listing = iter(client.vgpus(location, include_deleted=True))
+        listing: Iterator[Reservation] = iter(client.vgpus(location, include_deleted=True))
         first = next(listing, None)
-        early = None
+        early: tuple[float, Future[tuple[dict[str, Any], dict[str, Any]]]] | None = None
         if with_cost and first is not None:  # the listing is oldest first: the report can start there
-            start = oldest([dict(first, owner=ownership.decode(first.get("vgpu_name")))], now)
+            decoded: list[Reservation] = [{**first, "owner": ownership.decode(first.get("vgpu_name"))}]
+            start = oldest(decoded, now)
             early = (start, pool.submit(fetch, client, location, start, now))
         head = [first] if first is not None else []
         summary, rows, billed = scan(
@@ -91,7 +106,7 @@ def info(
             max_rows=max_rows,
             orphans_only=orphans_only,
         )
-    result = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
+    result: dict[str, Any] = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
     if with_cost:
         fetched = (early[0], early[1].result()) if early else None
         figures, currency, per_hour = costs(client, location, billed, now, fetched)
@@ -108,12 +123,28 @@ def info(
     return result
 
 
-def scan(listing, vms, *, cluster=None, machine=None, max_rows=None, orphans_only=False):
+def scan(
+    listing: Iterable[Reservation],
+    vms: Future[set[str]] | None,
+    *,
+    cluster: str | None = None,
+    machine: str | None = None,
+    max_rows: int | None = None,
+    orphans_only: bool = False,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[BilledVgpu]]:
     """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
     orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
-    summary = {"count": 0, "owned": 0, "orphans": 0, "attached": 0, "in_recycle_bin": 0, "by_cluster": {}}
-    rows, billed = [], []
+    summary: dict[str, Any] = {
+        "count": 0,
+        "owned": 0,
+        "orphans": 0,
+        "attached": 0,
+        "in_recycle_bin": 0,
+        "by_cluster": {},
+    }
+    rows: list[dict[str, Any]] = []
+    billed: list[BilledVgpu] = []
     for item in listing:
         owner = ownership.decode(item.get("vgpu_name"))
         if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
@@ -144,7 +175,7 @@ def scan(listing, vms, *, cluster=None, machine=None, max_rows=None, orphans_onl
 REPORT_ROW = "%-36s %-12s %-18s %4s %9s %-16s %12s"
 
 
-def report_lines(rows, totals):
+def report_lines(rows: Sequence[dict[str, Any]], totals: dict[str, Any]) -> list[str]:
     """A plain-text table of reservations (for the orphan check and the summaries)."""
     lines = [REPORT_ROW % ("vgpu_name", "cluster", "machine", "slot", "age(s)", "attached VM", "cost so far")]
     for r in rows:
@@ -174,8 +205,16 @@ def report_lines(rows, totals):
 
 
 def reclaim(
-    client, *, location, scope, cluster=None, grace_period=900, permanently=True, parallel=32, check_mode=False
-):
+    client: WhiteskyClient,
+    *,
+    location: str,
+    scope: str,
+    cluster: str | None = None,
+    grace_period: float = 900,
+    permanently: bool = True,
+    parallel: int = 32,
+    check_mode: bool = False,
+) -> dict[str, Any]:
     """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans).  The reads, then
     :func:`select` (pure), then check mode returns the selection, or :func:`release` carries it out."""
     if scope == "cluster" and not cluster:
@@ -193,7 +232,7 @@ def reclaim(
             check_owned(client, cs, list(vms.values()), cluster, parallel)
     price = client.prices(location) if chosen else {}
     per_hour = price_per_hour(price)
-    result = {
+    result: dict[str, Any] = {
         "changed": bool(chosen),
         "released": [view(i) for i in chosen],
         "kept": kept,
@@ -210,19 +249,28 @@ def reclaim(
     return result
 
 
-def select(candidates, scope, orphan, grace_period, permanently, now):
+def select(
+    candidates: Iterable[Reservation],
+    scope: str,
+    orphan: Callable[[Owner], bool],
+    grace_period: float,
+    permanently: bool,
+    now: float,
+) -> tuple[list[Reservation], list[dict[str, Any]]]:
     """``(release, kept)`` among a cluster's (or every cluster's) reservations (pure): all of them for a
     teardown; for ``scope=orphans``, those whose machine is gone and that are older than the grace period.  Each
     kept one says why."""
-    chosen, kept = [], []
+    chosen: list[Reservation] = []
+    kept: list[dict[str, Any]] = []
     for item in candidates:
-        age = now - item["owner"].created
+        owner = owner_of(item)
+        age = now - owner.created
         if deleted(item) and not permanently:
             why = "already in the recycle bin"
         elif scope == "cluster":
             why = None
-        elif not orphan(item["owner"]):
-            why = "machine %r exists" % item["owner"].machine
+        elif not orphan(owner):
+            why = "machine %r exists" % owner.machine
         elif age < grace_period:
             why = "within the grace period (age %ds < %ds)" % (age, grace_period)
         else:
@@ -234,26 +282,33 @@ def select(candidates, scope, orphan, grace_period, permanently, now):
     return chosen, kept
 
 
-def _attached_vms(items):
+def _attached_vms(items: Iterable[Reservation]) -> dict[str, dict[int, VM]]:
     """``{cloudspace id: {vm id: {vm_id, name}}}`` of the VMs the reservations are attached to."""
-    on_vms = {}
+    on_vms: dict[str, dict[int, VM]] = {}
     for item in items:
-        vm = item.get("virtual_machine") or {}
-        if attached_to(item) is not None and vm.get("cloudspace_id"):
-            on_vms.setdefault(vm["cloudspace_id"], {})[vm["id"]] = {"vm_id": vm["id"], "name": vm.get("name")}
+        vm = item.get("virtual_machine")
+        if vm and attached_to(item) is not None and vm.get("cloudspace_id"):
+            on_vms.setdefault(vm["cloudspace_id"], {})[vm["id"]] = {"vm_id": vm["id"], "name": vm["name"]}
     return on_vms
 
 
-def release(client, location, items, permanently, parallel):
+def release(
+    client: WhiteskyClient, location: str, items: Sequence[Reservation], permanently: bool, parallel: int
+) -> None:
     """Release the reservations: one VM's in turn (its lock), different VMs at once."""
     ops = Ops(client, location, permanently=permanently)
-    groups = {}
+    groups: dict[int | str, list[Reservation]] = {}
     for item in items:
         groups.setdefault(attached_to(item) or item["vgpu_id"], []).append(item)
-    _done, errors = run_parallel({k: (lambda g=g: [ops.release(i) for i in g]) for k, g in groups.items()}, parallel)
+    _done, errors = run_parallel({k: partial(_release_all, ops, g) for k, g in groups.items()}, parallel)
     if errors:
         failed = {i["vgpu_id"] for k in errors for i in groups[k]}
         raise PartialFailure(
             "%d of %d release(s) failed: %s" % (len(failed), len(items), "; ".join(str(e) for e in errors.values())),
             {"released": [view(i) for i in items if i["vgpu_id"] not in failed], "not_released": sorted(failed)},
         )
+
+
+def _release_all(ops: Ops, items: Iterable[Reservation]) -> list[bool]:
+    """Release one VM's reservations in turn (its lock)."""
+    return [ops.release(i) for i in items]

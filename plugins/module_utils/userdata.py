@@ -6,9 +6,14 @@ driver step), checked to fit the platform's query string (pure Python)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import Pool
 
 
 @dataclass(frozen=True)
@@ -16,19 +21,19 @@ class Boot:
     """What new machines boot with: the first-boot options (``first_boot``), the cluster's ``bootstrap_data`` and the
     node's ``provider_id``, or raw ``user_data`` instead of all of them."""
 
-    first_boot: dict = field(default_factory=dict)
+    first_boot: dict[str, Any] = field(default_factory=dict)
     bootstrap_data: str | None = None
     provider_id: str | None = None
     user_data: str | None = None
 
 
-def user_data(boot, what):
+def user_data(boot: Boot, what: str) -> str:
     """The VM's user data: the first-boot script for ``boot`` (or its raw ``user_data``), checked to fit the
     platform's query string (``what`` names the machine or pool in the error)."""
     return firstboot.check_user_data(boot.user_data or _render(boot, boot.first_boot or {}), what)
 
 
-def _render(boot, fb):
+def _render(boot: Boot, fb: Mapping[str, Any]) -> str:
     retries = {k: fb[k] for k in ("attempts", "delay", "lock_timeout") if fb.get(k) is not None}
     return firstboot.render(
         fb.get("packages") or [],
@@ -39,7 +44,7 @@ def _render(boot, fb):
     )
 
 
-def pool_first_boot(first_boot, pool):
+def pool_first_boot(first_boot: Mapping[str, Any] | None, pool: Pool) -> dict[str, Any]:
     """A pool's first boot: with ``gpu`` (a count above 0), the driver step for its ``driver_version`` (pinned
     install and verification; empty: the verification of a driver the image has) and its GPU count."""
     fb = dict(first_boot or {})
@@ -51,7 +56,7 @@ def pool_first_boot(first_boot, pool):
     return fb
 
 
-def pool_user_data(boot, pools):
+def pool_user_data(boot: Boot, pools: Sequence[Pool]) -> dict[int, str]:
     """``{index: user data}`` of the pools with machines to create: each pool's first boot (a GPU pool's has its
     driver step), checked to fit."""
     return {

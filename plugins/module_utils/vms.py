@@ -5,37 +5,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, DescribedVM, MarkerView
 
-def marker_view(description):
+
+def marker_view(description: object) -> MarkerView:
     """What a VM's description says of its owner (``owner`` is None for a VM no cluster owns)."""
     marker = ownership.parse_marker(description)
     return {"owner": marker.cluster if marker else None, "pool": marker.pool if marker else None}
 
 
-def describe(client, cloudspace_id, vm):
+def describe(client: WhiteskyClient, cloudspace_id: str, vm: VM) -> DescribedVM | None:
     """The VM's listing entry with its owner, read from its description (None when it is gone)."""
     full = missing_is_none(client.get_vm, cloudspace_id, vm["vm_id"])
     if full is None:
         return None
-    return dict(vm, description=full.get("description"), **marker_view(full.get("description")))
+    description = full.get("description")
+    return {**vm, "description": description, **marker_view(description)}
 
 
-def described(client, cloudspace_id, parallel=32):
+def described(client: WhiteskyClient, cloudspace_id: str, parallel: int = 32) -> list[DescribedVM]:
     """Every VM of a cloudspace with its owner (one listing, then each VM's info in parallel)."""
-    vms = client.vms(cloudspace_id)
-    results, errors = run_parallel(
-        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
-    )
+    vms: list[VM] = client.vms(cloudspace_id)
+    results, errors = run_parallel({vm["vm_id"]: partial(describe, client, cloudspace_id, vm) for vm in vms}, parallel)
     if errors:
         raise next(iter(errors.values()))
-    return [results[vm["vm_id"]] for vm in vms if results.get(vm["vm_id"]) is not None]
+    return [v for v in (results.get(vm["vm_id"]) for vm in vms) if v is not None]
 
 
-def not_owned(name, cluster, description):
+def not_owned(name: str, cluster: str, description: str | None) -> InputError:
     """The refusal of a VM that ``cluster`` does not own (the same words from every module)."""
     return InputError(
         "machine %r is not owned by cluster %r: its description (%r) carries no marker of that cluster, so it is left "
@@ -43,12 +50,12 @@ def not_owned(name, cluster, description):
     )
 
 
-def check_owned(client, cloudspace_id, vms, cluster, parallel=32):
+def check_owned(
+    client: WhiteskyClient, cloudspace_id: str, vms: Iterable[VM], cluster: str, parallel: int = 32
+) -> None:
     """Refuse, before anything is changed, when a VM of ``vms`` (``[{vm_id, name}]``) does not carry ``cluster``'s
     marker (each VM's description read in parallel)."""
-    results, errors = run_parallel(
-        {vm["vm_id"]: (lambda vm=vm: describe(client, cloudspace_id, vm)) for vm in vms}, parallel
-    )
+    results, errors = run_parallel({vm["vm_id"]: partial(describe, client, cloudspace_id, vm) for vm in vms}, parallel)
     if errors:
         raise next(iter(errors.values()))
     foreign = [v for v in results.values() if v is not None and v["owner"] != cluster]
@@ -59,7 +66,7 @@ def check_owned(client, cloudspace_id, vms, cluster, parallel=32):
         )
 
 
-def resolve_machines(vms, wanted, cloudspace_id):
+def resolve_machines(vms: Sequence[VM], wanted: Iterable[str | int], cloudspace_id: str) -> list[tuple[int, str]]:
     """``[(vm_id, name)]`` for machine names or ids; an unknown one fails naming what exists."""
     by_name = {v["name"]: v for v in vms}
     by_id = {str(v["vm_id"]): v for v in vms}
@@ -75,14 +82,16 @@ def resolve_machines(vms, wanted, cloudspace_id):
     return out
 
 
-def find_vm(client, cloudspace_id, name):
-    for vm in client.vms(cloudspace_id):
+def find_vm(client: WhiteskyClient, cloudspace_id: str, name: str) -> VM | None:
+    """The VM of that name in the cloudspace's listing, or None."""
+    listing: list[VM] = client.vms(cloudspace_id)
+    for vm in listing:
         if vm["name"] == name:
             return vm
     return None
 
 
-def vgpu_ids_on(client, cloudspace_id, vm_id):
+def vgpu_ids_on(client: WhiteskyClient, cloudspace_id: str, vm_id: int) -> set[str]:
     """The ids of the vGPUs attached to a VM now (from its info)."""
     devices = client.get_vm(cloudspace_id, vm_id).get("devices") or []
     return {d.get("reference_id") for d in devices if d.get("type") == "VGPU"}

@@ -54,11 +54,11 @@ def test_plan_reserves_missing_fixes_detached_and_releases_extra_and_duplicates(
         item(2, gpu_id="l4"),
     ]
     plan = gpu.plan_machine(items, 7, 3, {"a100-40", "a100-20"}, present=True)
-    assert plan["missing"] == [2]
-    assert [i["vgpu_id"] for i in plan["fixes"]] == ["v1RESERVED"]
-    assert sorted(i["vgpu_id"] for i in plan["releases"]) == ["v1DELETED", "v2ATTACHED", "v3ATTACHED"]
+    assert plan.missing == [2]
+    assert [i["vgpu_id"] for i in plan.fixes] == ["v1RESERVED"]
+    assert sorted(i["vgpu_id"] for i in plan.releases) == ["v1DELETED", "v2ATTACHED", "v3ATTACHED"]
 
 
 def test_plan_absent_releases_everything():
     items = [item(0), item(1, vm=None)]
-    assert gpu.plan_machine(items, 7, 0, set(), present=False)["releases"] == items
+    assert gpu.plan_machine(items, 7, 0, set(), present=False).releases == items
