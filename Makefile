@@ -112,13 +112,15 @@ build: link
 sanity: build
 	hack/ansible-test-sanity.sh
 
-# Every Python file of the repository (ruff, pyproject.toml), every shell script (shellcheck, the rendered first boot
-# included), then the Ansible content.
+# Every Python file of the repository (ruff, pyproject.toml), the types (mypy: node/ strict, the core checked, every
+# public function of both annotated), every shell script (shellcheck, the rendered first boot included), then the
+# Ansible content.
 lint: link
 	@hack/ensure-packages.sh $(LINT_PKGS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python hack/typed_public.py
 	$(BIN)/python hack/shellcheck.py
 	$(BIN)/ansible-lint --profile production
 

@@ -37,6 +37,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.transport import P
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
 LOC, CS = "be-gen-1", "cs-demo"
+LEASE_CALLS = 3
 #: The vgpu module's own defaults (its argument_spec), so the core runs as the module does.
 VGPU_DEFAULTS = {"state": "present", "permanently": True, "parallel": 32}
 SCAN_CHILD = """
@@ -162,8 +163,13 @@ def main():
             create_wall = time.monotonic() - t0
             create_calls = total_calls(emu)
             pages = max(1, math.ceil(r / PAGE_LIMIT))
-            create_min = r + pages + args.machines  # each machine's marker read: the proof that it is the cluster's
-            create_floor = (1 + args.gpus) * lat  # one round of independent reads, then one VM's reserves in turn
+            # each machine's marker read (the proof that it is the cluster's), read once per run; the cluster's lease
+            # (write its note, list the notes, delete the note) and, once it is held, the listing, the reservations
+            # and the profiles read again (what was read before may be stale): one run at a time per cluster
+            create_min = r + pages + args.machines + LEASE_CALLS + (2 + pages)
+            # one round of independent reads, the lease (two calls in turn), the reads again, then one VM's reserves
+            # in turn, then the lease let go
+            create_floor = (1 + 2 + 1 + args.gpus + 1) * lat
             emu.reset_stats()
             reclaim = dict(location=LOC, scope="cluster", cluster="bench", grace_period=0, permanently=True)
             t0 = time.monotonic()

@@ -8,9 +8,38 @@ the handler with typed arguments, and may drop the answer after the commit.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 from starlette.responses import JSONResponse
 
 from .params import Invalid, validate
+
+#: This checkout's root (the emulator is a development package of the repository, installed editable).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The collection's table of the platform's operations, as a file of this checkout.
+API_FILE = os.path.join(ROOT, "plugins", "module_utils", "api.py")
+
+
+def load_operations():
+    """The project's one table of operations (``plugins/module_utils/api.py``: operationId -> method, path, ...).
+
+    Imported from the collection when it is on the path (``make link``); otherwise (``make venv`` alone, then
+    ``.venv/bin/whitesky-emulator``) read from this checkout's file, which imports nothing of the collection.
+    """
+    try:
+        from ansible_collections.whitesky.capvco.plugins.module_utils import api
+    except ImportError:
+        spec = importlib.util.spec_from_file_location("whitesky_emulator._capvco_api", API_FILE)
+        if spec is None or spec.loader is None:  # pragma: no cover - the checkout has no such file
+            raise
+        api = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(api)
+    return api.OPERATIONS
+
+
+#: operationId -> (method, path template, query names, body names) of every operation the project knows
+OPERATIONS = load_operations()
 
 
 class HTTPError(Exception):
@@ -52,8 +81,12 @@ class Ctx:
         return cid, cs, self.emu.vm(cs["cloudspace_id"], self.path["vm_id"])
 
 
-def op(method, path, operation_id, mutating=False):
-    """Mark a handler as one operation of the spec (``routes.operations()`` lists the marked handlers)."""
+def op(operation_id, mutating=False):
+    """Mark a handler as one operation of the spec (``routes.operations()`` lists the marked handlers); its method
+    and path are the operation's in the one table (``OPERATIONS``, the collection's ``api.py``)."""
+    if operation_id not in OPERATIONS:
+        raise KeyError("%s is not in plugins/module_utils/api.py's OPERATIONS: declare it there" % operation_id)
+    method, path = OPERATIONS[operation_id][:2]
 
     def wrap(func):
         func.operation = (method, path, operation_id, mutating)

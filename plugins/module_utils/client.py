@@ -4,77 +4,35 @@
 """The whitesky.cloud API client: the platform's operations and their endpoints.
 
 Pure Python, with no Ansible import, so that the modules, the node agent and the tests all share it; requests,
-retries and paging are ``transport``'s, the VM lock's policy ``vmlock``'s.  Every operation it calls is declared once in
-``OPERATIONS`` (method, path template, query names, body names) exactly as the
-platform's Swagger spec has them; ``tests/unit/test_contract.py`` checks that
-table against the spec.
+retries and paging are ``transport``'s, the VM lock's policy ``vmlock``'s.  Every operation it calls is declared once,
+in ``api.OPERATIONS`` (method, path template, query names, body names) exactly as the platform's Swagger spec has
+them: the one table that the emulator serves its routes from too, and that ``tests/unit/test_contract.py`` checks
+against the spec.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import quote
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, Resolved, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    ApiError,
+    InputError,
+    Resolved,
+    WhiteskyError,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import Transport
 from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
-C = "/customers/{customer_id}"
-CS = C + "/cloudspaces/{cloudspace_id}"
-VM = CS + "/vms/{vm_id}"
-LOC = C + "/locations/{location}"
-
-#: operationId -> (method, path template, query parameter names, body field names)
-OPERATIONS = {
-    "listAvailableGPUProfiles": ("GET", LOC + "/gpus", (), ()),
-    "listCustomerVGPUS": ("GET", LOC + "/vgpus", ("limit", "start_after", "include_deleted"), ()),
-    "restoreVGPU": ("POST", LOC + "/vgpus/{vgpu_id}", (), ()),
-    "deleteVGPU": ("DELETE", LOC + "/vgpus/{vgpu_id}", ("detach", "permanently"), ()),
-    "reserveAndAttachVGPUToVM": ("POST", VM + "/gpus/{gpu_id}", (), ("vgpu_name",)),
-    "attachVGPUToVM": ("POST", VM + "/vgpus/{vgpu_id}", (), ()),
-    "detachVGPUFromVM": ("DELETE", VM + "/vgpus/{vgpu_id}", (), ()),
-    "listCloudspaces": ("GET", C + "/cloudspaces", ("include_deleted",), ()),
-    "createCloudspace": ("POST", C + "/cloudspaces", (), ("name", "location", "private_network", "firewall")),
-    "getCloudspaceInfo": ("GET", CS, (), ()),
-    "deleteCloudspace": ("DELETE", CS, ("permanently",), ()),
-    "getCloudspaceNotes": ("GET", CS + "/notes", (), ()),
-    "createCloudspaceNote": ("POST", CS + "/notes", (), ("title", "content")),
-    "updateCloudspaceNote": ("PUT", CS + "/notes/{note_id}", (), ("title", "content")),
-    "deleteCloudspaceNote": ("DELETE", CS + "/notes/{note_id}", (), ()),
-    "listCloudspaceVirtualMachines": ("GET", CS + "/vms", ("include_deleted",), ()),
-    "createVirtualMachine": (
-        "POST",
-        CS + "/vms",
-        ("name", "description", "vcpus", "memory", "image_id", "disk_size", "user_data"),
-        (),
-    ),
-    "getVirtualMachineInfo": ("GET", VM, (), ()),
-    "readFile": ("GET", VM + "/file", ("filepath", "size", "seek"), ()),
-    "deleteVirtualMachine": ("DELETE", VM, ("permanently", "detach_gpu"), ()),
-    "listExternalNetworks": ("GET", LOC + "/external-networks", (), ()),
-    "getExternalNetworkAddresses": ("GET", LOC + "/external-networks/{external_network_id}/ip-addresses", (), ()),
-    "listExternalNetworksVirtualMachine": ("GET", VM + "/external-nics", (), ()),
-    "getExternalNetworksVirtualMachine": ("GET", VM + "/external-nics/{external_ip_address}", (), ()),
-    "attachExternalNetworksVirtualMachine": (
-        "POST",
-        VM + "/external-nics",
-        ("external_network_id", "external_network_ip", "model", "external_network_type"),
-        (),
-    ),
-    "detachExternalNetworksVirtualMachine": (
-        "DELETE",
-        VM + "/external-nics/{external_ip_address}",
-        ("external_network_id", "external_network_type"),
-        (),
-    ),
-    "getCustomerConsumption": ("GET", LOC + "/consumption", ("start", "end"), ()),
-    "getCustomerLocationPricing": ("GET", LOC + "/prices", (), ()),
-}
+__all__ = ["OPERATIONS", "WhiteskyClient", "check_id"]
 
 
-def check_id(kind, value):
+def check_id(kind: str, value: Any) -> str:
     """A customer or location id as it enters: letters, digits, ``.``, ``_`` and ``-``, at most 128."""
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InputError(
@@ -84,7 +42,7 @@ def check_id(kind, value):
     return value
 
 
-def _field(answer, key):
+def _field(answer: Any, key: str) -> Any:
     """The field of the platform's answer, or a :class:`Resolved` answer as it is (the caller's hook made it)."""
     return answer if isinstance(answer, Resolved) else answer[key]
 
@@ -93,20 +51,35 @@ class WhiteskyClient(Transport):
     """The platform's operations for one customer, over :class:`Transport` (retries, deadline, paging).
 
     :param customer_id: the customer every path is under; the other parameters are :class:`Transport`'s.
+
+    A client lives as long as one run (one module call), and keeps what the run learns once: ``markers``, each VM's
+    description as first read (``vms.describe``: a VM id is never reused, and only a hand edit changes a
+    marker), and ``leases``, the cluster leases the run holds (``lease.held``).
     """
 
-    def __init__(self, api_url, token, customer_id, **transport):
+    def __init__(self, api_url: str, token: str, customer_id: str, **transport: Any) -> None:
         if api_url and token and not customer_id:
             raise InputError("customer_id is required (or set WHITESKY_CUSTOMER_ID)")
         if customer_id:
             check_id("customer_id", customer_id)
         super().__init__(api_url, token, **transport)
         self.customer_id = str(customer_id)
+        self.markers: dict[tuple[str, int], Any] = {}
+        self.leases: dict[tuple[str, str], Any] = {}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "WhiteskyClient(%r, customer_id=%r)" % (self.base_url, self.customer_id)
 
-    def call(self, operation, query=None, body=None, retry=None, retry_if=None, resolve=None, **path_params):
+    def call(
+        self,
+        operation: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        retry: bool | None = None,
+        retry_if: Callable[[ApiError], bool] | None = None,
+        resolve: Callable[[ApiError], Any] | None = None,
+        **path_params: Any,
+    ) -> Any:
         """Call a declared operation by its operationId; path parameters are percent-encoded."""
         method, template, query_names, body_names = OPERATIONS[operation]
         unknown = set(query or ()) - set(query_names)
@@ -121,19 +94,19 @@ class WhiteskyClient(Transport):
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)
 
-    def result(self, operation, query=None, **path_params):
+    def result(self, operation: str, query: dict[str, Any] | None = None, **path_params: Any) -> list[Any]:
         """Call a list operation and unwrap its ``{"result": [...]}`` envelope."""
         return (self.call(operation, query=query, **path_params) or {}).get("result") or []
 
     # -- locations, GPUs ---------------------------------------------------
-    def gpu_profiles(self, location):
+    def gpu_profiles(self, location: str) -> list[Any]:
         return self.result("listAvailableGPUProfiles", location=location)
 
-    def vgpus(self, location, include_deleted=False):
+    def vgpus(self, location: str, include_deleted: bool = False) -> Iterator[Any]:
         return self.paginate("listCustomerVGPUS", query={"include_deleted": include_deleted}, location=location)
 
     # The mutating calls take the caller's hooks (``retry_if``, ``resolve``: see ``request``).
-    def reserve_attach_vgpu(self, cloudspace_id, vm_id, gpu_id, vgpu_name, **hooks):
+    def reserve_attach_vgpu(self, cloudspace_id: str, vm_id: int, gpu_id: str, vgpu_name: str, **hooks: Any) -> Any:
         answer = self.call(
             "reserveAndAttachVGPUToVM",
             body={"vgpu_name": vgpu_name},
@@ -144,16 +117,18 @@ class WhiteskyClient(Transport):
         )
         return _field(answer, "vgpu_id")
 
-    def attach_vgpu(self, cloudspace_id, vm_id, vgpu_id, **hooks):
+    def attach_vgpu(self, cloudspace_id: str, vm_id: int, vgpu_id: str, **hooks: Any) -> Any:
         return self.call("attachVGPUToVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id, **hooks)
 
-    def detach_vgpu(self, cloudspace_id, vm_id, vgpu_id, **hooks):
+    def detach_vgpu(self, cloudspace_id: str, vm_id: int, vgpu_id: str, **hooks: Any) -> Any:
         return self.call("detachVGPUFromVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id, **hooks)
 
-    def restore_vgpu(self, location, vgpu_id, **hooks):
+    def restore_vgpu(self, location: str, vgpu_id: str, **hooks: Any) -> Any:
         return self.call("restoreVGPU", location=location, vgpu_id=vgpu_id, **hooks)
 
-    def delete_vgpu(self, location, vgpu_id, detach=True, permanently=True, **hooks):
+    def delete_vgpu(
+        self, location: str, vgpu_id: str, detach: bool = True, permanently: bool = True, **hooks: Any
+    ) -> Any:
         return self.call(
             "deleteVGPU",
             query={"detach": detach, "permanently": permanently},
@@ -162,39 +137,39 @@ class WhiteskyClient(Transport):
             **hooks,
         )
 
-    def consumption(self, location, start, end):
+    def consumption(self, location: str, start: float, end: float) -> Any:
         return self.call("getCustomerConsumption", query={"start": int(start), "end": int(end)}, location=location)
 
-    def prices(self, location):
+    def prices(self, location: str) -> Any:
         return self.call("getCustomerLocationPricing", location=location)
 
     # -- cloudspaces, VMs --------------------------------------------------
-    def cloudspaces(self):
+    def cloudspaces(self) -> list[Any]:
         return self.result("listCloudspaces")
 
-    def create_cloudspace(self, name, location, private_network=None, **hooks):
+    def create_cloudspace(self, name: str, location: str, private_network: str | None = None, **hooks: Any) -> Any:
         body = {"name": name, "location": location, "firewall": {"private": False}}
         if private_network:
             body["private_network"] = private_network
         return _field(self.call("createCloudspace", body=body, **hooks), "cloudspace_id")
 
-    def get_cloudspace(self, cloudspace_id):
+    def get_cloudspace(self, cloudspace_id: str) -> Any:
         return self.call("getCloudspaceInfo", cloudspace_id=cloudspace_id)
 
-    def delete_cloudspace(self, cloudspace_id, permanently=True):
+    def delete_cloudspace(self, cloudspace_id: str, permanently: bool = True) -> Any:
         return self.call("deleteCloudspace", query={"permanently": permanently}, cloudspace_id=cloudspace_id)
 
-    def cloudspace_notes(self, cloudspace_id):
+    def cloudspace_notes(self, cloudspace_id: str) -> list[Any]:
         """The cloudspace's notes (``id``, ``title``, ``content``, ``creation_time``, ...), oldest first."""
         return self.result("getCloudspaceNotes", cloudspace_id=cloudspace_id)
 
-    def create_cloudspace_note(self, cloudspace_id, title, content, **hooks):
+    def create_cloudspace_note(self, cloudspace_id: str, title: str, content: str, **hooks: Any) -> Any:
         """Add a note; the platform answers ``{"success": true}`` without the note's id (list to find it)."""
         return self.call(
             "createCloudspaceNote", body={"title": title, "content": content}, cloudspace_id=cloudspace_id, **hooks
         )
 
-    def update_cloudspace_note(self, cloudspace_id, note_id, title, content, **hooks):
+    def update_cloudspace_note(self, cloudspace_id: str, note_id: str, title: str, content: str, **hooks: Any) -> Any:
         return self.call(
             "updateCloudspaceNote",
             body={"title": title, "content": content},
@@ -203,16 +178,16 @@ class WhiteskyClient(Transport):
             **hooks,
         )
 
-    def delete_cloudspace_note(self, cloudspace_id, note_id, **hooks):
+    def delete_cloudspace_note(self, cloudspace_id: str, note_id: str, **hooks: Any) -> Any:
         return self.call("deleteCloudspaceNote", cloudspace_id=cloudspace_id, note_id=note_id, **hooks)
 
-    def vms(self, cloudspace_id):
+    def vms(self, cloudspace_id: str) -> list[Any]:
         return self.result("listCloudspaceVirtualMachines", cloudspace_id=cloudspace_id)
 
-    def get_vm(self, cloudspace_id, vm_id):
+    def get_vm(self, cloudspace_id: str, vm_id: int) -> Any:
         return self.call("getVirtualMachineInfo", cloudspace_id=cloudspace_id, vm_id=vm_id)
 
-    def read_file(self, cloudspace_id, vm_id, filepath, size=65536):
+    def read_file(self, cloudspace_id: str, vm_id: int, filepath: str, size: int = 65536) -> str:
         """A file of the VM's guest, through its agent (``readFile``): its text, at most ``size`` bytes."""
         got = self.call(
             "readFile", query={"filepath": filepath, "size": size}, cloudspace_id=cloudspace_id, vm_id=vm_id
@@ -221,16 +196,16 @@ class WhiteskyClient(Transport):
 
     def create_vm(
         self,
-        cloudspace_id,
-        name,
-        description,
-        vcpus,
-        memory,
-        image_id=None,
-        disk_size=None,
-        user_data=None,
-        **hooks,
-    ):
+        cloudspace_id: str,
+        name: str,
+        description: str,
+        vcpus: int,
+        memory: int,
+        image_id: int | None = None,
+        disk_size: int | None = None,
+        user_data: str | None = None,
+        **hooks: Any,
+    ) -> Any:
         query = {
             "name": name,
             "description": description,
@@ -242,7 +217,9 @@ class WhiteskyClient(Transport):
         }
         return _field(self.call("createVirtualMachine", query=query, cloudspace_id=cloudspace_id, **hooks), "vm_id")
 
-    def delete_vm(self, cloudspace_id, vm_id, permanently=True, detach_gpu=False, **hooks):
+    def delete_vm(
+        self, cloudspace_id: str, vm_id: int, permanently: bool = True, detach_gpu: bool = False, **hooks: Any
+    ) -> Any:
         return self.call(
             "deleteVirtualMachine",
             query={"permanently": permanently, "detach_gpu": detach_gpu},
@@ -252,18 +229,18 @@ class WhiteskyClient(Transport):
         )
 
     # -- external networks and NICs ---------------------------------------
-    def external_networks(self, location):
+    def external_networks(self, location: str) -> list[Any]:
         return self.result("listExternalNetworks", location=location)
 
-    def free_addresses(self, location, external_network_id):
+    def free_addresses(self, location: str, external_network_id: int) -> list[str]:
         """The addresses of an external network that the platform would give out now."""
         answer = self.call("getExternalNetworkAddresses", location=location, external_network_id=external_network_id)
         return list((answer or {}).get("ip_addresses") or [])
 
-    def nics(self, cloudspace_id, vm_id):
+    def nics(self, cloudspace_id: str, vm_id: int) -> list[Any]:
         return self.result("listExternalNetworksVirtualMachine", cloudspace_id=cloudspace_id, vm_id=vm_id)
 
-    def nic(self, cloudspace_id, vm_id, ip_address):
+    def nic(self, cloudspace_id: str, vm_id: int, ip_address: str) -> Any:
         """The VM's NIC at an address (a 404 when it has none there)."""
         return self.call(
             "getExternalNetworksVirtualMachine",
@@ -272,7 +249,15 @@ class WhiteskyClient(Transport):
             external_ip_address=ip_address,
         )
 
-    def attach_nic(self, cloudspace_id, vm_id, external_network_id, model=None, ip_address=None, **hooks):
+    def attach_nic(
+        self,
+        cloudspace_id: str,
+        vm_id: int,
+        external_network_id: int,
+        model: str | None = None,
+        ip_address: str | None = None,
+        **hooks: Any,
+    ) -> Any:
         query = {
             "external_network_id": external_network_id,
             "model": model,
@@ -283,7 +268,9 @@ class WhiteskyClient(Transport):
             "attachExternalNetworksVirtualMachine", query=query, cloudspace_id=cloudspace_id, vm_id=vm_id, **hooks
         )
 
-    def detach_nic(self, cloudspace_id, vm_id, ip_address, external_network_id, **hooks):
+    def detach_nic(
+        self, cloudspace_id: str, vm_id: int, ip_address: str, external_network_id: int, **hooks: Any
+    ) -> Any:
         return self.call(
             "detachExternalNetworksVirtualMachine",
             query={"external_network_id": external_network_id, "external_network_type": "external"},

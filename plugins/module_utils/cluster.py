@@ -25,6 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import (
     cloudspaces,
     clusterspec,
     gpu,
+    lease,
     pools,
     sweep,
     userdata,
@@ -193,19 +194,22 @@ def plan(spec: Spec, world: ClusterWorld, max_hourly_cost: float | None = None) 
             mp = gpu.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
             release += mp.releases
             attach += mp.fixes
-            if g:  # (with no GPU, nothing is missing)
-                reserve += [{"machine": name, "slot": s, "type": g["type"]} for s in mp.missing]
+            if g:  # (with no GPU, nothing is missing; the profile is chosen below, for all pools at once)
+                reserve += [{"machine": name, "slot": s, "type": g["type"], "profile": ""} for s in mp.missing]
             if g and mp.missing:
                 needs[gpu.normalise_type(g["type"])][2][name] = len(mp.missing)
     for name in delete:  # a graceful delete releases the machine's reservations first
         release += inventory.owned(cluster, name)
     capacity: dict[str, Capacity] = {}
+    alloc: dict[str, str] = {}
     for label, profiles, slots in needs.values():
-        gpu.allocate(profiles, slots, label)  # InsufficientCapacity before anything is created
+        alloc.update(gpu.allocate(profiles, slots, label))  # InsufficientCapacity before anything is created
         capacity[label] = {
             "needed": sum(slots.values()),
             "available": sum(int(p.get("available_instances") or 0) for p in profiles),
         }
+    for r in reserve:
+        r["profile"] = alloc[r["machine"]]
     billed = inventory.owned(cluster)
     price = _price(world, len(billed), len(reserve), len(release))
     if max_hourly_cost is not None and price["hourly_after"] > max_hourly_cost:
@@ -276,16 +280,71 @@ def converge(
     spec = clusterspec.check(raw_spec, variables)
     if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
         raise InputError("max_hourly_cost must be a number of 0 or more, got %r" % max_hourly_cost)
-    world = read(client, spec, parallel=parallel)
-    p = plan(spec, world, max_hourly_cost)
-    if check_mode:
-        return dict(_result(spec, p), cloudspace_id=p["cloudspace"]["cloudspace_id"])
-    done: dict[str, Any] = {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
+    for _attempt in range(RESTARTS):
+        world = read(client, spec, parallel=parallel)
+        p = plan(spec, world, max_hourly_cost)
+        if check_mode or not _changed(p):
+            return dict(_result(spec, p), cloudspace_id=p["cloudspace"]["cloudspace_id"])
+        done: dict[str, Any] = {
+            "cloudspace_created": False,
+            "created": [],
+            "deleted": [],
+            "reserved": [],
+            "released": [],
+        }
+        try:
+            return _converge_held(client, spec, world, p, done, parallel, max_hourly_cost)
+        except lease.CloudspaceGone:
+            continue  # a teardown deleted the cloudspace while this run waited for it: start again from the reads
+        except WhiteskyError as exc:
+            raise _failed(exc, done) from None
+    raise WhiteskyError(
+        "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
+        "run it again" % (spec["cluster"]["name"], RESTARTS)
+    )
+
+
+#: How often a run starts again from its reads when a teardown deletes the cloudspace it waited on.
+RESTARTS = 3
+
+
+def _converge_held(
+    client: WhiteskyClient,
+    spec: Spec,
+    world: ClusterWorld,
+    p: ClusterPlan,
+    done: dict[str, Any],
+    parallel: int,
+    max_hourly_cost: float | None,
+) -> dict[str, Any]:
+    """The cloudspace (claimed when there is none), then, holding the cluster's lease on it, the world read again
+    and planned again (what was read before may be stale), and the plan applied."""
+    if world["spaces"]:
+        space = world["spaces"][0]["cloudspace"]
+    else:
+        space = _claim(client, spec, done)
+    with lease.held(client, space["cloudspace_id"], spec["cluster"]["name"]) as fresh:
+        if fresh is not None:
+            world = read(client, spec, parallel=parallel)
+            if not world["spaces"] or world["spaces"][0]["cloudspace"]["cloudspace_id"] != space["cloudspace_id"]:
+                raise lease.CloudspaceGone("cloudspace %s is no longer the cluster's" % space["cloudspace_id"], {})
+            p = plan(spec, world, max_hourly_cost)
+        cs = _apply(client, spec, world, p, done, parallel)
+    out = dict(_result(spec, p, _sorted(done)), cloudspace_id=cs)
+    if fresh is not None and fresh.holders:
+        out["warnings"] = [lease.waited_message(fresh)]
+    return out
+
+
+def _claim(client: WhiteskyClient, spec: Spec, done: dict[str, Any]) -> CloudspaceView:
+    """A new cloudspace for the cluster, its creator note on it (or the one another run made first)."""
+    c = spec["cluster"]
     try:
-        cloudspace_id = _apply(client, spec, world, p, done, parallel)
-    except WhiteskyError as exc:
-        raise _failed(exc, done) from None
-    return dict(_result(spec, p, _sorted(done)), cloudspace_id=cloudspace_id)
+        space, done["cloudspace_created"] = cloudspaces.claim(client, c["cloudspace"], c["location"], c["name"])
+    except WhiteskyError as exc:  # created, but neither claimed nor taken back
+        done["cloudspace_created"] = bool(exc.details.get("cloudspace_created"))
+        raise
+    return space
 
 
 def _sorted(done: Mapping[str, Any]) -> dict[str, Any]:
@@ -305,19 +364,8 @@ def _failed(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
 def _apply(
     client: WhiteskyClient, spec: Spec, world: ClusterWorld, p: ClusterPlan, done: dict[str, Any], parallel: int
 ) -> str:
-    space: CloudspaceView | None = world["spaces"][0]["cloudspace"] if world["spaces"] else None
-    vms = world["spaces"][0]["vms"] if world["spaces"] else []
-    if space is None:
-        try:
-            space, done["cloudspace_created"] = cloudspaces.claim(
-                client, spec["cluster"]["cloudspace"], spec["cluster"]["location"], spec["cluster"]["name"]
-            )
-        except WhiteskyError as exc:  # created, but neither claimed nor taken back
-            done["cloudspace_created"] = bool(exc.details.get("cloudspace_created"))
-            raise
-        if not done["cloudspace_created"]:  # another run made it first: what is in it and reserved now?
-            vms = described(client, space["cloudspace_id"], parallel)
-            world = {**world, "inventory": Inventory(client, spec["cluster"]["location"])}
+    space = world["spaces"][0]["cloudspace"]
+    vms = world["spaces"][0]["vms"]
     cs = space["cloudspace_id"]
     wanted = _machine_pools(spec)
     try:
@@ -335,6 +383,7 @@ def _apply(
     # by id: a slot bought again within the second its last reservation was made has the same name
     before = {i["vgpu_id"] for i in world["inventory"].items}
     cluster = spec["cluster"]["name"]
+    alloc = {r["machine"]: r["profile"] for r in p["reserve"]}  # the plan's choice, made for all pools at once
     for pool in wanted:
         g = pool["gpu"]
         targets = [n for n in pool["names"] if g or world["inventory"].owned(cluster, n)]
@@ -351,7 +400,7 @@ def _apply(
                 count=g["count"] if g else 0,
                 state="present" if g else "absent",
                 parallel=parallel,
-                world={"vms": listed, "inventory": world["inventory"], "profiles": world["profiles"]},
+                world={"vms": listed, "inventory": world["inventory"], "profiles": world["profiles"], "alloc": alloc},
             )
         except PartialFailure as exc:  # the machines that did converge: what they reserved
             done["reserved"] += _new_slots(exc.details.get("reservations", []), before)
@@ -437,8 +486,40 @@ def teardown(
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
     else deleted."""
     spec = clusterspec.check(raw_spec, variables)
-    world = read(client, spec, teardown=True, parallel=parallel)
-    p = plan_teardown(spec, world, machine, force, delete_cloudspace)
+    for _attempt in range(RESTARTS):
+        world = read(client, spec, teardown=True, parallel=parallel)
+        p = plan_teardown(spec, world, machine, force, delete_cloudspace)
+        out = _teardown_result(spec, p, machine)
+        if check_mode or not out["changed"]:
+            return out
+        done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
+        carry_out = partial(_apply_teardown, client, spec, force=force, sweep_all=machine is None, parallel=parallel)
+        try:
+            if not world["spaces"]:  # nothing but reservations left, in no cloudspace to hold a lease on
+                carry_out(world, p, done)
+                return dict(out, **_sorted(done))
+            with lease.held(client, world["spaces"][0]["cloudspace"]["cloudspace_id"], spec["cluster"]["name"]) as got:
+                if got is not None:  # what was read before this run held the cluster may be stale
+                    world = read(client, spec, teardown=True, parallel=parallel)
+                    p = plan_teardown(spec, world, machine, force, delete_cloudspace)
+                    out = _teardown_result(spec, p, machine)
+                carry_out(world, p, done)
+        except lease.CloudspaceGone:
+            continue  # another teardown deleted it while this run waited: read what is left
+        except WhiteskyError as exc:
+            raise _failed(exc, done) from None
+        out = dict(out, **_sorted(done))
+        if got is not None and got.holders:
+            out.setdefault("warnings", []).append(lease.waited_message(got))
+        return out
+    raise WhiteskyError(
+        "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
+        "run it again" % (spec["cluster"]["name"], RESTARTS)
+    )
+
+
+def _teardown_result(spec: Spec, p: TeardownPlan, machine: str | None) -> dict[str, Any]:
+    """What a teardown would do (check mode), or the frame of what it did."""
     planned = {
         "deleted": p["delete"],
         "released": p["release"],
@@ -454,14 +535,7 @@ def teardown(
             "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
             % (machine, spec["cluster"]["cloudspace"], spec["cluster"]["name"])
         ]
-    if check_mode:
-        return out
-    done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
-    try:
-        _apply_teardown(client, spec, world, p, done, force, sweep_all=machine is None, parallel=parallel)
-    except WhiteskyError as exc:
-        raise _failed(exc, done) from None
-    return dict(out, **_sorted(done))
+    return out
 
 
 def _apply_teardown(
@@ -486,16 +560,9 @@ def _apply_teardown(
             done["deleted"] += got["deleted"]
             done["released"] += got.get("released_vgpus", [])
     if sweep_all:
-        swept = sweep.reclaim(
-            client, location=location, scope="cluster", cluster=cluster, grace_period=0, parallel=parallel
-        )
+        planned_ids = {i["vgpu_id"] for i in world["inventory"].owned(cluster) if i["vgpu_name"] in p["release"]}
+        swept = sweep.release_cluster(client, location=location, cluster=cluster, parallel=parallel, only=planned_ids)
         done["released"] += [r["vgpu_name"] for r in swept["released"]]
-        if swept["kept"]:
-            raise PartialFailure(
-                "%d reservation(s) of cluster %r were not released: %s"
-                % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
-                {"kept": swept["kept"]},
-            )
     for planned in p["cloudspaces"]:
         if planned["delete"]:
             cloudspaces.delete(client, planned)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import lease, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InputError,
     InsufficientCapacity,
@@ -180,13 +180,23 @@ def ensure(
         raise InputError("count %d is above the %d slots a machine can hold" % (count, ownership.MAX_SLOT + 1))
     ownership.cluster_part(cluster)
     target = Target(location, cloudspace_id, cluster, permanently, parallel)
-    got = _read(client, target, dict(world or {}), machines, present)
-    resolved = resolve_machines(got["vms"], machines, cloudspace_id)
-    planned = plan(got, resolved, cluster, count, gpu_type if present else None, location)
-    result: dict[str, Any] = {
-        "changed": _changes(planned, permanently),
-        "diff": _diff(got["inventory"], cluster, planned),
-    }
+    wanted = gpu_type if present else None
+
+    def read_and_plan(known: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[int, str]], VgpuPlan]:
+        got = _read(client, target, dict(known), machines, present)
+        resolved = resolve_machines(got["vms"], machines, cloudspace_id)
+        return got, resolved, plan(got, resolved, cluster, count, wanted, location)
+
+    got, resolved, planned = read_and_plan(world or {})
+    if not check_mode and _writes(planned):
+        # one run at a time per cluster; what was read before this run held the cluster may be stale
+        with lease.held(client, cloudspace_id, cluster) as fresh:
+            if fresh is not None:
+                got, resolved, planned = read_and_plan({})
+            result = _result(got, planned, cluster, permanently)
+            result["reservations"] = apply(client, target, resolved, planned)
+            return result
+    result = _result(got, planned, cluster, permanently)
     if check_mode:
         kept = [dict(view(i), status="ATTACHED") for pl in planned.machines.values() for i in pl.kept]
         result["reservations"] = kept
@@ -195,8 +205,17 @@ def ensure(
             for name, pl in planned.machines.items()
         }
         return result
-    result["reservations"] = apply(client, target, resolved, planned)
+    result["reservations"] = apply(client, target, resolved, planned)  # nothing to write: the kept, viewed
     return result
+
+
+def _result(got: Mapping[str, Any], planned: VgpuPlan, cluster: str, permanently: bool) -> dict[str, Any]:
+    return {"changed": _changes(planned, permanently), "diff": _diff(got["inventory"], cluster, planned)}
+
+
+def _writes(planned: VgpuPlan) -> bool:
+    """Whether carrying out the plan calls the platform to change anything."""
+    return any(pl.releases or pl.fixes or pl.missing for pl in planned.machines.values())
 
 
 @dataclass(frozen=True)
@@ -256,7 +275,12 @@ def plan(
         plans[name] = plan_machine(got["inventory"].owned(cluster, name), vm_id, count, type_ids, gpu_type is not None)
     alloc: dict[str, str] = {}
     if gpu_type is not None:
-        alloc = allocate(profiles, {n: len(pl.missing) for n, pl in plans.items()}, gpu_type)
+        needs = {n: len(pl.missing) for n, pl in plans.items()}
+        given = got.get("alloc") or {}  # a caller's allocation over more machines (the cluster's, all its pools)
+        if all(given.get(n) in type_ids for n, need in needs.items() if need):
+            alloc = {n: given[n] for n, need in needs.items() if need}
+        else:
+            alloc = allocate(profiles, needs, gpu_type)
     return VgpuPlan(machines=plans, alloc=alloc)
 
 

@@ -13,9 +13,10 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import lease, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     InputError,
@@ -158,8 +159,48 @@ def ensure(
     user_data: str | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
-    """Core of ``machine``: a VM exists (created with first-boot user data), or is gone."""
-    cs = cloudspace_id
+    """Core of ``machine``: a VM exists (created with first-boot user data), or is gone.
+
+    With ``cluster``, a change is made holding the cluster's lease (one run at a time per cluster), and planned
+    again from what is read once it is held."""
+    m = _Machine(
+        cloudspace_id,
+        name,
+        state,
+        force,
+        cluster,
+        location,
+        {"vcpus": vcpus, "memory": memory, "image_id": image_id, "disk_size": disk_size},
+        {"cluster": cluster, "pool": pool, "description": description},
+        Boot(first_boot or {}, bootstrap_data, provider_id, user_data),
+    )
+    result = _ensure(client, m, write=False)
+    if check_mode or not result["changed"]:
+        return result
+    if not cluster:
+        return _ensure(client, m, write=True)
+    with lease.held(client, cloudspace_id, cluster):
+        return _ensure(client, m, write=True)
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """What :func:`ensure` was asked for."""
+
+    cloudspace_id: str
+    name: str
+    state: str
+    force: bool
+    cluster: str | None
+    location: str | None
+    size: dict[str, Any]
+    owner: dict[str, Any]
+    boot: Boot
+
+
+def _ensure(client: WhiteskyClient, m: _Machine, write: bool) -> dict[str, Any]:
+    """:func:`ensure`'s reads and plan, and with ``write`` its changes."""
+    cs, name, cluster, location, force = m.cloudspace_id, m.name, m.cluster, m.location, m.force
     vm: VM | None = find_vm(client, cs, name)
     if vm is not None and cluster:
         vm = describe(client, cs, vm)
@@ -167,23 +208,20 @@ def ensure(
             raise not_owned(name, cluster, vm.get("description"))
     before = vm_view(vm) if vm else {}
     result: dict[str, Any] = {"changed": False, "machine": before}
-    if state == "present":
-        spec: dict[str, Any] = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
+    if m.state == "present":
         if vm is not None:
-            warning = size_warning(vm, spec)
+            warning = size_warning(vm, m.size)
             if warning:
                 result["warnings"] = [warning]
             result["diff"] = {"before": before, "after": before}
             return result
-        need_size(spec, [name])
-        boot = Boot(first_boot or {}, bootstrap_data, provider_id, user_data)
-        data = render_user_data(boot, "machine %r" % name)
-        after = {"name": name, "vcpus": vcpus, "memory": memory, "image_id": image_id}
+        need_size(m.size, [name])
+        data = render_user_data(m.boot, "machine %r" % name)
+        after = {"name": name, "vcpus": m.size["vcpus"], "memory": m.size["memory"], "image_id": m.size["image_id"]}
         result.update(changed=True, diff={"before": {}, "after": after})
-        if check_mode:
+        if not write:
             return result
-        spec.update(cluster=cluster, pool=pool, description=description)
-        result["machine"] = create(client, cs, name, spec, data)
+        result["machine"] = create(client, cs, name, {**m.size, **m.owner}, data)
         return result
     if vm is None:
         result["diff"] = {"before": {}, "after": {}}
@@ -195,9 +233,9 @@ def ensure(
         assert location is not None  # need_graceful refused a graceful delete without cluster and location
         owned = Inventory(client, location).owned(cluster, name)
         result["released_vgpus"] = [i["vgpu_name"] for i in owned]
-    if check_mode:
+    if not write:
         return result
-    ops = None if force else Ops(client, location, cs, permanently=True)
+    ops = None if force or location is None else Ops(client, location, cs, permanently=True)
     delete(client, cs, vm, force, ops, owned)
     return result
 

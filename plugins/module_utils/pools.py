@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu, lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
@@ -25,7 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import (
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.records import MachinesPlan
-from ansible_collections.whitesky.capvco.plugins.module_utils.sweep import reclaim as reclaim_vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.sweep import release_cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot, pool_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
@@ -174,23 +174,9 @@ def _sweep(
     client: WhiteskyClient, location: str, cluster: str, parallel: int, check_mode: bool, result: dict[str, Any]
 ) -> None:
     """Every reservation the cluster owns released (a teardown's last step); one not released fails the call."""
-    swept = reclaim_vgpus(
-        client,
-        location=location,
-        scope="cluster",
-        cluster=cluster,
-        grace_period=0,
-        parallel=parallel,
-        check_mode=check_mode,
-    )
+    swept = release_cluster(client, location=location, cluster=cluster, parallel=parallel, check_mode=check_mode)
     result["changed"] = result["changed"] or swept["changed"]
     result["released"] = swept["released"]
-    if swept["kept"]:
-        raise PartialFailure(
-            "%d reservation(s) of cluster %r were not released: %s"
-            % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
-            {"released": swept["released"], "kept": swept["kept"]},
-        )
 
 
 def unique_names(pools: Sequence[Pool]) -> list[str]:
@@ -233,13 +219,34 @@ def converge_machines(
     cluster's machines named in no pool go too (a scale-down; with ``state=absent``, every machine the cluster
     owns).  ``world`` holds what a caller read already: ``vms`` (described) and ``inventory``.
     """
-    world = world or {}
-    cs, cluster = scope.cloudspace_id, scope.cluster
     names = unique_names(pools)
-    result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
     if not names and not scope.exclusive:
-        result["diff"] = {"before": [], "after": []}
-        return result
+        return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": {"before": [], "after": []}}
+    step = _prepare(client, pools, scope, boot or Boot(), world or {})
+    if check_mode or not step.result["changed"]:
+        return step.result
+    # one run at a time per cluster; what was read before this run held the cluster may be stale
+    with lease.held(client, scope.cloudspace_id, scope.cluster) as fresh:
+        if fresh is not None:
+            step = _prepare(client, pools, scope, boot or Boot(), {})
+        if step.result["changed"]:
+            apply_machines(client, scope, pools, step.planned, step.data, step.reservations, step.result)
+    return step.result
+
+
+class _Step(NamedTuple):
+    result: dict[str, Any]
+    planned: MachinesPlan
+    data: dict[int, str]
+    reservations: dict[str, list[Reservation]]
+
+
+def _prepare(
+    client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot, world: Mapping[str, Any]
+) -> _Step:
+    """Read (what ``world`` does not hold), plan, check sizes and user data: what :func:`apply_machines` needs."""
+    cs, cluster = scope.cloudspace_id, scope.cluster
+    result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
     listing = world["vms"] if "vms" in world else described(client, cs, scope.parallel)
     planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
     creates, deletes = planned.creates, planned.deletes
@@ -247,12 +254,12 @@ def converge_machines(
     if planned.warnings:
         result["warnings"] = planned.warnings
     if not creates and not deletes:
-        return result
+        return _Step(result, planned, {}, {})
     for pool in pools:
         missing = [n for q, n in creates if q is pool]
         if missing:
             need_size(pool, missing)
-    data = pool_user_data(boot or Boot(), [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools])
+    data = pool_user_data(boot, [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools])
     if deletes:
         need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
     reservations: dict[str, list[Reservation]] = {}
@@ -262,9 +269,7 @@ def converge_machines(
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
-    if not check_mode:
-        apply_machines(client, scope, pools, planned, data, reservations, result)
-    return result
+    return _Step(result, planned, data, reservations)
 
 
 def plan_machines(
@@ -320,7 +325,7 @@ def apply_machines(
     """Create and delete the planned machines, concurrently; ``result`` says what was done, also on failure."""
     cs, cluster, force = scope.cloudspace_id, scope.cluster, scope.force
     creates, deletes = planned.creates, planned.deletes
-    ops = None if force else Ops(client, scope.location, cs, permanently=True)
+    ops = None if force or scope.location is None else Ops(client, scope.location, cs, permanently=True)
     jobs: dict[tuple[str, str], Callable[[], Any]] = {}
     for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
         spec = dict(pool, cluster=cluster, pool=pool["name"])

@@ -234,6 +234,7 @@ class SlotReserve(TypedDict):
     machine: str
     slot: int
     type: str
+    profile: str
 
 
 class Capacity(TypedDict):

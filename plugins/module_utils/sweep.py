@@ -213,10 +213,15 @@ def reclaim(
     grace_period: float = 900,
     permanently: bool = True,
     parallel: int = 32,
+    only: Collection[str] | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans).  The reads, then
-    :func:`select` (pure), then check mode returns the selection, or :func:`release` carries it out."""
+    :func:`select` (pure), then check mode returns the selection, or :func:`release` carries it out.
+
+    ``only`` (the ids a caller planned to release, a teardown's) narrows the candidates: a reservation made since
+    that plan is never released by it.  The reservations are listed before the VMs: a reservation needs its VM to
+    exist, so one that a concurrent run makes is never taken for an orphan."""
     if scope == "cluster" and not cluster:
         raise InputError("scope=cluster needs cluster (the cluster whose reservations to release)")
     if grace_period < 0:
@@ -225,6 +230,8 @@ def reclaim(
         ownership.cluster_part(cluster)
     inventory = Inventory(client, location)
     candidates = inventory.owned(cluster)
+    if only is not None:
+        candidates = [i for i in candidates if i["vgpu_id"] in only]
     orphan = OrphanCheck(machines_in_location(client, location) if scope == "orphans" else set())
     chosen, kept = select(candidates, scope, orphan, grace_period, permanently, time.time())
     if cluster:  # a reservation of the cluster's on a VM that is not the cluster's is refused, as vgpu refuses it
@@ -247,6 +254,36 @@ def reclaim(
     if not check_mode and chosen:
         release(client, location, chosen, permanently, parallel)
     return result
+
+
+def release_cluster(
+    client: WhiteskyClient,
+    *,
+    location: str,
+    cluster: str,
+    parallel: int = 32,
+    only: Collection[str] | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
+    """A teardown's last step: every reservation ``cluster`` owns released (or, with ``only``, those planned); one
+    that is kept (in the recycle bin already, with ``permanently``) fails the call, naming it."""
+    swept = reclaim(
+        client,
+        location=location,
+        scope="cluster",
+        cluster=cluster,
+        grace_period=0,
+        parallel=parallel,
+        only=only,
+        check_mode=check_mode,
+    )
+    if swept["kept"]:
+        raise PartialFailure(
+            "%d reservation(s) of cluster %r were not released: %s"
+            % (len(swept["kept"]), cluster, ", ".join(k["vgpu_name"] for k in swept["kept"])),
+            {"released": swept["released"], "kept": swept["kept"]},
+        )
+    return swept
 
 
 def select(

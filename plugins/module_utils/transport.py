@@ -5,6 +5,11 @@
 
 Pure Python on httpx, with no Ansible import.  It knows URLs and HTTP, not the platform's operations: those are
 ``client.WhiteskyClient``'s, built on :class:`Transport`.
+
+Deadlines nest: a request or a wait ends by its own deadline (``timeout + retry_budget`` after it started) or by
+the deadline of the operation it runs in, whichever comes first.  An operation sets one with
+``with transport.deadline():`` (per thread); a request and a wait set theirs for what runs inside them (a
+``retry_if`` or ``resolve`` hook, a wait's condition), so what they nest inherits it rather than starting afresh.
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import random
 import re
 import ssl
 import sys
+import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, WhiteskyError
@@ -28,14 +37,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiE
 # httpx imports its command line client (click, pygments, rich: some 70 ms, paid by every module run) whenever
 # those are installed; nothing here runs it, and httpx falls back to a stub when it cannot be imported.
 if "httpx" not in sys.modules:
-    sys.modules.setdefault("httpx._main", None)
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "cannot be imported"
+HTTPX_IMPORT_ERROR: str | None = None
 try:
     import httpx
 except ImportError:  # pragma: no cover - reported by the module base
-    httpx = None
+    httpx = None  # type: ignore[assignment]
     HTTPX_IMPORT_ERROR = traceback.format_exc()
-else:
-    HTTPX_IMPORT_ERROR = None
 
 #: Statuses retried: 429 (not processed) for every method; 502, 503 and 504 for idempotent ones.
 RETRY_STATUSES = frozenset((429, 502, 503, 504))
@@ -50,7 +58,7 @@ RETRY_BUDGET = 30.0
 PAGE_LIMIT = 500
 
 
-def jwt_expiry(token):
+def jwt_expiry(token: str) -> int | float | None:
     """Return the JWT's ``exp`` (epoch seconds), or None for a token that is not a JWT."""
     parts = token.split(".")
     if len(parts) != 3:
@@ -64,7 +72,7 @@ def jwt_expiry(token):
     return exp if isinstance(exp, (int, float)) else None
 
 
-def _loopback(host):
+def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -73,9 +81,9 @@ def _loopback(host):
         return False
 
 
-def _tls_failure(exc):
+def _tls_failure(exc: BaseException) -> str | None:
     """The TLS reason when a transport error is a failed handshake or verification (final), else None."""
-    seen = exc
+    seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, ssl.SSLError):
             return "%s" % (getattr(seen, "verify_message", None) or getattr(seen, "reason", None) or seen)
@@ -86,7 +94,7 @@ def _tls_failure(exc):
     return None
 
 
-def _gave_up(last, attempts, spent, why):
+def _gave_up(last: ApiError, attempts: int, spent: float, why: str) -> ApiError:
     return ApiError(
         last.method,
         last.path,
@@ -95,7 +103,7 @@ def _gave_up(last, attempts, spent, why):
     )
 
 
-def _decode(method, path, resp):
+def _decode(method: str, path: str, resp: httpx.Response) -> Any:
     if not resp.content:
         return None
     try:
@@ -104,7 +112,7 @@ def _decode(method, path, resp):
         raise ApiError(method, path, resp.status_code, "response is not JSON: %r" % resp.text[:200]) from None
 
 
-def _retry_after(value):
+def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
@@ -114,7 +122,7 @@ def _retry_after(value):
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _message(resp):
+def _message(resp: httpx.Response) -> str:
     try:
         body = resp.json()
     except ValueError:
@@ -124,7 +132,7 @@ def _message(resp):
     return str(body)[:500]
 
 
-def _query_value(value):
+def _query_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value
@@ -143,17 +151,17 @@ class Transport:
 
     def __init__(
         self,
-        api_url,
-        token,
-        validate_certs=True,
-        timeout=30.0,
-        max_attempts=6,
-        backoff=0.5,
-        max_backoff=20.0,
-        retry_budget=RETRY_BUDGET,
-        sleep=time.sleep,
-        clock=time.monotonic,
-    ):
+        api_url: str,
+        token: str,
+        validate_certs: bool | str | ssl.SSLContext = True,
+        timeout: float = 30.0,
+        max_attempts: int = 6,
+        backoff: float = 0.5,
+        max_backoff: float = 20.0,
+        retry_budget: float = RETRY_BUDGET,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if httpx is None:
             raise WhiteskyError("the Python library httpx is required")
         if not api_url:
@@ -175,7 +183,7 @@ class Transport:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError("api_url %r is not an http(s) URL, e.g. https://portal.example/api/1" % api_url)
-        self.warnings = []
+        self.warnings: list[str] = []
         if parts.scheme == "http" and not _loopback(parts.hostname):
             self.warnings.append(
                 "api_url %s uses plain http:// to a host that is not loopback: the API token travels unencrypted"
@@ -190,6 +198,7 @@ class Transport:
         self._sleep = sleep
         self._clock = clock
         self._token = token
+        self._local = threading.local()  # this thread's operation deadline (see ``deadline``)
         self.retries = 0
         self._http = httpx.Client(
             verify=validate_certs,
@@ -197,51 +206,103 @@ class Transport:
             headers={"Authorization": "Bearer " + token, "Accept": "application/json"},
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.base_url)
 
-    def redact(self, text):
+    def redact(self, text: object) -> str:
         """``text`` without this client's token, nor any bearer token (a platform error may echo the headers)."""
         text = str(text)
         if self._token:
             text = text.replace(self._token, "***")
         return _BEARER.sub(r"\1***", text)
 
-    def close(self):
+    def close(self) -> None:
         self._http.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Transport:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def wait_until(self, condition, what, interval=0.25):
-        """Poll ``condition()`` until it is true, within one call's deadline (``timeout + retry_budget``).
+    # -- deadlines -----------------------------------------------------------
+    def inherited_deadline(self) -> float | None:
+        """The deadline (on ``clock``) of the operation this thread is in, or None outside one."""
+        return getattr(self._local, "deadline", None)
+
+    @contextmanager
+    def _within(self, deadline: float | None) -> Iterator[float | None]:
+        """Run the block in this thread under ``deadline`` (or the inherited one, when it is earlier)."""
+        outer = self.inherited_deadline()
+        if deadline is None or (outer is not None and outer <= deadline):
+            yield outer
+            return
+        self._local.deadline = deadline
+        try:
+            yield deadline
+        finally:
+            self._local.deadline = outer
+
+    @contextmanager
+    def deadline(self, seconds: float | None = None) -> Iterator[float | None]:
+        """One operation's deadline, ``seconds`` (default ``timeout + retry_budget``) from now (a context manager).
+
+        Every request and wait in the block, in this thread, ends by then (or by its own deadline, if that is
+        earlier); one nested in another operation's keeps the earlier of the two.  Yields the deadline, on the
+        ``clock``.  Other threads are not affected: a job run in a pool sets its own.
+        """
+        seconds = self.timeout + self.retry_budget if seconds is None else float(seconds)
+        with self._within(self._clock() + seconds) as deadline:
+            yield deadline
+
+    def _deadline_from(self, started: float) -> float:
+        """A call's deadline: ``timeout + retry_budget`` after it started, or the inherited one when earlier."""
+        own = started + self.timeout + self.retry_budget
+        inherited = self.inherited_deadline()
+        return own if inherited is None else min(own, inherited)
+
+    def wait_until(self, condition: Callable[[], object], what: str, interval: float = 0.25) -> None:
+        """Poll ``condition()`` until it is true, within one call's deadline (``timeout + retry_budget``), or the
+        deadline of the operation it runs in when that is earlier; the condition's requests inherit it.
 
         For an outcome the platform has not settled yet (a VM still locked by a request whose answer was
         lost); raises :class:`WhiteskyError` naming ``what`` when the deadline passes first.
         """
-        deadline = self._clock() + self.timeout + self.retry_budget
-        while not condition():
-            if self._clock() + interval >= deadline:
-                budget = self.timeout + self.retry_budget
-                raise WhiteskyError("gave up waiting for %s after %.0fs (the call's deadline)" % (what, budget))
-            self._sleep(interval)
+        started = self._clock()
+        deadline = self._deadline_from(started)
+        with self._within(deadline):
+            while not condition():
+                if self._clock() + interval >= deadline:
+                    raise WhiteskyError(
+                        "gave up waiting for %s after %.0fs (the call's deadline)" % (what, deadline - started)
+                    )
+                self._sleep(interval)
 
-    def _delay(self, attempt, retry_after=None):
+    def _delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Full-jitter exponential backoff; a ``Retry-After`` is waited out, plus a little jitter."""
         jitter = random.uniform(0, min(self.max_backoff, self.backoff * (2 ** (attempt - 1))))
         if retry_after is not None:
             return retry_after + jitter * 0.1
         return jitter
 
-    def request(self, method, path, params=None, body=None, retry=None, retry_if=None, resolve=None):
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        retry: bool | None = None,
+        retry_if: Callable[[ApiError], bool] | None = None,
+        resolve: Callable[[ApiError], Any] | None = None,
+    ) -> Any:
         """One platform call, retried here and nowhere else; returns the decoded JSON body (or None).
 
         Retried, while attempts and the call's deadline last: a request that was never sent (no
         connection), 429 (not processed), and for idempotent methods (or ``retry=True``) 502, 503,
-        504 and a lost answer.  A TLS failure is final.  The caller adds what is its own:
+        504 and a lost answer.  A TLS failure is final.  The call's deadline is ``timeout + retry_budget``
+        after it started, or the deadline of the operation it runs in (``deadline``) when that is earlier; a
+        call whose operation has no time left is not sent.  Its hooks run under its deadline.  The caller adds
+        what is its own:
 
         - ``retry_if(ApiError) -> bool``: more errors that mean "refused, nothing changed" (a 409
           while the VM is locked); those are waited out until the deadline, and do not count
@@ -253,25 +314,28 @@ class Transport:
         retry = method in IDEMPOTENT_METHODS if retry is None else retry
         query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
         started = self._clock()
-        deadline = started + self.timeout + self.retry_budget
+        deadline = self._deadline_from(started)
+        if deadline <= started:
+            raise ApiError(method, path, None, "not sent: no time left within the operation's deadline")
         attempt = waits = 0
-        while True:
-            attempt += 1
-            try:
-                resp = self._send(method, path, query, body, deadline)
-            except httpx.TransportError as exc:
-                found, last = self._after_transport_error(method, path, exc, retry, resolve)
-                wait_hint, waiting = None, False
-            else:
-                if resp.status_code < 400:
-                    return _decode(method, path, resp)
-                found, last, wait_hint, waiting = self._after_status(method, path, resp, retry, retry_if, resolve)
-            if found is not None:
-                return found
-            waits += waiting
-            self._back_off(last, attempt, waits, wait_hint, started, deadline)
+        with self._within(deadline):
+            while True:
+                attempt += 1
+                try:
+                    resp = self._send(method, path, query, body, deadline)
+                except httpx.TransportError as exc:
+                    found, last = self._after_transport_error(method, path, exc, retry, resolve)
+                    wait_hint, waiting = None, False
+                else:
+                    if resp.status_code < 400:
+                        return _decode(method, path, resp)
+                    found, last, wait_hint, waiting = self._after_status(method, path, resp, retry, retry_if, resolve)
+                if found is not None:
+                    return found
+                waits += waiting
+                self._back_off(last, attempt, waits, wait_hint, started, deadline)
 
-    def _send(self, method, path, query, body, deadline):
+    def _send(self, method: str, path: str, query: dict[str, Any], body: Any, deadline: float) -> httpx.Response:
         """One attempt, its timeout capped by what is left of the call's deadline."""
         left = deadline - self._clock()
         return self._http.request(
@@ -279,7 +343,13 @@ class Transport:
         )
 
     @staticmethod
-    def _after_transport_error(method, path, exc, retry, resolve):
+    def _after_transport_error(
+        method: str,
+        path: str,
+        exc: httpx.TransportError,
+        retry: bool,
+        resolve: Callable[[ApiError], Any] | None,
+    ) -> tuple[Any, ApiError]:
         """``(found, last)`` after no answer: a TLS failure is final; a request never sent, or one that may be
         repeated, is tried again; a mutating one that may have happened is resolved (or its error raised)."""
         tls = _tls_failure(exc)
@@ -293,7 +363,14 @@ class Transport:
         return resolve(last), last
 
     @staticmethod
-    def _after_status(method, path, resp, retry, retry_if, resolve):
+    def _after_status(
+        method: str,
+        path: str,
+        resp: httpx.Response,
+        retry: bool,
+        retry_if: Callable[[ApiError], bool] | None,
+        resolve: Callable[[ApiError], Any] | None,
+    ) -> tuple[Any, ApiError, float | None, bool]:
         """``(found, last, wait_hint, waiting)`` after an error status: 429 (not processed) and, when the request may
         be repeated, 502/503/504 are tried again; otherwise those are resolved; a refusal ``retry_if`` accepts is
         waited out; anything else is raised."""
@@ -307,7 +384,9 @@ class Transport:
             return None, last, wait_hint, True  # refused, nothing changed: wait it out until the deadline
         raise last
 
-    def _back_off(self, last, attempt, waits, wait_hint, started, deadline):
+    def _back_off(
+        self, last: ApiError, attempt: int, waits: int, wait_hint: float | None, started: float, deadline: float
+    ) -> None:
         """Sleep before the next attempt, or give up: no attempts left, or no time left before the deadline."""
         delay = self._delay(min(attempt, 4) if waits else attempt, wait_hint)  # a lock is polled at <= 4 s
         spent = self._clock() - started
@@ -315,24 +394,37 @@ class Transport:
             raise _gave_up(last, attempt, spent, "no attempts left")
         if self._clock() + delay >= deadline:
             why = "the platform asked to wait %.0fs" % wait_hint if wait_hint is not None else "no time left"
-            raise _gave_up(
-                last, attempt, spent, "%s within the call's deadline of %.0fs" % (why, self.timeout + self.retry_budget)
-            )
+            raise _gave_up(last, attempt, spent, "%s within the call's deadline of %.0fs" % (why, deadline - started))
         self.retries += 1
         self._sleep(delay)
 
-    def paginate(self, operation, query=None, limit=PAGE_LIMIT, parallel=32, **path_params):
+    def call(self, operation: str, query: dict[str, Any] | None = None, **path_params: Any) -> Any:
+        """An operation by its id (``client.WhiteskyClient`` has them); a bare transport has none."""
+        raise NotImplementedError
+
+    def paginate(
+        self,
+        operation: str,
+        query: dict[str, Any] | None = None,
+        limit: int = PAGE_LIMIT,
+        parallel: int = 32,
+        **path_params: Any,
+    ) -> Iterator[Any]:
         """Yield every item of a paginated list (``limit`` / ``start_after``), in order; each page is asked for
         with ``self.call`` (the operation by its id: ``client.WhiteskyClient``'s).
 
         Paging goes on until the platform says it is done: ``pagination.count`` items seen, or an
         empty page; never because a page was shorter than asked (a platform may page smaller).
         Once the first page shows the platform's page size and the count, the pages planned from
-        them are fetched up to ``parallel`` at a time; a page that comes back short is filled in.
+        them are fetched up to ``parallel`` at a time; a page that comes back short is filled in.  Every page
+        keeps the deadline of the operation the listing runs in, in whichever thread it is fetched.
         """
+        inherited = self.inherited_deadline()
 
-        def page(start):
-            got = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params) or {}
+        def page(start: int) -> tuple[list[Any], int | None]:
+            with self._within(inherited):
+                got = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params)
+            got = got or {}
             return got.get("data") or [], (got.get("pagination") or {}).get("count")
 
         data, count = page(0)
@@ -340,7 +432,7 @@ class Transport:
         if not data:
             return
 
-        def walk(stop):
+        def walk(stop: int | None) -> Generator[Any, None, bool]:
             """Fetch page by page from ``pos`` until ``stop`` (or the count, or an empty page)."""
             nonlocal pos, count
             while (stop is None or pos < stop) and (count is None or pos < count):

@@ -25,11 +25,16 @@ def marker_view(description: object) -> MarkerView:
 
 
 def describe(client: WhiteskyClient, cloudspace_id: str, vm: VM) -> DescribedVM | None:
-    """The VM's listing entry with its owner, read from its description (None when it is gone)."""
-    full = missing_is_none(client.get_vm, cloudspace_id, vm["vm_id"])
-    if full is None:
-        return None
-    description = full.get("description")
+    """The VM's listing entry with its owner, read from its description (None when it is gone); a VM this run has
+    described already is not read again (``client.markers``)."""
+    key = (cloudspace_id, vm["vm_id"])
+    if key in client.markers:
+        description = client.markers[key]
+    else:
+        full = missing_is_none(client.get_vm, cloudspace_id, vm["vm_id"])
+        if full is None:
+            return None
+        description = client.markers[key] = full.get("description")
     return {**vm, "description": description, **marker_view(description)}
 
 

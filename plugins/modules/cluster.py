@@ -121,9 +121,10 @@ plan:
   description:
     - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),
       C(cloudspace_id), C(create)), C(create) (C(name), C(pool)), C(delete), C(keep), C(reserve) (C(machine),
-      C(slot), C(type)), C(release) and C(attach) (reservation names), C(capacity) (per type, C(needed) and
-      C(available)), C(price) and C(user_data_bytes) (per pool). With O(state=absent) - C(cloudspaces) (each with
-      C(delete) and why it is C(kept)), C(delete), C(release) and C(price).
+      C(slot), C(type), and the C(profile) it comes from, chosen for all pools at once), C(release) and C(attach)
+      (reservation names), C(capacity) (per type, C(needed) and C(available)), C(price) and C(user_data_bytes) (per
+      pool). With O(state=absent) - C(cloudspaces) (each with C(delete) and why it is C(kept)), C(delete),
+      C(release) and C(price).
     - C(price) has C(currency), C(per_vgpu_hour), C(vgpus_before), C(vgpus_after), C(hourly_before),
       C(hourly_added), C(hourly_removed) and C(hourly_after).
   returned: success
@@ -131,7 +132,7 @@ plan:
   sample:
     cloudspace: {name: demo, cloudspace_id: null, create: true}
     create: [{name: demo-cp-0, pool: cp}, {name: demo-gpu-0, pool: gpu}]
-    reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100}]
+    reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100, profile: nvidia-a100-40c}]
     price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
 cloudspace_id:
   description: With O(state=present), the cluster's cloudspace (null in check mode when it would be created).

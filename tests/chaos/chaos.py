@@ -4,7 +4,8 @@
 Each loop picks random faults (latency, 5xx and 429 rates, responses dropped
 after commit, and VM-lock conflicts from a "noisy neighbour" that keeps
 attaching and detaching NICs on the cluster's VMs), then runs create, scale
-down, force delete and delete. In some runs the playbook is killed (SIGKILL)
+down, force delete and delete, each by two actors at once (the second a random
+moment after the first). In some runs the playbook is killed (SIGKILL)
 at a random moment and run again to convergence. After each loop, against the
 emulator's own ledger:
 
@@ -86,6 +87,26 @@ class Chaos:
             why = [line.strip() for line in out.splitlines() if '"msg"' in line or "fatal:" in line or "FAILED" in line]
             self.failures.append((name, (why or ["rc %d" % proc.returncode])[-1][:300]))
         raise RuntimeError("%s did not converge:\n%s" % (name, out[-3000:]))
+
+    def both(self, name, extra):
+        """Two actors run the same playbook on the same cluster at once (an AWX schedule and a person, the
+        controller and a playbook), each to convergence; the second starts a random moment after the first."""
+        errors = []
+
+        def actor(delay):
+            time.sleep(delay)  # the drawn start offset, not a wait for a condition
+            try:
+                self.playbook(name, extra)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=actor, args=(d,)) for d in (0, self.rng.uniform(0, 1.5))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
 
     def random_faults(self):
         cfg = {
@@ -177,11 +198,11 @@ def main():
                 neighbour = threading.Thread(target=noisy_neighbour, args=(emu, name + "-cs", stop, rng), daemon=True)
                 neighbour.start()
                 try:
-                    chaos.playbook("cluster_create.yml", spec(name, 2))
-                    chaos.playbook("cluster_create.yml", spec(name, 1))  # scale down
-                    chaos.playbook("cluster_create.yml", spec(name, 2))  # and up again
-                    chaos.playbook("machine_delete.yml", dict(spec(name, 2), machine=name + "-gpu-0", force=True))
-                    chaos.playbook("cluster_delete.yml", spec(name, 2))
+                    chaos.both("cluster_create.yml", spec(name, 2))
+                    chaos.both("cluster_create.yml", spec(name, 1))  # scale down
+                    chaos.both("cluster_create.yml", spec(name, 2))  # and up again
+                    chaos.both("machine_delete.yml", dict(spec(name, 2), machine=name + "-gpu-0", force=True))
+                    chaos.both("cluster_delete.yml", spec(name, 2))
                 finally:
                     stop.set()
                     neighbour.join()

@@ -98,3 +98,15 @@ def test_credential_type_injects_what_the_modules_read():
         assert env in fragment
     secret = [f for f in ctype["inputs"]["fields"] if f.get("secret")]
     assert [f["id"] for f in secret] == ["api_token"]
+
+
+def test_templates_that_change_a_cluster_run_one_job_at_a_time():
+    """AWX runs a template's jobs one at a time only with ``allow_simultaneous: false``; every template whose playbook
+    changes something says so (the cluster's lease orders two different templates, docs/awx.md)."""
+    templates = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "job_templates.yml")))["awx_job_templates"]
+    for t in templates:
+        changes = t["playbook"] != "playbooks/gpu_orphans.yml" or (t.get("extra_vars") or {}).get("reclaim")
+        assert t["allow_simultaneous"] is (not changes), t["name"]
+    register = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "register.yml")))
+    task = [t for t in register[0]["tasks"] if "awx.awx.job_template" in t][0]
+    assert task["awx.awx.job_template"]["allow_simultaneous"] == "{{ item.allow_simultaneous }}"

@@ -447,3 +447,55 @@ def test_vco_status_three_ways_and_bad_input(kube, tmp_path):
     )
     rc, out, _ = run_playbook(str(play), env=kube.env())
     assert rc != 0 and "already has providerID 'whitesky://a/b/c'" in out
+
+
+def together(*runs):
+    """Start the runs (``(playbook path, emulator, extra vars, env)``) together; their ``(rc, out, data)``."""
+    import threading
+
+    results = [None] * len(runs)
+
+    def go(i, args):
+        results[i] = run_playbook(*args[:3], env=args[3])
+
+    threads = [threading.Thread(target=go, args=(i, r)) for i, r in enumerate(runs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return results
+
+
+def test_two_reconciles_started_together_and_a_reconcile_beside_a_playbook(kube, emulator):
+    """The operator never runs two reconciles of one object at once (its work queue); here they are started
+    together anyway, as two controllers without leader election would: one cloudspace, one VM, no slot bought
+    twice.  A VCOMachine's reconcile beside the orphan reclaim playbook: its new reservations are never taken for
+    orphans."""
+    emulator.faults(latency_ms=10)
+    vc = make_cluster(kube)
+    reconcile_vc = (os.path.join(PLAYS, "vcocluster_reconcile.yml"), emulator, operator_vars(kube.get(vc)), kube.env())
+    for rc, out, _data in together(reconcile_vc, reconcile_vc):
+        assert rc == 0, out[-3000:]
+    with emulator.client() as client:
+        spaces = [c for c in client.cloudspaces() if c["name"] == "gpu1-cs"]
+        assert len(spaces) == 1 and cloudspaces.creator(client, spaces[0]["cloudspace_id"]) == "gpu1"
+    vm, _machine = make_machine(kube, "gpu1-md-0-two", gpu=A100x2)
+    reconcile_vm = (os.path.join(PLAYS, "vcomachine_reconcile.yml"), emulator, operator_vars(kube.get(vm)), kube.env())
+    for rc, out, _data in together(reconcile_vm, reconcile_vm):
+        assert rc == 0, out[-3000:]
+    held = live(emulator, "gpu1")
+    assert sorted(r["vgpu_name"].split(".")[3] for r in held) == ["00", "01"], "two slots, each bought once"
+    assert emulator.ledger()["double_reservations"] == 0
+    other, _m = make_machine(kube, "gpu1-md-0-three", gpu=A100x2)
+    reclaim = (os.path.join(PLAYS, "gpu_orphans.yml"), emulator, {"reclaim": True, "grace_period": 0}, None)
+    reconcile_other = (
+        os.path.join(PLAYS, "vcomachine_reconcile.yml"),
+        emulator,
+        operator_vars(kube.get(other)),
+        kube.env(),
+    )
+    (rc, out, _d), (rc2, out2, _d2) = together(reconcile_other, reclaim)
+    assert rc == 0, out[-3000:]
+    assert rc2 == 0, out2[-3000:]
+    assert len(live(emulator, "gpu1")) == 4, "the reclaim took none of the new machine's reservations"
+    assert kube.get(other)["status"]["ready"] is True

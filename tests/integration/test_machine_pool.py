@@ -50,7 +50,9 @@ def test_machine_pool_three_ways_then_scale_down_gracefully(emulator, tmp_path):
     assert apply["diff"] == {"before": [], "after": ["p-0", "p-1", "p-2"]}
     assert not again["changed"] and again["created"] == []
     assert emulator.op_count("createVirtualMachine") == 3, "the check run created nothing"
-    assert emulator.op_count("listCloudspaceVirtualMachines") == 3, "one listing per module call"
+    # one listing per module call, and one more for the call that changes: it reads again once it holds the lease
+    assert emulator.op_count("listCloudspaceVirtualMachines") == 4
+    assert emulator.op_count("createCloudspaceNote") == 1 and emulator.op_count("deleteCloudspaceNote") == 1
     with emulator.client() as client:
         described = {v["name"]: v["pool"] for v in vms.described(client, CS)}
     assert described == {"p-0": "gpu", "p-1": "gpu", "p-2": "gpu"}

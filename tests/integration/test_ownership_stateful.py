@@ -58,7 +58,17 @@ ACTIONS = (
     "delete_cluster",
     "typo",
     "over_capacity",
+    "two_at_once",
 )
+#: The pairs ``two_at_once`` starts together on one cluster.
+PAIRS = (
+    ("converge", "converge"),
+    ("converge", "delete"),
+    ("delete", "converge"),
+    ("converge", "resize"),
+    ("converge", "reclaim"),
+)
+BUSY = "is held by another run"  # the refusal of a run that waited for another run's lease longer than it may
 #: Typos a user makes in a spec (``typo`` applies one): each must be refused before anything changes.
 TYPOS = (
     ("pools", 0, "replicas", "two"),
@@ -339,6 +349,8 @@ class Ownership(RuleBasedStateMachine):
             self.reclaim_orphans(name)
         elif action in ("typo", "over_capacity"):
             self.bad_spec(action, name, cs, replicas, pick)
+        elif action == "two_at_once":
+            self.two_at_once(PAIRS[pick % len(PAIRS)], name, cs, replicas, count)
         else:
             self.delete_cluster(name, fault, seed)
 
@@ -367,6 +379,54 @@ class Ownership(RuleBasedStateMachine):
             FIGURES["violations"] += 1
         assert after == before, "a refused spec changed the platform"
         FIGURES["refused_specs"] += 1
+
+    def two_at_once(self, pair, name, cs, replicas, count):
+        """Two runs of one cluster started together (a drawn pair): nothing the cluster does not own changes, no
+        slot is bought twice, each run ends well or says another run held the cluster, and the run that ended
+        last with success decides the end state (its spec, or nothing of the cluster)."""
+        tally("rules", "two_at_once: " + " + ".join(pair))
+        c = self.clusters.get(name)
+        cs = c["cs"] if c and not c["deleted"] else cs
+        before = self.snapshot()
+        if not any(s["name"] == cs and s["deleted_at"] is None for s in before[0].values()):
+            self.created_cs[cs] = name
+        sizes = {"converge": (max(replicas, 1), max(count, 1)), "resize": (max(replicas, 1) % 2, 1)}
+        runs = []
+        for kind in pair:
+            if kind in sizes:
+                runs.append((kind, "cluster_create.yml", spec(name, cs, *sizes[kind]), sizes[kind]))
+            elif kind == "delete":
+                runs.append((kind, "cluster_delete.yml", spec(name, cs, 0, 0), None))
+            else:
+                runs.append((kind, "gpu_orphans.yml", {"location": LOC, "reclaim": True, "grace_period": 0}, None))
+        taken = self.taken(name, cs, self.planned(name, max(replicas, 1)))
+        ended = [None] * len(runs)
+
+        def go(i, playbook, extra):
+            rc, out, _killed = self.run(playbook, extra)
+            ended[i] = (rc, out, time.monotonic())
+
+        threads = [threading.Thread(target=go, args=(i, r[1], r[2])) for i, r in enumerate(runs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.check(name, before, self.snapshot())
+        last = None
+        for (kind, _playbook, _extra, size), (rc, out, at) in zip(runs, ended, strict=True):
+            if rc != 0 and BUSY not in out:
+                self.outcome(rc, out, False, taken)
+            if rc == 0 and kind != "reclaim" and (last is None or at > last[0]):
+                last = (at, kind, size)
+        if last is None:
+            return
+        _at, kind, size = last
+        if kind == "delete":
+            self.clusters.setdefault(name, {"cs": cs, "replicas": 0, "count": 0, "deleted": False, "seconds": None})
+            self.deleted(name)
+            return
+        self.clusters[name] = {"cs": cs, "replicas": size[0], "count": size[1], "deleted": False, "seconds": None}
+        self.converged(name)
 
     def converge(self, name, cs, replicas, count, fault, seed):
         """Create a cluster, or scale it up or down (its cloudspace is fixed at creation)."""

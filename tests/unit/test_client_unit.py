@@ -1,15 +1,18 @@
-"""Client behaviour that needs no server: JWT expiry, secrets, declared operations."""
+"""Client behaviour that needs no server: JWT expiry, secrets, declared operations, nested deadlines."""
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 
+import httpx
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils import errors, transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 
 
 def jwt(claims):
@@ -63,3 +66,167 @@ def test_backoff_honours_retry_after_and_grows():
     assert 2.0 <= c._delay(1, retry_after=2.0) <= 2.1
     assert all(0 <= c._delay(4) <= 8.0 for _ in range(100))
     assert max(c._delay(4) for _ in range(200)) > 1.0  # grows past the first step
+
+
+# -- nested deadlines: an operation's deadline is inherited by what runs inside it ------------------------------
+# (the client's own deadline is timeout + retry_budget = 10 + 30 = 40 s after a call or wait starts)
+
+
+class FakeClock:
+    """The client's ``clock`` and ``sleep``: time moves only when the client sleeps (or a test moves it)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def fake_client(handler=None, **kw):
+    """A client on a fake clock; ``handler(request) -> httpx.Response`` answers its requests (no network)."""
+    clock = FakeClock()
+    kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 1.0, "max_backoff": 1.0, "max_attempts": 1000}, **kw)
+    c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock, **kw)
+    if handler is not None:
+        c._http.close()
+        c._http = httpx.Client(transport=httpx.MockTransport(handler))
+    return c, clock
+
+
+def never():
+    return False
+
+
+def test_a_wait_nested_in_an_operation_gives_up_at_the_operations_deadline():
+    c, clock = fake_client()
+    with c.deadline(20):
+        clock.now = 15  # the operation's earlier steps took 15 s
+        with pytest.raises(errors.WhiteskyError, match="gave up waiting for it after 5s"):
+            c.wait_until(never, "it", interval=1)
+    assert 15 < clock.now <= 20, "at the operation's deadline (20 s), not a fresh one (15 + 40 s)"
+    assert c.inherited_deadline() is None, "the block's deadline ends with it"
+
+
+def test_a_wait_outside_an_operation_keeps_its_own_deadline():
+    c, clock = fake_client()
+    with pytest.raises(errors.WhiteskyError, match="after 40s"):
+        c.wait_until(never, "it", interval=1)
+    assert 38 <= clock.now <= 40
+
+
+def test_an_inner_deadline_never_extends_the_outer_one():
+    c, _clock = fake_client()
+    with c.deadline(10) as outer:
+        assert outer == 10
+        with c.deadline(100) as inner:
+            assert inner == 10 and c.inherited_deadline() == 10
+        with c.deadline(3) as shorter:
+            assert shorter == 3 and c.inherited_deadline() == 3
+        assert c.inherited_deadline() == 10
+    assert c.inherited_deadline() is None
+
+
+def test_a_request_in_an_operation_retries_only_until_the_operations_deadline():
+    sent = []
+
+    def handler(request):
+        sent.append(clock.now)
+        return httpx.Response(503, json={"message": "busy"})
+
+    c, clock = fake_client(handler)
+    with c.deadline(5), pytest.raises(errors.ApiError, match="deadline of 5s") as err:
+        c.get_vm("cs", 1)
+    assert err.value.status == 503
+    assert clock.now < 5 and sent and max(sent) < 5, "no retry after the operation's deadline (a fresh one is 40 s)"
+
+
+def test_a_request_after_its_operations_deadline_is_not_sent():
+    c, clock = fake_client(lambda request: pytest.fail("sent after the deadline"))
+    with c.deadline(5):
+        clock.now = 6
+        with pytest.raises(errors.ApiError, match="not sent"):
+            c.get_vm("cs", 1)
+
+
+def test_what_a_request_nests_inherits_its_deadline():
+    """A lost answer's ``resolve`` hook waits for the VM within the request's deadline, not a fresh one."""
+
+    def handler(request):
+        if request.method == "POST":
+            clock.now += 20  # the attach took 20 s before its answer was lost
+            return httpx.Response(503, json={"message": "lost"})
+        return httpx.Response(200, json={"vm_id": 1, "locked": True})
+
+    def resolve(_exc):
+        c.wait_until(lambda: not c.get_vm("cs", 1)["locked"], "VM 1 to be unlocked", interval=1)
+
+    c, clock = fake_client(handler)
+    with pytest.raises(errors.WhiteskyError, match="VM 1 to be unlocked after 20s"):
+        c.attach_vgpu("cs", 1, "vg", resolve=resolve)
+    assert clock.now <= 40, "within the attach's deadline (40 s), not the wait's own (20 + 40 s)"
+
+
+def test_an_attach_that_waits_for_the_vm_lock_ends_within_one_deadline():
+    """Ops.attach: detach elsewhere, attach, its answer lost, wait for the lock: all within one deadline."""
+    calls = []
+
+    def handler(request):
+        calls.append((request.method, request.url.path, clock.now))
+        if request.method == "DELETE":  # the detach from the other VM: slow, but answered
+            clock.now += 30
+            return httpx.Response(200, json={"success": True})
+        if request.method == "POST":  # the attach: its answer lost
+            return httpx.Response(503, json={"message": "lost"})
+        return httpx.Response(200, json={"vm_id": 7, "locked": True, "vgpus": []})  # the VM stays locked
+
+    c, clock = fake_client(handler)
+    item = {"vgpu_id": "vg", "virtual_machine": {"id": 6, "cloudspace_id": "cs"}, "status": "ATTACHED"}
+    with pytest.raises(errors.WhiteskyError, match="VM 7 to be unlocked"):
+        Ops(c, "loc", "cs").attach(item, 7)
+    assert [m for m, _p, _t in calls[:2]] == ["DELETE", "POST"]
+    assert clock.now <= 40, "the attach's one deadline (40 s), not 30 s more for the attach, nor a fresh wait"
+
+
+def test_threads_do_not_share_deadlines():
+    c, clock = fake_client()
+    inside, done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        inside.wait(5)
+        seen["inherited"] = c.inherited_deadline()
+        try:
+            c.wait_until(never, "it", interval=1)
+        except errors.WhiteskyError as exc:
+            seen["gave_up"], seen["message"] = clock.now, str(exc)
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with c.deadline(5):
+        inside.set()
+        done.wait(5)
+        seen["mine"] = c.inherited_deadline()
+    thread.join(5)
+    assert seen["inherited"] is None and seen["mine"] == 5
+    assert "after 40s" in seen["message"] and seen["gave_up"] >= 38, "the other thread's wait keeps its own deadline"
+
+
+def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
+    seen = []
+
+    def handler(request):
+        start = int(request.url.params["start_after"])
+        seen.append((threading.get_ident(), c.inherited_deadline()))
+        items = [{"vgpu_id": str(i)} for i in range(start, min(start + 2, 7))]  # pages of 2, whatever is asked
+        return httpx.Response(200, json={"data": items, "pagination": {"count": 7}})
+
+    c, _clock = fake_client(handler)
+    with c.deadline(5):
+        got = [v["vgpu_id"] for v in c.vgpus("loc")]
+    assert got == [str(i) for i in range(7)]
+    assert len({ident for ident, _d in seen}) > 1, "pages were fetched in other threads"
+    assert {d for _i, d in seen} == {5}, "every page under the operation's deadline, not a fresh one"

@@ -1,20 +1,24 @@
-"""The client's and the emulator's operations, checked against the platform's Swagger spec."""
+"""The project's one table of operations (``api.OPERATIONS``: the client's and the emulator's), checked against the
+platform's Swagger spec, and the emulator's routes against that table."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils import client
+from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
 from whitesky_emulator import params as emulator_params
 from whitesky_emulator.app import OPS
 
-from helpers import SPEC_ABSENT
+from helpers import ROOT, SPEC_ABSENT
 from spec import load_spec, operations
 
 SPEC = load_spec()
-pytestmark = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
+needs_spec = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
 
 
 def placeholders(path):
@@ -26,12 +30,15 @@ def spec_ops():
     return operations(SPEC)
 
 
+@needs_spec
 def test_spec_base_path():
     assert SPEC["basePath"] == "/api/1"
 
 
+@needs_spec
 @pytest.mark.parametrize("op_id", sorted(OPERATIONS))
-def test_client_operation_matches_spec(op_id, spec_ops):
+def test_operation_matches_spec(op_id, spec_ops):
+    """Every entry of the one table, the client's and the emulator-only ones: method, path, query and body names."""
     method, path, query, body = OPERATIONS[op_id]
     assert op_id in spec_ops, "%s is not an operation of the spec" % op_id
     s_method, s_path, s_params, s_body = spec_ops[op_id]
@@ -41,7 +48,6 @@ def test_client_operation_matches_spec(op_id, spec_ops):
         assert s_params.get(name) == "query", "%s: %r is not a query parameter in the spec" % (op_id, name)
     for name in body:
         assert name in s_body, "%s: %r is not a body field in the spec" % (op_id, name)
-    required = {n for n, where in s_params.items() if where == "query"}
     # every query parameter the spec requires must be one the client can send
     spec_required = {
         p["name"]
@@ -49,9 +55,15 @@ def test_client_operation_matches_spec(op_id, spec_ops):
         if p.get("required") and p["in"] == "query"
     }
     assert spec_required <= set(query), "%s: the client cannot send required %s" % (op_id, spec_required - set(query))
-    assert set(query) <= required
+    # a body the spec requires has its required fields in the table
+    body_params = [p for p in SPEC["paths"][s_path][s_method.lower()].get("parameters", []) if p["in"] == "body"]
+    if body_params and body_params[0].get("required") and "$ref" in body_params[0].get("schema", {}):
+        definition = SPEC["definitions"][body_params[0]["schema"]["$ref"].split("/")[-1]]
+        missing = set(definition.get("required") or ()) - set(body)
+        assert not missing, "%s: the table lacks required body field(s) %s" % (op_id, sorted(missing))
 
 
+@needs_spec
 @pytest.mark.parametrize("method,path,op_id", [(m, p, o) for m, p, o, _mut, _f in OPS])
 def test_emulator_route_matches_spec(method, path, op_id, spec_ops):
     assert op_id in spec_ops, "the emulator serves %s, which the spec does not have" % op_id
@@ -59,9 +71,27 @@ def test_emulator_route_matches_spec(method, path, op_id, spec_ops):
     assert (method, path) == (s_method, s_path)
 
 
-def test_emulator_serves_every_client_operation():
-    served = {o for _m, _p, o, _mut, _f in OPS}
-    assert set(OPERATIONS) <= served
+def test_the_emulator_serves_exactly_the_tables_operations_at_their_paths():
+    """One table: every operation the project knows is served, at the method and path the table gives."""
+    served = {o: (m, p) for m, p, o, _mut, _f in OPS}
+    assert len(served) == len(OPS), "an operation served twice"
+    assert served == {op_id: (op.method, op.path) for op_id, op in OPERATIONS.items()}
+    assert set(emulator_params.OPERATIONS) == set(OPERATIONS), "the emulator validates every operation it serves"
+
+
+def test_the_client_sends_by_the_one_table():
+    assert client.OPERATIONS is OPERATIONS
+
+
+def test_the_emulator_reads_the_table_without_the_collection_on_its_path():
+    """``make venv`` without ``make link``: the emulator reads ``plugins/module_utils/api.py`` as a file."""
+    code = (
+        "import sys; sys.modules['ansible_collections'] = None\n"  # no collection importable
+        "from whitesky_emulator.app import OPS\n"
+        "print(len(OPS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == str(len(OPS)), out
 
 
 def spec_params(spec, operation_id):
@@ -72,6 +102,7 @@ def spec_params(spec, operation_id):
     raise KeyError(operation_id)
 
 
+@needs_spec
 @pytest.mark.parametrize("operation_id", sorted(emulator_params.OPERATIONS))
 def test_the_emulators_parameter_table_matches_the_spec(operation_id):
     mine = emulator_params.OPERATIONS[operation_id]

@@ -7,7 +7,6 @@ from collections import defaultdict
 
 from ..http import HTTPError, op
 from ..store import VGU_SECONDS
-from .paths import LOC, C
 
 #: Every price key of the platform's resource pricing.
 PRICE_KEYS = ("su", "ou", "mu", "vcu", "tu", "wu", "nu", "piu", "vgu", "fsu")
@@ -19,7 +18,7 @@ def resources(loc):
     return prices
 
 
-@op("GET", C + "/locations", "listCustomerLocations")
+@op("listCustomerLocations")
 async def list_locations(ctx):
     ctx.customer()
     rows = ctx.store.locations()
@@ -27,14 +26,14 @@ async def list_locations(ctx):
     return {"currency": currency, "locations": [{"location": r["name"], "resources": resources(r)} for r in rows]}
 
 
-@op("GET", LOC + "/prices", "getCustomerLocationPricing")
+@op("getCustomerLocationPricing")
 async def prices(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])
     return {"location": loc["name"], "currency": loc["currency"], "resources": resources(loc)}
 
 
-@op("GET", LOC + "/consumption", "getCustomerConsumption")
+@op("getCustomerConsumption")
 async def consumption(ctx):
     cid = ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 from ..http import HTTPError, op
-from .paths import CS, C
 
 
 def cloudspace_view(r):
@@ -25,7 +24,7 @@ def cloudspace_view(r):
     }
 
 
-@op("GET", C + "/cloudspaces", "listCloudspaces")
+@op("listCloudspaces")
 async def list_cloudspaces(ctx):
     cid = ctx.customer()
     rows = ctx.store.cloudspaces(
@@ -37,7 +36,7 @@ async def list_cloudspaces(ctx):
     return {"locations": [], "result": [cloudspace_view(r) for r in rows]}
 
 
-@op("POST", C + "/cloudspaces", "createCloudspace", mutating=True)
+@op("createCloudspace", mutating=True)
 async def create_cloudspace(ctx):
     cid = ctx.customer()
     body = ctx.body
@@ -49,7 +48,7 @@ async def create_cloudspace(ctx):
     return {"cloudspace_id": cs_id}
 
 
-@op("GET", CS, "getCloudspaceInfo")
+@op("getCloudspaceInfo")
 async def get_cloudspace(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     return {
@@ -69,7 +68,7 @@ async def get_cloudspace(ctx):
     }
 
 
-@op("DELETE", CS, "deleteCloudspace", mutating=True)
+@op("deleteCloudspace", mutating=True)
 async def delete_cloudspace(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     if ctx.store.has_live_vms(cs["cloudspace_id"]):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from ..http import HTTPError, op
-from .paths import LOC, VM
 
 #: The largest page served when ``limit`` asks for more (an assumption; 0 asks for no limit).
 MAX_PAGE = 500
@@ -13,7 +12,7 @@ MAX_PAGE = 500
 VGPU_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-@op("GET", LOC + "/gpus", "listAvailableGPUProfiles")
+@op("listAvailableGPUProfiles")
 async def list_gpus(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
@@ -49,7 +48,7 @@ def take_instance(ctx, location, gpu_id):
     return prof
 
 
-@op("POST", LOC + "/gpus/{gpu_id}", "reserveVGPU", mutating=True)
+@op("reserveVGPU", mutating=True)
 async def reserve_vgpu(ctx):
     cid = ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
@@ -58,7 +57,7 @@ async def reserve_vgpu(ctx):
     return {"vgpu_id": ctx.store.new_vgpu(cid, loc, ctx.path["gpu_id"], name)}
 
 
-@op("GET", LOC + "/vgpus", "listCustomerVGPUS")
+@op("listCustomerVGPUS")
 async def list_vgpus(ctx):
     cid = ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
@@ -77,7 +76,7 @@ async def list_vgpus(ctx):
     return {"pagination": pagination, "data": [ctx.emu.vgpu_info(r, cache) for r in rows]}
 
 
-@op("POST", LOC + "/vgpus/{vgpu_id}", "restoreVGPU", mutating=True)
+@op("restoreVGPU", mutating=True)
 async def restore_vgpu(ctx):
     cid = ctx.customer()
     row = ctx.emu.vgpu(cid, ctx.path["vgpu_id"], ctx.path["location"], deleted=True)
@@ -87,7 +86,7 @@ async def restore_vgpu(ctx):
     return {"success": True}
 
 
-@op("DELETE", LOC + "/vgpus/{vgpu_id}", "deleteVGPU", mutating=True)
+@op("deleteVGPU", mutating=True)
 async def delete_vgpu(ctx):
     cid = ctx.customer()
     row = ctx.emu.vgpu(cid, ctx.path["vgpu_id"], ctx.path["location"], deleted=True)
@@ -111,7 +110,7 @@ async def delete_vgpu(ctx):
     return {"success": True}
 
 
-@op("POST", VM + "/gpus/{gpu_id}", "reserveAndAttachVGPUToVM", mutating=True)
+@op("reserveAndAttachVGPUToVM", mutating=True)
 async def reserve_attach(ctx):
     cid, cs, vm = ctx.target_vm()
     vm_id = vm["vm_id"]
@@ -122,7 +121,7 @@ async def reserve_attach(ctx):
         return {"vgpu_id": ctx.store.new_vgpu(cid, cs["location"], ctx.path["gpu_id"], name, vm_id)}
 
 
-@op("POST", VM + "/vgpus/{vgpu_id}", "attachVGPUToVM", mutating=True)
+@op("attachVGPUToVM", mutating=True)
 async def attach_vgpu(ctx):
     cid, cs, vm = ctx.target_vm()
     vm_id = vm["vm_id"]
@@ -134,7 +133,7 @@ async def attach_vgpu(ctx):
     return {"success": True}
 
 
-@op("DELETE", VM + "/vgpus/{vgpu_id}", "detachVGPUFromVM", mutating=True)
+@op("detachVGPUFromVM", mutating=True)
 async def detach_vgpu(ctx):
     cid, cs, vm = ctx.target_vm()
     vm_id = vm["vm_id"]

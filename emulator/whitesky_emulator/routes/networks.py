@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 
 from ..http import HTTPError, found, op
-from .paths import LOC, VM
 
 
 def net_info(r):
@@ -20,14 +19,14 @@ def net_info(r):
     }
 
 
-@op("GET", LOC + "/external-networks", "listExternalNetworks")
+@op("listExternalNetworks")
 async def list_networks(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
     return {"result": [net_info(r) for r in ctx.store.external_networks(loc)]}
 
 
-@op("GET", LOC + "/external-networks/{external_network_id}", "getExternalNetwork")
+@op("getExternalNetwork")
 async def get_network(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
@@ -35,7 +34,7 @@ async def get_network(ctx):
     return net_info(found(ctx.store.external_network(loc, net_id), "external network %s not found" % net_id))
 
 
-@op("GET", LOC + "/external-networks/{external_network_id}/ip-addresses", "getExternalNetworkAddresses")
+@op("getExternalNetworkAddresses")
 async def free_addresses(ctx):
     ctx.customer()
     loc = ctx.emu.location(ctx.path["location"])["name"]
@@ -44,20 +43,20 @@ async def free_addresses(ctx):
     return {"ip_addresses": ctx.store.free_ips(net)}
 
 
-@op("GET", VM + "/external-nics", "listExternalNetworksVirtualMachine")
+@op("listExternalNetworksVirtualMachine")
 async def list_nics(ctx):
     vm = ctx.target_vm()[2]
     return {"result": [ctx.emu.nic_info(n) for n in ctx.store.nics_of_vm(vm["vm_id"])]}
 
 
-@op("GET", VM + "/external-nics/{external_ip_address}", "getExternalNetworksVirtualMachine")
+@op("getExternalNetworksVirtualMachine")
 async def get_nic(ctx):
     vm = ctx.target_vm()[2]
     ip = ctx.path["external_ip_address"]
     return ctx.emu.nic_info(found(ctx.store.nic_at(vm["vm_id"], ip), "no external NIC with address %s" % ip[:80]))
 
 
-@op("POST", VM + "/external-nics", "attachExternalNetworksVirtualMachine", mutating=True)
+@op("attachExternalNetworksVirtualMachine", mutating=True)
 async def attach_nic(ctx):
     _cid, cs, vm = ctx.target_vm()
     net_id = ctx.args["external_network_id"]
@@ -98,7 +97,7 @@ async def attach_nic(ctx):
     return {"success": True}
 
 
-@op("DELETE", VM + "/external-nics/{external_ip_address}", "detachExternalNetworksVirtualMachine", mutating=True)
+@op("detachExternalNetworksVirtualMachine", mutating=True)
 async def detach_nic(ctx):
     vm = ctx.target_vm()[2]
     net_id = ctx.args["external_network_id"]

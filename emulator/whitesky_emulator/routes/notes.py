@@ -10,10 +10,6 @@ cloudspace is deleted permanently.  Its author (``created_by``,
 from __future__ import annotations
 
 from ..http import found, op
-from .paths import CS
-
-NOTES = CS + "/notes"
-NOTE = NOTES + "/{note_id}"
 
 
 def note_view(r):
@@ -39,13 +35,13 @@ def target_note(ctx):
     return cid, cs, note
 
 
-@op("GET", NOTES, "getCloudspaceNotes")
+@op("getCloudspaceNotes")
 async def list_notes(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     return {"result": [note_view(r) for r in ctx.store.notes(cs["cloudspace_id"])]}
 
 
-@op("POST", NOTES, "createCloudspaceNote", mutating=True)
+@op("createCloudspaceNote", mutating=True)
 async def create_note(ctx):
     cid = ctx.customer()
     cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
@@ -53,14 +49,14 @@ async def create_note(ctx):
     return {"success": True}
 
 
-@op("PUT", NOTE, "updateCloudspaceNote", mutating=True)
+@op("updateCloudspaceNote", mutating=True)
 async def update_note(ctx):
     cid, _cs, note = target_note(ctx)
     ctx.store.update_note(note["note_id"], ctx.body["title"], ctx.body["content"], cid)
     return {"success": True}
 
 
-@op("DELETE", NOTE, "deleteCloudspaceNote", mutating=True)
+@op("deleteCloudspaceNote", mutating=True)
 async def delete_note(ctx):
     _cid, _cs, note = target_note(ctx)
     ctx.store.delete_note(note["note_id"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..http import HTTPError, op
 from .gpus import VGPU_NAME, take_instance
-from .paths import CS, VM
 
 #: What a VM listing shows of each VM (``getVirtualMachineInfo`` shows more).
 LISTED = (
@@ -22,7 +21,7 @@ LISTED = (
 )
 
 
-@op("GET", CS + "/vms", "listCloudspaceVirtualMachines")
+@op("listCloudspaceVirtualMachines")
 async def list_vms(ctx):
     cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
     rows = ctx.store.vms(
@@ -33,7 +32,7 @@ async def list_vms(ctx):
     return {"result": [{k: v for k, v in ctx.emu.vm_info(r).items() if k in LISTED} for r in rows]}
 
 
-@op("POST", CS + "/vms", "createVirtualMachine", mutating=True)
+@op("createVirtualMachine", mutating=True)
 async def create_vm(ctx):
     cid = ctx.customer()
     cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
@@ -66,7 +65,7 @@ async def create_vm(ctx):
     return {"vm_id": vm_id}
 
 
-@op("GET", VM, "getVirtualMachineInfo")
+@op("getVirtualMachineInfo")
 async def get_vm(ctx):
     return ctx.emu.vm_info(ctx.target_vm()[2])
 
@@ -75,7 +74,7 @@ async def get_vm(ctx):
 READ_MAX = 2 * 1024 * 1024
 
 
-@op("GET", VM + "/file", "readFile")
+@op("readFile")
 async def read_file(ctx):
     """A file of the guest, through its agent: here, what the admin API wrote for the VM (``/_emulator/vm-file``)."""
     vm = ctx.target_vm()[2]
@@ -90,7 +89,7 @@ async def read_file(ctx):
     return {"result": content[seek : seek + size]}
 
 
-@op("DELETE", VM, "deleteVirtualMachine", mutating=True)
+@op("deleteVirtualMachine", mutating=True)
 async def delete_vm(ctx):
     vm_id = ctx.target_vm()[2]["vm_id"]
     async with ctx.emu.vm_lock(vm_id):

@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One run at a time per cluster: a lease held in a note on the cluster's cloudspace (pure Python).
+
+The platform has no lock, but it keeps notes on a cloudspace, each with the platform's own creation time and id.
+A run that is about to change a cluster writes a lease note (``ownership.lease_note``: the cluster, a random run
+id, the lease's time to live), lists the notes, and goes on only while its note is the earliest live lease note of
+the cluster (creation time, then id: every run sees the same order).  Until then it waits, polling, for at most
+``wait`` seconds; then it takes its note back and fails, naming the run that holds the cluster.
+
+A holder renews its note (an update, which moves the note's ``last_update_time``) every quarter of its time to
+live, from a thread; it deletes its note when it is done.  A run killed while holding the lease leaves its note:
+a waiter counts a note as expired once it has seen the same ``last_update_time`` for longer than the note's own
+time to live on its own clock (no two clocks are compared), deletes it, and goes on.
+
+Reads made before a run held the lease may be stale: whoever holds it reads again before it plans what it
+writes (``cluster``, ``gpu``, ``pools``, ``machines``).  A run that holds the lease already (the cluster core
+calling the machines and GPU cores with the same client) does not take it again.
+
+A teardown deletes the cloudspace, and the notes with it: a waiter that finds the cloudspace gone raises
+:class:`CloudspaceGone`, and its caller starts again from its reads.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NamedTuple
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    ApiError,
+    Resolved,
+    WhiteskyError,
+    gone_is_done,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+
+#: Seconds a lease lives without renewal (a killed holder's lease is taken over after this, plus a poll).
+TTL = 30
+#: Seconds a run waits for another run's lease before it fails.
+WAIT = 900.0
+#: Seconds between two reads of the notes while waiting.
+POLL = 0.5
+
+
+class ClusterBusy(WhiteskyError):
+    """Another run holds the cluster's lease and did not let go within the wait."""
+
+
+class CloudspaceGone(WhiteskyError):
+    """The cloudspace that carried the lease was deleted (a teardown ran): start again from the reads."""
+
+
+class Lease:
+    """The lease of ``cluster`` on cloudspace ``cloudspace_id``, taken by :meth:`acquire`, let go by
+    :meth:`release`.  ``waited`` is the seconds :meth:`acquire` waited, ``holders`` the runs it waited for."""
+
+    def __init__(
+        self,
+        client: WhiteskyClient,
+        cloudspace_id: str,
+        cluster: str,
+        *,
+        wait: float = WAIT,
+        ttl: int = TTL,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.cloudspace_id = cloudspace_id
+        self.cluster = cluster
+        self.run = secrets.token_hex(8)
+        self.ttl = int(ttl)
+        self.wait = wait
+        self.title, self.content = lease_note(cluster, self.run, self.ttl)
+        self.note_id: str | None = None
+        self.waited = 0.0
+        self.holders: list[str] = []
+        self.lost = False
+        self.left_behind = False
+        self._clock = clock
+        self._sleep = sleep
+        self._seen: dict[str, tuple[object, float]] = {}  # note id -> (its last_update_time, when first seen so)
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def acquire(self) -> Lease:
+        """Write the note, then wait until it is the earliest live lease of the cluster (or fail)."""
+        started = self._clock()
+        try:
+            self._write()
+        except ApiError as exc:
+            if exc.status == 404:
+                raise CloudspaceGone(
+                    "cloudspace %s of cluster %r is gone" % (self.cloudspace_id, self.cluster), {}
+                ) from None
+            raise
+        try:
+            while True:
+                ahead = self._ahead()
+                if not ahead:
+                    break
+                for run in ahead:
+                    if run not in self.holders:
+                        self.holders.append(run)
+                if self._clock() - started >= self.wait:
+                    raise ClusterBusy(
+                        "cluster %r is held by another run (run %s) and it did not let go within %.0fs; nothing was "
+                        "changed by this run" % (self.cluster, ", ".join(ahead), self.wait),
+                        {"lease_holders": ahead},
+                    )
+                self._sleep(POLL)
+        except BaseException:
+            self._take_back()
+            raise
+        self.waited = round(self._clock() - started, 3)
+        self._renewer = threading.Thread(target=self._renew, name="capvco-lease", daemon=True)
+        self._renewer.start()
+        return self
+
+    def release(self) -> None:
+        """Stop renewing and delete the note (already gone with its cloudspace counts as done)."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        self._take_back()
+
+    def _write(self) -> None:
+        def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: is the note there after all?
+            mine = self._mine(self._notes())
+            return Resolved(mine) if mine is not None else None
+
+        self.client.create_cloudspace_note(self.cloudspace_id, self.title, self.content, resolve=resolve)
+
+    def _notes(self) -> list[dict]:
+        try:
+            return [n for n in self.client.cloudspace_notes(self.cloudspace_id) if isinstance(n, dict)]
+        except ApiError as exc:
+            if exc.status == 404:
+                raise CloudspaceGone(
+                    "cloudspace %s of cluster %r was deleted while this run waited for its lease"
+                    % (self.cloudspace_id, self.cluster),
+                    {},
+                ) from None
+            raise
+
+    def _mine(self, notes: list[dict]) -> dict | None:
+        for note in notes:
+            if note.get("title") == self.title and note.get("content") == self.content:
+                return note
+        return None
+
+    def _ahead(self) -> list[str]:
+        """The runs whose live lease notes come before this run's (expired ones are deleted on the way)."""
+        notes = self._notes()
+        mine = self._mine(notes)
+        if mine is None:
+            raise WhiteskyError("the lease note of run %s on cloudspace %s is gone" % (self.run, self.cloudspace_id))
+        self.note_id = str(mine.get("id"))
+        leases = []
+        for note in notes:
+            held = parse_lease(note.get("title"), note.get("content"))
+            if held is not None and held.cluster == self.cluster and note is not mine:
+                leases.append((note, held))
+        key = _order(mine)
+        ahead = []
+        for note, held in leases:
+            if self._expired(note, held.ttl):
+                gone_is_done(self.client.delete_cloudspace_note, self.cloudspace_id, str(note.get("id")))
+            elif _order(note) < key:
+                ahead.append(held.run)
+        return ahead
+
+    def _expired(self, note: dict, ttl: int) -> bool:
+        """Whether ``note`` kept one ``last_update_time`` for longer than its time to live, on this run's clock."""
+        note_id, stamp, now = str(note.get("id")), note.get("last_update_time"), self._clock()
+        seen = self._seen.get(note_id)
+        if seen is None or seen[0] != stamp:
+            self._seen[note_id] = (stamp, now)
+            return False
+        return now - seen[1] > ttl
+
+    def _renew(self) -> None:
+        note_id = str(self.note_id)  # known once acquire() saw the note
+        while not self._stop.wait(self.ttl / 4.0):
+            try:
+                self.client.update_cloudspace_note(self.cloudspace_id, note_id, self.title, self.content)
+            except ApiError as exc:
+                if exc.status == 404:  # taken over (this run stalled past its time to live) or the cloudspace went
+                    self.lost = True
+                    return
+            except WhiteskyError:
+                continue  # the next renewal tries again; the lease lives a whole TTL
+
+    def _take_back(self) -> None:
+        """Delete this run's note; one that cannot be deleted now expires after its time to live."""
+        try:
+            if self.note_id is None:
+                mine = self._mine(self._notes())
+                self.note_id = str(mine.get("id")) if mine is not None else None
+            if self.note_id is not None:
+                gone_is_done(self.client.delete_cloudspace_note, self.cloudspace_id, self.note_id)
+        except WhiteskyError:
+            self.left_behind = True
+
+
+class Held(NamedTuple):
+    """What a lease note says: the cluster, the run that holds it, its time to live in seconds."""
+
+    cluster: str
+    run: str
+    ttl: int
+
+
+_CLUSTER = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_LEASE = re.compile(r"lease cluster=(%s) run=([0-9a-f]{16}) ttl=([0-9]{1,5})" % _CLUSTER)
+
+
+def lease_note(cluster: str, run: str, ttl: int) -> tuple[str, str]:
+    """``(title, content)`` of the lease note of ``run`` on ``cluster`` (the title is the creator note's)."""
+    ownership.cluster_part(cluster)
+    return ownership.NOTE_TITLE, "lease cluster=%s run=%s ttl=%d" % (cluster, run, ttl)
+
+
+def parse_lease(title: object, content: object) -> Held | None:
+    """The lease a note records, or None (the whole note must match)."""
+    if title != ownership.NOTE_TITLE or not isinstance(content, str):
+        return None
+    found = _LEASE.fullmatch(content)
+    if found is None:
+        return None
+    return Held(found.group(1), found.group(2), int(found.group(3)))
+
+
+def _order(note: dict) -> tuple[float, str]:
+    stamp = note.get("creation_time")
+    return (float(stamp) if isinstance(stamp, (int, float)) else float("inf"), str(note.get("id")))
+
+
+def waited_message(lease: Lease) -> str:
+    """What a run says when it waited for other runs of the cluster before it went on."""
+    return "cluster %r was held by another run (run %s): this run waited %.1fs for it, then read the cluster again" % (
+        lease.cluster,
+        ", ".join(lease.holders),
+        lease.waited,
+    )
+
+
+def holding(client: WhiteskyClient, cloudspace_id: str, cluster: str) -> bool:
+    """Whether this client (this run) holds the cluster's lease on the cloudspace already."""
+    return (cloudspace_id, cluster) in _held(client)
+
+
+def _held(client: WhiteskyClient) -> dict[tuple[str, str], Lease]:
+    """The leases this run holds (a run's leases live as long as its client)."""
+    held: dict[tuple[str, str], Lease] = client.leases
+    return held
+
+
+@contextmanager
+def held(client: WhiteskyClient, cloudspace_id: str, cluster: str, wait: float = WAIT) -> Iterator[Lease | None]:
+    """Hold the cluster's lease on the cloudspace for the ``with`` block; yields the :class:`Lease`, or None when
+    this run holds it already (its outer holder lets go)."""
+    leases = _held(client)
+    key = (cloudspace_id, cluster)
+    if key in leases:
+        yield None
+        return
+    lease = Lease(client, cloudspace_id, cluster, wait=wait).acquire()
+    leases[key] = lease
+    try:
+        yield lease
+    finally:
+        del leases[key]
+        lease.release()

@@ -1,0 +1,227 @@
+"""Two runs of one cluster at once: never a double-billed slot, never a stranded resource, and each run says what it
+did or that another run held the cluster.
+
+Each pair starts two actors (the cores the playbooks run, each with its own client: two processes' worth of
+connections) with a random offset, against the emulator with latency, waits for both, then checks the invariant:
+
+- at most one live reservation per (cluster, machine, slot), and every VM named by the spec carries the marker;
+- when the run that finished last was a converge that returned, the cluster is exactly its spec;
+- when it was a teardown that returned, nothing of the cluster is left: no machine, no reservation (recycle bin
+  included), no cloudspace of its name;
+- a run that did not return failed saying that another run holds the cluster (nothing else is accepted).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, lease, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+
+from helpers import ROOT, run_playbook
+
+LOC = "be-gen-1"
+PAIRS = int(os.environ.get("CAPVCO_PAIRS", "20"))
+SEED = int(os.environ.get("CAPVCO_PAIRS_SEED", "24"))
+
+
+def spec(replicas=2, name="duo"):
+    return {
+        "cluster": {"name": name, "location": LOC, "cloudspace": name + "-cs"},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": replicas,
+                "vcpus": 4,
+                "memory": 8192,
+                "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
+            }
+        ],
+    }
+
+
+def converge(s):
+    def run(client):
+        return cluster.run(client, spec=s, parallel=8)
+
+    run.kind, run.spec = "converge", s
+    return run
+
+
+def teardown(s):
+    def run(client):
+        return cluster.run(client, spec={"cluster": s["cluster"]}, state="absent", parallel=8)
+
+    run.kind, run.spec = "teardown", s
+    return run
+
+
+def orphans():
+    def run(client):
+        return sweep.reclaim(client, location=LOC, scope="orphans", grace_period=0)
+
+    run.kind, run.spec = "reclaim", None
+    return run
+
+
+def together(emu, first, second, offset):
+    """Run both actors, the second ``offset`` seconds after the first; ``[(actor, result or error, ended)]``."""
+    out = [None, None]
+
+    def go(i, actor, delay):
+        if delay:
+            time.sleep(delay)  # the drawn start offset of the pair, not a wait for a condition
+        with emu.client(backoff=0.01, timeout=30) as client:
+            try:
+                got = actor(client)
+            except WhiteskyError as exc:
+                got = exc
+        out[i] = (actor, got, time.monotonic())
+
+    threads = [threading.Thread(target=go, args=(i, a, d)) for i, (a, d) in enumerate(((first, 0), (second, offset)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+        assert not t.is_alive(), "a run did not return within 120 s"
+    return out
+
+
+def live_slots(emu, name):
+    """``{(machine, slot): count}`` of the cluster's reservations not permanently deleted, and how many of them are
+    still billing (not permanently deleted at all: the recycle bin bills too)."""
+    slots = {}
+    for r in emu.ledger()["reservations"]:
+        owner = ownership.decode(r["vgpu_name"])
+        if r["deleted_at"] is None and owner is not None and owner.cluster == name:
+            key = (owner.machine, owner.slot)
+            slots.setdefault(key, []).append(r)
+    return slots
+
+
+def cluster_state(emu, name):
+    with emu.client() as client:
+        spaces = [c for c in client.cloudspaces() if c["name"] == name + "-cs"]
+        vms = [dict(v, cs=c["cloudspace_id"]) for c in spaces for v in client.vms(c["cloudspace_id"])]
+        described = [client.get_vm(v["cs"], v["vm_id"]) for v in vms]
+    return spaces, described
+
+
+def check_invariant(emu, outcome, name="duo"):
+    slots = live_slots(emu, name)
+    doubles = {k: len(v) for k, v in slots.items() if len(v) > 1}
+    assert not doubles, "two live reservations for one slot: %s" % doubles
+    spaces, vms = cluster_state(emu, name)
+    unmarked = [v["name"] for v in vms if not ownership.machine_owned(v.get("description"), name)]
+    assert not unmarked, "VMs of the cluster's cloudspace without its marker: %s" % unmarked
+    for actor, got, _ended in outcome:
+        if isinstance(got, Exception):
+            assert isinstance(got, lease.ClusterBusy) or "another run holds" in str(got), (
+                "a %s failed for another reason than a held cluster: %s" % (actor.kind, got)
+            )
+    done = [(ended, actor) for actor, got, ended in outcome if not isinstance(got, Exception) and actor.spec]
+    if not done:
+        return
+    _ended, last = max(done, key=lambda pair: pair[0])
+    if last.kind == "teardown":
+        assert not vms and not spaces and not slots, "a teardown returned last, yet left: %s %s %s" % (
+            [v["name"] for v in vms],
+            [c["cloudspace_id"] for c in spaces],
+            sorted(slots),
+        )
+        return
+    want = sorted(n for pool in cluster.clusterspec.pools(cluster.clusterspec.check(last.spec)) for n in pool["names"])
+    assert len(spaces) == 1, "one cloudspace of the cluster's name, got %d" % len(spaces)
+    assert sorted(v["name"] for v in vms) == want, "a converge returned last; the machines are not its spec"
+    gpu_names = [n for n in want if "-gpu-" in n]
+    assert sorted(slots) == sorted((n, 0) for n in gpu_names), "one vGPU per GPU machine, got %s" % sorted(slots)
+    by_id = {v["vm_id"]: v["name"] for v in vms}
+    for (machine, _slot), (r,) in slots.items():
+        assert r["soft_deleted_at"] is None and by_id.get(r["vm_id"]) == machine, "attached to its machine"
+
+
+KINDS = {
+    "create + create": lambda: (converge(spec()), converge(spec())),
+    "create + delete": lambda: (converge(spec()), teardown(spec())),
+    "delete + create": lambda: (teardown(spec()), converge(spec())),
+    "scale up + scale down": lambda: (converge(spec(3)), converge(spec(1))),
+    "create + orphan reclaim": lambda: (converge(spec()), orphans()),
+}
+
+
+def test_pairs_of_runs_on_one_cluster_keep_the_invariant(emulator):
+    """``PAIRS`` pairs (20 in ``make test``; ``make chaos`` runs more), each kind in turn, each from a random state
+    (the cluster there or not), with a random start offset; the invariant after each pair."""
+    rnd = random.Random(SEED)
+    emulator.faults(latency_ms=15)
+    kinds = sorted(KINDS)
+    tally = {}
+    for i in range(PAIRS):
+        kind = kinds[i % len(kinds)]
+        first, second = KINDS[kind]()
+        if rnd.random() < 0.5:  # the start: the cluster there, or not
+            together(emulator, converge(spec()), converge(spec()), 0)
+        offset = rnd.uniform(0, 0.15)
+        outcome = together(emulator, first, second, offset)
+        check_invariant(emulator, outcome)
+        tally[kind] = tally.get(kind, 0) + 1
+        waits = sum(
+            1
+            for _a, got, _e in outcome
+            if isinstance(got, dict) and any("held by another run" in w for w in got.get("warnings", []))
+        )
+        tally["a run waited for the other"] = tally.get("a run waited for the other", 0) + waits
+    print("pairs: %s" % tally)
+    together(emulator, teardown(spec()), teardown(spec()), 0)
+    check_invariant(emulator, [])
+    assert not live_slots(emulator, "duo") and cluster_state(emulator, "duo") == ([], [])
+
+
+def test_two_create_playbooks_at_once_never_double_bill(emulator):
+    """The observed race: two ``cluster_create`` runs of one cluster, started together, both rc 0, each GPU machine
+    with 2 vGPUs where the spec says 1."""
+    emulator.faults(latency_ms=20)
+    play = os.path.join(ROOT, "playbooks", "cluster_create.yml")
+    s = spec()
+    results = [None, None]
+
+    def go(i):
+        results[i] = run_playbook(play, emulator, extra_vars=s)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for rc, out, _data in results:
+        assert rc == 0, out[-3000:]
+    assert emulator.ledger()["double_reservations"] == 0
+    check_invariant(emulator, [(converge(s), {}, time.monotonic())])
+
+
+def test_a_killed_holders_lease_expires_and_a_waiter_goes_on(emulator):
+    """A lease note left by a run that died (never renewed) holds the cluster for its time to live only; a run
+    that finds the cluster held longer than it may wait fails naming the holder and changes nothing."""
+    s = spec(1)
+    with emulator.client() as client:
+        cluster.run(client, spec=s)
+        cs = [c["cloudspace_id"] for c in client.cloudspaces() if c["name"] == "duo-cs"][0]
+        title, content = lease.lease_note("duo", "0" * 16, 2)
+        client.create_cloudspace_note(cs, title, content)
+        t0 = time.monotonic()
+        with lease.held(client, cs, "duo") as got:
+            waited = time.monotonic() - t0
+            assert got.holders == ["0" * 16] and 2 <= waited < 10
+        assert not [n for n in client.cloudspace_notes(cs) if lease.parse_lease(n["title"], n["content"])]
+        client.create_cloudspace_note(cs, *lease.lease_note("duo", "1" * 16, 600))
+        before = emulator.snapshot()
+        busy = pytest.raises(lease.ClusterBusy, match="held by another run .run 1111111111111111.")
+        with busy, lease.held(client, cs, "duo", wait=1.5):
+            pass
+        assert emulator.snapshot()["notes"] == before["notes"], "the waiter took its own note back"
