@@ -90,8 +90,8 @@ containers: link image
 molecule: link deps-e2e image
 	for s in $(SCENARIOS); do CAPVCO_REQUIRE_ALL=1 $(BIN)/molecule test -s $$s || exit 1; done
 
-# The long forms of the chaos suite, of the stateful ownership test (random seeds) and of the cluster spec's property
-# test (make test runs short forms of all three).
+# The long forms of the chaos suite, of the stateful ownership test (random seeds), of the cluster spec's property
+# test and of the pairs of concurrent runs (make test runs short forms of all four).
 # The benchmarks (not part of `make test`): each prints its figures beside its goals, measured in one run, and
 # fails when a goal is missed. The CNI one needs root (network namespaces).
 bench: link deps-e2e
@@ -103,6 +103,7 @@ chaos: link
 	CAPVCO_STATEFUL_RANDOM=1 CAPVCO_STATEFUL_EXAMPLES=$(or $(EXAMPLES),20) CAPVCO_STATEFUL_STEPS=$(or $(STEPS),20) \
 	  $(BIN)/python -m pytest -q -s tests/integration/test_ownership_stateful.py
 	CAPVCO_SPEC_EXAMPLES=$(or $(SPEC_EXAMPLES),1000) $(BIN)/python -m pytest -q -s tests/integration/test_cluster_spec_property.py
+	CAPVCO_PAIRS=$(or $(PAIRS),200) CAPVCO_PAIRS_SEED=$$RANDOM $(BIN)/python -m pytest -q -s tests/integration/test_two_at_once.py -k pairs
 
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist

@@ -101,3 +101,11 @@ def gone_is_done(call: Callable[..., object], *args: Any, **kwargs: Any) -> bool
             raise
         return False
     return True
+
+
+def known(value: _T | None, what: str) -> _T:
+    """``value``, which the caller has made sure is there; a :class:`WhiteskyError` naming ``what`` when it is not
+    (ansible-test forbids ``assert`` in a collection's code)."""
+    if value is None:
+        raise WhiteskyError("%s is missing" % what)
+    return value

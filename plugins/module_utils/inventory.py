@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import known
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
@@ -55,9 +56,7 @@ class Inventory:
 
 def owner_of(item: Reservation) -> Owner:
     """The owner of a reservation that :meth:`Inventory.owned` returned (decoded: never None there)."""
-    owner = item["owner"]
-    assert owner is not None, "reservation %r is not owned" % item.get("vgpu_name")
-    return owner
+    return known(item["owner"], "the owner of reservation %r" % item.get("vgpu_name"))
 
 
 def deleted(item: Reservation) -> bool:

@@ -22,6 +22,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     InputError,
     Resolved,
     gone_is_done,
+    known,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot
@@ -89,9 +90,7 @@ def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], dat
         if found is None:
             return None
         if cluster:
-            seen = describe(client, cs, found)
-            # a VM gone again since the listing fails here, as it always has (None has no owner to compare)
-            assert seen is not None, "machine %r is gone since the listing" % name
+            seen = known(describe(client, cs, found), "machine %r (gone again since it was listed)" % name)
             if seen["owner"] != cluster:
                 raise not_owned(name, cluster, seen["description"])
         return Resolved(found["vm_id"])
@@ -125,8 +124,7 @@ def delete(
     """Delete one VM: gracefully (``owned``, its cluster's reservations for it, released first through ``ops``) or
     by force (with ``detach_gpu``, releasing nothing)."""
     for item in owned:
-        assert ops is not None, "a graceful delete releases the machine's reservations through ops"
-        ops.release(item)
+        known(ops, "the release operations of a graceful delete").release(item)
     try:
         gone_is_done(client.delete_vm, cs, vm["vm_id"], permanently=True, detach_gpu=bool(force))
     except ApiError as exc:
@@ -230,8 +228,7 @@ def _ensure(client: WhiteskyClient, m: _Machine, write: bool) -> dict[str, Any]:
     need_graceful(force, cluster, location, [name])
     owned: list[Reservation] = []
     if not force:
-        assert location is not None  # need_graceful refused a graceful delete without cluster and location
-        owned = Inventory(client, location).owned(cluster, name)
+        owned = Inventory(client, known(location, "location")).owned(cluster, name)
         result["released_vgpus"] = [i["vgpu_name"] for i in owned]
     if not write:
         return result

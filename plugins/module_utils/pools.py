@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu, lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspace_by_name
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import (
     create,
@@ -126,14 +126,14 @@ def ensure_pool(
         scope = Scope(cloudspace_id, cluster, location, state, exclusive, force, parallel)
     else:
         # by name: the module requires cloudspace without cloudspace_id, and location was required above
-        assert cloudspace is not None and location is not None
-        space: Mapping[str, Any] | None = cloudspace_by_name(client, cloudspace, location)
+        location, name = known(location, "location"), known(cloudspace, "cloudspace")
+        space: Mapping[str, Any] | None = cloudspace_by_name(client, name, location)
         made = space is None and state == "present"
         if made:  # a new cloudspace, the cluster's own (a note on it records that the cluster created it)
             planned = new_cloudspace_plan(wanted, boot)  # checked before it is created: bad input leaves nothing
             if check_mode:
                 return planned
-            space, made = cloudspaces.claim(client, cloudspace, location, cluster)
+            space, made = cloudspaces.claim(client, name, location, cluster)
         if space is not None:
             scope = Scope(space["cloudspace_id"], cluster, location, state, exclusive, force, parallel)
     if scope is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
@@ -145,7 +145,7 @@ def ensure_pool(
         result["cloudspace_id"] = scope.cloudspace_id
     if state == "present" and gpu_pools:
         # location was required above for a GPU pool; a missing cloudspace was created (state=present)
-        assert scope is not None and location is not None
+        scope, location = known(scope, "the cloudspace"), known(location, "location")
         result["reservations"] = []
         for each, gpu_spec in gpu_pools:
             targets = [n for n in each["names"] if not check_mode or n not in result["created"]]
@@ -165,8 +165,7 @@ def ensure_pool(
             result["changed"] = result["changed"] or done["changed"] or bool(len(targets) < len(each["names"]))
             result["reservations"] += done.get("reservations", [])
     if state == "absent" and sweep:
-        assert location is not None  # required above for sweep
-        _sweep(client, location, cluster, parallel, check_mode, result)
+        _sweep(client, known(location, "location"), cluster, parallel, check_mode, result)
     return result
 
 
@@ -264,8 +263,7 @@ def _prepare(
         need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
     reservations: dict[str, list[Reservation]] = {}
     if deletes and not scope.force:
-        assert scope.location is not None  # need_graceful refused a graceful delete without it
-        inventory = world.get("inventory") or Inventory(client, scope.location)
+        inventory = world.get("inventory") or Inventory(client, known(scope.location, "location"))
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
