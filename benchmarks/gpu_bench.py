@@ -172,6 +172,7 @@ def main():
             create_floor = (1 + 2 + 1 + args.gpus + 1) * lat
             emu.reset_stats()
             reclaim = dict(location=LOC, scope="cluster", cluster="bench", grace_period=0, permanently=True)
+            client = emu.client(timeout=120)  # a run of its own: it has read no marker yet
             t0 = time.monotonic()
             sweep.reclaim(client, parallel=32, **reclaim)
             teardown_wall = time.monotonic() - t0
