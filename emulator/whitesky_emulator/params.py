@@ -21,6 +21,7 @@ INT, STR, BOOL, ARRAY, OBJECT = "integer", "string", "boolean", "array", "object
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 NIC_MODELS = ("ne2k_pci", "i82551", "i82557b", "i82559er", "rtl8139", "e1000", "pcnet", "virtio")
 NETWORK_TYPES = ("external", "cloudspace")
+OS_TYPES = ("Linux", "Windows", "Unix", "BSD", "Darwin", "Other")
 
 
 class Invalid(ValueError):
@@ -35,14 +36,22 @@ def q(kind, required=False, enum=None, minimum=None):
     return {"type": kind, "required": required, "enum": enum, "minimum": minimum}
 
 
-def body(properties, required=(), optional=False):
-    """A closed object body: ``{"field": type or nested body}``."""
-    return {"properties": properties, "required": tuple(required), "optional": optional}
+def body(properties, required=(), optional=False, enum=None):
+    """A closed object body: ``{"field": type or nested body}``; ``enum``: ``{"field": allowed values}``."""
+    return {"properties": properties, "required": tuple(required), "optional": optional, "enum": dict(enum or {})}
 
 
 VGPU_NAME_BODY = body({"vgpu_name": STR}, required=["vgpu_name"])
 NOTE_BODY = body({"title": STR, "content": STR}, required=["title", "content"])
-FIREWALL = body({"parent_cloudspace_id": STR, "external_network_id": INT, "private": BOOL, "external_network_ip": STR})
+#: createCloudspace's ``firewall`` (the spec's CreateCloudspaceFirewall, ``private`` required) and its ``custom``.
+CUSTOM_FIREWALL = body(
+    {"image_id": INT, "cdrom_id": INT, "type": STR, "disk_size": INT, "vcpus": INT, "memory": INT},
+    enum={"type": OS_TYPES},
+)
+FIREWALL = body(
+    {"private": BOOL, "external_network_id": INT, "parent_cloudspace_id": STR, "custom": CUSTOM_FIREWALL},
+    required=["private"],
+)
 
 #: operationId -> {"path": {name: type}, "query": {name: q(...)}, "body": body(...) or None}
 #: (every path has ``customer_id``, a string, first)
@@ -131,7 +140,7 @@ OPERATIONS = {
             "disk_size": q(INT),
             "cdrom_id": q(INT),
             "boot_disk_id": q(INT),
-            "os_type": q(STR, enum=("Linux", "Windows", "Unix", "BSD", "Darwin", "Other")),
+            "os_type": q(STR, enum=OS_TYPES),
             "os_name": q(STR),
             "enable_vm_agent": q(BOOL),
             "snapshot_id": q(STR),
@@ -239,7 +248,13 @@ def _check_body(where, schema, value):
             raise Invalid(field, "must be a boolean")
         elif kind == OBJECT and not isinstance(got, dict):
             raise Invalid(field, "must be an object")
+        _check_enum(field, schema.get("enum", {}).get(name), got)
     return value
+
+
+def _check_enum(field, allowed, got):
+    if allowed and got not in allowed:
+        raise Invalid(field, "must be one of %s" % ", ".join(allowed))
 
 
 def validate(operation_id, path_params, query, raw_body):

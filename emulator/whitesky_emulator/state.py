@@ -169,19 +169,22 @@ class Emulator:
         }
 
     @staticmethod
-    def vm_interface(nic):
-        """A NIC as a VM's ``network_interfaces`` lists it (its type is ``external_network_type`` there)."""
+    def vm_interface(nic, listed=False):
+        """A NIC as a VM's ``network_interfaces`` lists it: ``getVirtualMachineInfo`` names its type ``nic_type``
+        (the spec's VmInfoModelNetworkInterfaces), a cloudspace's VM listing ``external_network_type``
+        (VmsModelNetworkInterfaces); both schemas are closed."""
         return {
             "device_name": nic["device_name"],
             "mac_address": nic["mac_address"],
             "ip_address": nic["ip_address"],
             "network_id": nic["network_id"],
             "model": nic["model"],
-            "external_network_type": "external",
+            "external_network_type" if listed else "nic_type": "external",
             "external_cloudspace_id": "",
         }
 
-    def vm_info(self, vm):
+    def vm_info(self, vm, listed=False):
+        """A VM as ``getVirtualMachineInfo`` gives it (``listed``: its NICs as a listing names their fields)."""
         nics = self.store.nics_of_vm(vm["vm_id"])
         vgpus = self.store.vgpus_of_vm(vm["vm_id"])
         return {
@@ -199,7 +202,7 @@ class Emulator:
             "locked": vm["vm_id"] in self.locks,
             "hostname": vm["name"],
             "agent_status": "RUNNING",
-            "network_interfaces": [self.vm_interface(n) for n in nics],
+            "network_interfaces": [self.vm_interface(n, listed) for n in nics],
             "devices": [{"reference_id": g["vgpu_id"], "type": "VGPU", "description": g["vgpu_name"]} for g in vgpus],
             "disks": [],
             "boot_type": "bios",

@@ -20,6 +20,7 @@ from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import LIMIT, scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
 from capvco_sriov.shim import IO_FAILURE, PROBE, decode_request, encode_reply
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
@@ -45,13 +46,19 @@ def read_credential(path: str | None) -> str:
     return token
 
 
+def clean(redact: Callable[[object], str], text: object, limit: int = LIMIT, multiline: bool = False) -> str:
+    """``text`` fit to leave the agent: without the client's own credential (``redact``), then through the one
+    scrubber (``scrub``: any credential's form, control characters escaped, the length bounded)."""
+    return scrub(redact(text), limit, multiline=multiline)
+
+
 def serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
-    """One request from the CNI plugin -> (exit code, JSON document), with the credential scrubbed from it."""
+    """One request from the CNI plugin -> (exit code, JSON document); an error's ``msg`` and ``details`` go through
+    :func:`clean` (the plugin's own messages are made of bounded data, and it imports no scrubber)."""
     code, doc = _serve_one(agent, raw)
     if code:
-        doc = dict(
-            doc, msg=agent.client.redact(doc.get("msg", "")), details=agent.client.redact(doc.get("details", ""))
-        )
+        redact = agent.client.redact
+        doc = dict(doc, msg=clean(redact, doc.get("msg", "")), details=clean(redact, doc.get("details", "")))
     return code, doc
 
 
@@ -136,8 +143,13 @@ def build(args: argparse.Namespace) -> NicAgent:
     )
 
 
+#: The bound of one log record (a traceback included), in characters.
+LOG_LIMIT = 16384
+
+
 class Redact(logging.Filter):
-    """Every log record, traceback included, without the credential (see ``WhiteskyClient.redact``)."""
+    """Every log record, traceback included, through :func:`clean`: without the client's credential
+    (``WhiteskyClient.redact``) and scrubbed (``scrub``, lines kept, at most :data:`LOG_LIMIT` characters)."""
 
     def __init__(self, redact: Callable[[object], str]) -> None:
         super().__init__()
@@ -147,7 +159,8 @@ class Redact(logging.Filter):
         text = record.getMessage()
         if record.exc_info:
             text += "\n" + "".join(traceback.format_exception(*record.exc_info))
-        record.msg, record.args, record.exc_info, record.exc_text = self.redact(text), (), None, None
+        cleaned = clean(self.redact, text, LOG_LIMIT, multiline=True)
+        record.msg, record.args, record.exc_info, record.exc_text = cleaned, (), None, None
         return True
 
 

@@ -136,7 +136,7 @@ def _codec() -> tuple[Callable[[str | bytes | bytearray], Any], Callable[[Any], 
     except (AttributeError, TypeError):  # not the C accelerator: the json module itself
         import json
 
-        return json.loads, json.dumps
+        return _json_loads, json.dumps
 
     def skip(text: str, i: int) -> int:
         while i < len(text) and text[i] in " \t\n\r":
@@ -150,10 +150,10 @@ def _codec() -> tuple[Callable[[str | bytes | bytearray], Any], Callable[[Any], 
             obj, end = scan(text, skip(text, 0))
         except StopIteration as exc:
             raise ValueError("Expecting value: char %d" % exc.value) from None
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
         except SystemError:  # malformed: the C scanner reports it through json.decoder, which only json imports
-            import json  # noqa: PLC0415 (the error path only)
-
-            return json.loads(text)
+            return _json_loads(text)
         end = skip(text, end)
         if end != len(text):
             raise ValueError("Extra data: char %d" % end)
@@ -163,6 +163,16 @@ def _codec() -> tuple[Callable[[str | bytes | bytearray], Any], Callable[[Any], 
         return "".join(encode(obj, 0))
 
     return loads, dumps
+
+
+def _json_loads(text: str | bytes | bytearray) -> Any:
+    """``json.loads`` (imported on this path only), with nesting too deep for it a ValueError too."""
+    import json  # noqa: PLC0415 (the error path, or an interpreter without the C halves)
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _unserialisable(obj: object) -> NoReturn:
@@ -192,15 +202,75 @@ def valid_container_id(text: str) -> bool:
     return bool(text) and text[0] in _ALNUM and all(c in _ID_CHARS for c in text)
 
 
+#: The most characters of a value from outside that a message of the plugin shows.
+SHOWN = 40
+_PLAIN = _ID_CHARS | frozenset("/")
+
+
+def shown(text: str, limit: int = SHOWN) -> str:
+    """A value from outside as a message shows it: ``repr`` (control characters escaped) of at most ``limit``
+    characters of it.  Only for what is no secret (a CNI variable's value, a version, a path)."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def plain(text: str) -> bool:
+    """Whether ``text`` is only letters, digits and ``_ . - /``: a path or a version, never a credential's form."""
+    return all(c in _PLAIN for c in text)
+
+
+def socket_path(value: object) -> bool:
+    """An absolute path that a unix socket can have (at most 107 bytes, no NUL)."""
+    return (
+        isinstance(value, str)
+        and value.startswith("/")
+        and "\0" not in value
+        and len(value.encode("utf-8", "surrogatepass")) <= 107
+    )
+
+
+def _check_env(command: str, env: Mapping[str, str]) -> None:
+    """The CNI variables the command needs (4, naming the variable)."""
+    if command in ("ADD", "DEL", "CHECK"):
+        container_id = env.get("CNI_CONTAINERID", "")
+        if not container_id:
+            raise Refusal(INVALID_ENV, "CNI_CONTAINERID is required")
+        if not valid_container_id(container_id):
+            raise Refusal(
+                INVALID_ENV,
+                "invalid CNI_CONTAINERID %s" % shown(container_id),
+                "letters and digits, then also '_', '.' and '-'",
+            )
+        ifname = env.get("CNI_IFNAME", "")
+        if not valid_ifname(ifname):
+            raise Refusal(
+                INVALID_ENV,
+                "invalid CNI_IFNAME %s" % shown(ifname),
+                "1 to 15 characters, no '/', ':' or white space, not '.' or '..'",
+            )
+    if command in ("ADD", "CHECK") and not env.get("CNI_NETNS"):
+        raise Refusal(INVALID_ENV, "CNI_NETNS is required")
+
+
+def _check_plugin_fields(config: CniConfig) -> None:
+    """The fields the plugin itself reads (7, naming the field; their values are never shown)."""
+    if "agentSocket" in config and not socket_path(config["agentSocket"]):
+        raise Refusal(INVALID_CONFIG, "invalid agentSocket: an absolute path to a unix socket, at most 107 bytes")
+    timeout = config.get("timeoutSeconds", TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise Refusal(INVALID_CONFIG, "invalid timeoutSeconds: a number of seconds, more than 0 and at most 3600")
+
+
 def check(env: Mapping[str, str], stdin: str) -> CniConfig:
     """Everything the spec lets the plugin decide from the request alone; returns the network configuration.
 
-    An unknown command or missing or malformed CNI variables (4), a configuration that does not parse (6) and an
-    unsupported version (1) are answered here, with no agent.  The agent runs the same check first.
+    An unknown command or missing or malformed CNI variables (4), a configuration that does not parse (6), an
+    unsupported version (1) and a malformed field of the plugin's own (``agentSocket``, ``timeoutSeconds``: 7) are
+    answered here, with no agent.  The agent runs the same check first.  A message shows a value from outside
+    only when it is no secret (a CNI variable, a version), bounded and escaped; never a configuration's value.
     """
     command = env.get("CNI_COMMAND", "")
     if command not in COMMANDS or command == "VERSION":  # VERSION is answered before any of this
-        raise Refusal(INVALID_ENV, "invalid CNI_COMMAND %r" % command, "valid: %s" % ", ".join(COMMANDS[:-1]))
+        raise Refusal(INVALID_ENV, "invalid CNI_COMMAND %s" % shown(command), "valid: %s" % ", ".join(COMMANDS[:-1]))
     try:
         config: CniConfig = loads(stdin or "")  # an object: checked next
     except ValueError as exc:
@@ -209,28 +279,13 @@ def check(env: Mapping[str, str], stdin: str) -> CniConfig:
         raise Refusal(DECODE_FAILURE, "the network configuration must be a JSON object")
     version = config.get("cniVersion")
     if version not in VERSIONS:
-        raise Refusal(
-            INCOMPATIBLE_VERSION, "incompatible CNI version %r" % (version,), "supported: %s" % ", ".join(VERSIONS)
-        )
-    if command in ("ADD", "DEL", "CHECK"):
-        container_id = env.get("CNI_CONTAINERID", "")
-        if not container_id:
-            raise Refusal(INVALID_ENV, "CNI_CONTAINERID is required")
-        if not valid_container_id(container_id):
-            raise Refusal(
-                INVALID_ENV,
-                "invalid CNI_CONTAINERID %r" % container_id,
-                "letters and digits, then also '_', '.' and '-'",
-            )
-        ifname = env.get("CNI_IFNAME", "")
-        if not valid_ifname(ifname):
-            raise Refusal(
-                INVALID_ENV,
-                "invalid CNI_IFNAME %r" % ifname,
-                "1 to 15 characters, no '/', ':' or white space, not '.' or '..'",
-            )
-    if command in ("ADD", "CHECK") and not env.get("CNI_NETNS"):
-        raise Refusal(INVALID_ENV, "CNI_NETNS is required")
+        if isinstance(version, str) and plain(version):
+            seen = shown(version)
+        else:
+            seen = "(none)" if version is None else "(a %s, not shown)" % type(version).__name__
+        raise Refusal(INCOMPATIBLE_VERSION, "incompatible CNI version %s" % seen, "supported: %s" % ", ".join(VERSIONS))
+    _check_env(command, env)
+    _check_plugin_fields(config)
     return config
 
 
@@ -250,27 +305,48 @@ def encode_request(env: Mapping[str, str], stdin: str) -> bytes:
 def decode_request(raw: bytes) -> tuple[dict[str, str], str]:
     """``(env, stdin)`` of one request line; ValueError when it is not one."""
     msg = loads(raw)
-    if not isinstance(msg, dict) or not isinstance(msg.get("env") or {}, dict):
-        raise ValueError("not a request: %r" % (raw[:200],))
-    return msg.get("env") or {}, msg.get("stdin") or ""
+    env = (msg.get("env") or {}) if isinstance(msg, dict) else None
+    stdin = (msg.get("stdin") or "") if isinstance(msg, dict) else None
+    if (
+        not isinstance(env, dict)
+        or not isinstance(stdin, str)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        raise ValueError("not a request (%d bytes)" % len(raw))
+    return env, stdin
 
 
 def encode_reply(code: int, doc: Any) -> bytes:
     return dumps({"code": code, "result": doc}).encode() + b"\n"
 
 
+def _error_doc(doc: object) -> bool:
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("code"), int)
+        and not isinstance(doc.get("code"), bool)
+        and isinstance(doc.get("msg"), str)
+        and isinstance(doc.get("details", ""), str)
+        and doc.get("cniVersion") in VERSIONS
+    )
+
+
 def decode_reply(raw: bytes) -> tuple[int, Any]:
-    """``(code, result)`` of one answer line; ValueError when it is not one."""
+    """``(code, result)`` of one answer line; ValueError when it is not one: a code, and a result that is an object
+    (a CNI error document when the code is not 0)."""
     msg = loads(raw)
-    if not isinstance(msg, dict) or not isinstance(msg.get("code"), int):
-        raise ValueError("not an answer: %r" % (raw[:200],))
-    return msg["code"], msg.get("result")
+    code = msg.get("code") if isinstance(msg, dict) else None
+    if not isinstance(code, int) or isinstance(code, bool) or not isinstance(msg.get("result"), dict):
+        raise ValueError("not an answer (%d bytes)" % len(raw))
+    if code and not _error_doc(msg["result"]):
+        raise ValueError("not an error document (%d bytes)" % len(raw))
+    return code, msg["result"]
 
 
 def reply(code: int, doc: Any) -> NoReturn:
     sys.stdout.write(dumps(doc))
     sys.stdout.write("\n")
-    sys.exit(code)
+    sys.exit(1 if code else 0)
 
 
 def connect(path: str, timeout: float) -> socket.socket:
@@ -321,28 +397,37 @@ def probe(path: str) -> NoReturn:
     sys.exit(0 if code == 0 else 1)
 
 
+def read_config() -> str:
+    """The network configuration from stdin, as text: UTF-8, else 6 (a decoding failure)."""
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reply(1, error(DECODE_FAILURE, "the network configuration is not UTF-8 text", "at byte %d" % exc.start))
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--probe"]:
         probe(sys.argv[2] if len(sys.argv) > 2 else ENVIRON.get("CAPVCO_SRIOV_SOCKET", SOCKET))
     command = ENVIRON.get("CNI_COMMAND", "")
     if command == "VERSION":
         reply(0, version_result())
-    stdin = sys.stdin.read()
+    stdin = read_config()
     try:
         conf = check(ENVIRON, stdin)
     except Refusal as exc:
         reply(1, error(exc.code, exc.msg, exc.details))
+    version = conf["cniVersion"]  # check() made sure it is one of VERSIONS: the errors below answer in it
     path = conf.get("agentSocket") or ENVIRON.get("CAPVCO_SRIOV_SOCKET", SOCKET)
+    where = path if plain(path) else "(the configured socket)"
     timeout = conf.get("timeoutSeconds", TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        reply(1, error(INVALID_CONFIG, "invalid timeoutSeconds %r: a number of seconds, 0 to 3600" % (timeout,)))
     try:
         code, result = ask(path, encode_request(ENVIRON, stdin), timeout=timeout)
     except TimeoutError as exc:
-        reply(1, error(TRY_AGAIN_LATER, "the capvco node agent did not answer within %ss" % timeout, exc))
+        reply(1, error(TRY_AGAIN_LATER, "the capvco node agent did not answer within %ss" % timeout, exc, version))
     except (OSError, ValueError) as exc:
         code = PLUGIN_NOT_AVAILABLE if command == "STATUS" else TRY_AGAIN_LATER
-        reply(1, error(code, "the capvco node agent is not available", "%s: %s" % (path, exc)))
+        reply(1, error(code, "the capvco node agent is not available", "%s: %s" % (where, exc), version))
     if code == 0 and result == {}:
         sys.exit(0)  # DEL, CHECK, GC and STATUS print nothing on success
     reply(code, result)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
+from ansible_collections.whitesky.capvco.plugins.module_utils import answers
 from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
@@ -42,9 +43,10 @@ def check_id(kind: str, value: Any) -> str:
     return value
 
 
-def _field(answer: Any, key: str) -> Any:
-    """The field of the platform's answer, or a :class:`Resolved` answer as it is (the caller's hook made it)."""
-    return answer if isinstance(answer, Resolved) else answer[key]
+def _field(answer: Any, key: str, types: tuple[type, ...], operation: str) -> Any:
+    """The field of the platform's answer, of ``types``, or a :class:`Resolved` answer as it is (the caller's hook
+    made it)."""
+    return answer if isinstance(answer, Resolved) else answers.field(answer, key, types, operation)
 
 
 class WhiteskyClient(Transport):
@@ -94,16 +96,24 @@ class WhiteskyClient(Transport):
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(method, path, params=query, body=body, retry=retry, retry_if=retry_if, resolve=resolve)
 
-    def result(self, operation: str, query: dict[str, Any] | None = None, **path_params: Any) -> list[Any]:
-        """Call a list operation and unwrap its ``{"result": [...]}`` envelope."""
-        return (self.call(operation, query=query, **path_params) or {}).get("result") or []
+    def result(
+        self, operation: str, query: dict[str, Any] | None = None, shape: str | None = None, **path_params: Any
+    ) -> list[Any]:
+        """Call a list operation and unwrap its ``{"result": [...]}`` envelope; each item of ``shape`` (one of
+        ``answers.SHAPES``) when one is given."""
+        return answers.listed(self.call(operation, query=query, **path_params), operation, shape)
 
     # -- locations, GPUs ---------------------------------------------------
     def gpu_profiles(self, location: str) -> list[Any]:
-        return self.result("listAvailableGPUProfiles", location=location)
+        return self.result("listAvailableGPUProfiles", shape="GPU profile", location=location)
 
     def vgpus(self, location: str, include_deleted: bool = False) -> Iterator[Any]:
-        return self.paginate("listCustomerVGPUS", query={"include_deleted": include_deleted}, location=location)
+        """The location's reservations, page by page, each one checked (``answers``: a ``reservation``)."""
+        operation = "listCustomerVGPUS"
+        for i, item in enumerate(
+            self.paginate(operation, query={"include_deleted": include_deleted}, location=location)
+        ):
+            yield answers.record(item, "reservation", operation, "data[%d]" % i)
 
     # The mutating calls take the caller's hooks (``retry_if``, ``resolve``: see ``request``).
     def reserve_attach_vgpu(self, cloudspace_id: str, vm_id: int, gpu_id: str, vgpu_name: str, **hooks: Any) -> Any:
@@ -115,7 +125,7 @@ class WhiteskyClient(Transport):
             gpu_id=gpu_id,
             **hooks,
         )
-        return _field(answer, "vgpu_id")
+        return _field(answer, "vgpu_id", (str,), "reserveAndAttachVGPUToVM")
 
     def attach_vgpu(self, cloudspace_id: str, vm_id: int, vgpu_id: str, **hooks: Any) -> Any:
         return self.call("attachVGPUToVM", cloudspace_id=cloudspace_id, vm_id=vm_id, vgpu_id=vgpu_id, **hooks)
@@ -145,13 +155,13 @@ class WhiteskyClient(Transport):
 
     # -- cloudspaces, VMs --------------------------------------------------
     def cloudspaces(self) -> list[Any]:
-        return self.result("listCloudspaces")
+        return self.result("listCloudspaces", shape="cloudspace")
 
     def create_cloudspace(self, name: str, location: str, private_network: str | None = None, **hooks: Any) -> Any:
         body = {"name": name, "location": location, "firewall": {"private": False}}
         if private_network:
             body["private_network"] = private_network
-        return _field(self.call("createCloudspace", body=body, **hooks), "cloudspace_id")
+        return _field(self.call("createCloudspace", body=body, **hooks), "cloudspace_id", (str,), "createCloudspace")
 
     def get_cloudspace(self, cloudspace_id: str) -> Any:
         return self.call("getCloudspaceInfo", cloudspace_id=cloudspace_id)
@@ -161,7 +171,7 @@ class WhiteskyClient(Transport):
 
     def cloudspace_notes(self, cloudspace_id: str) -> list[Any]:
         """The cloudspace's notes (``id``, ``title``, ``content``, ``creation_time``, ...), oldest first."""
-        return self.result("getCloudspaceNotes", cloudspace_id=cloudspace_id)
+        return self.result("getCloudspaceNotes", shape="note", cloudspace_id=cloudspace_id)
 
     def create_cloudspace_note(self, cloudspace_id: str, title: str, content: str, **hooks: Any) -> Any:
         """Add a note; the platform answers ``{"success": true}`` without the note's id (list to find it)."""
@@ -182,17 +192,21 @@ class WhiteskyClient(Transport):
         return self.call("deleteCloudspaceNote", cloudspace_id=cloudspace_id, note_id=note_id, **hooks)
 
     def vms(self, cloudspace_id: str) -> list[Any]:
-        return self.result("listCloudspaceVirtualMachines", cloudspace_id=cloudspace_id)
+        return self.result("listCloudspaceVirtualMachines", shape="VM", cloudspace_id=cloudspace_id)
 
     def get_vm(self, cloudspace_id: str, vm_id: int) -> Any:
-        return self.call("getVirtualMachineInfo", cloudspace_id=cloudspace_id, vm_id=vm_id)
+        operation = "getVirtualMachineInfo"
+        return answers.record(self.call(operation, cloudspace_id=cloudspace_id, vm_id=vm_id), "VM info", operation)
 
     def read_file(self, cloudspace_id: str, vm_id: int, filepath: str, size: int = 65536) -> str:
         """A file of the VM's guest, through its agent (``readFile``): its text, at most ``size`` bytes."""
         got = self.call(
             "readFile", query={"filepath": filepath, "size": size}, cloudspace_id=cloudspace_id, vm_id=vm_id
         )
-        return (got or {}).get("result") or ""
+        if got is None or isinstance(got, dict) and got.get("result") is None:
+            return ""
+        text: str = answers.field(got, "result", (str,), "readFile")
+        return text
 
     def create_vm(
         self,
@@ -215,7 +229,8 @@ class WhiteskyClient(Transport):
             "disk_size": disk_size,
             "user_data": user_data,
         }
-        return _field(self.call("createVirtualMachine", query=query, cloudspace_id=cloudspace_id, **hooks), "vm_id")
+        answer = self.call("createVirtualMachine", query=query, cloudspace_id=cloudspace_id, **hooks)
+        return _field(answer, "vm_id", (int,), "createVirtualMachine")
 
     def delete_vm(
         self, cloudspace_id: str, vm_id: int, permanently: bool = True, detach_gpu: bool = False, **hooks: Any

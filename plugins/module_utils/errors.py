@@ -41,6 +41,11 @@ class LogicError(WhiteskyError):
     so a caller never reads it as "no response" and never retries it."""
 
 
+class BadAnswer(WhiteskyError):
+    """The platform answered, but not in the shape the core reads (a field it reads missing or of another type, a
+    list that is not one): not a lost answer, so never retried, and never a ``KeyError`` deep in a planner."""
+
+
 class ApiError(WhiteskyError):
     """One platform call failed.
 

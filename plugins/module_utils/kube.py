@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub
 
 KUBERNETES_IMPORT_ERROR: str | None
 try:
@@ -40,6 +41,9 @@ GROUP = "infrastructure.cluster.x-k8s.io"
 VERSION = "v1beta1"
 PLURALS = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines"}
 COMPONENT = "capvco-controller"
+#: The longest message of a condition or a status field (``failureMessage``), and of an Event (the API's limit).
+MESSAGE_LIMIT = 4096
+EVENT_MESSAGE_LIMIT = 1024
 
 
 class KubeError(WhiteskyError):
@@ -88,6 +92,8 @@ def merge_conditions(
                 "a condition has the keys %s (type required), got %r" % (", ".join(CONDITION_KEYS), update)
             )
         cond: dict[str, Any] = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
+        if "message" in cond:  # what a message says may come from outside (the platform, a machine)
+            cond["message"] = scrub(cond["message"], MESSAGE_LIMIT)
         if cond.get("severity") not in (None,) + SEVERITIES:
             raise InputError(
                 "condition %r: severity must be one of Error, Warning, Info, got %r" % (cond["type"], cond["severity"])
@@ -177,7 +183,7 @@ def event_body(obj: Mapping[str, Any], etype: str, reason: str, message: str, no
         },
         "type": etype,
         "reason": reason,
-        "message": message[:1024],
+        "message": scrub(message, EVENT_MESSAGE_LIMIT),
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "firstTimestamp": now,
@@ -270,7 +276,10 @@ def _status_input(
     reservations: Iterable[Mapping[str, Any]] | None,
 ) -> dict[str, Any]:
     """The status fields the module's options give: ``status``, ``vm_id``, the orphan check, the reservations."""
-    status = dict(given or {})
+    status: dict[str, Any] = {
+        k: scrub(v, MESSAGE_LIMIT) if isinstance(v, str) and k.lower().endswith("message") else v
+        for k, v in (given or {}).items()
+    }
     if vm_id is not None:
         status["vmID"] = vm_id
     if orphans is not None:

@@ -17,7 +17,13 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import HTTPX_IMPORT_ERROR
+
+#: The longest failure message or warning a module gives (``scrub``: secrets out, controls escaped, then cut).
+MESSAGE_LIMIT = 4096
+#: The longest text in a failure's details (a log tail keeps its lines).
+DETAIL_LIMIT = 16384
 
 CONNECTION_SPEC = dict(
     api_url=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_API_URL"])),
@@ -80,15 +86,17 @@ class WhiteskyModule:
             if self.connection:
                 with self.client() as client:
                     for warning in client.warnings:
-                        self.module.warn(warning)
+                        self.module.warn(scrub(warning, MESSAGE_LIMIT))
                     result = func(client, check_mode=check_mode, **params)
             else:
                 result = func(check_mode=check_mode, **params)
         except WhiteskyError as exc:
-            # invalid_input tells a caller (the controller) that a retry cannot help
-            self.module.fail_json(msg=str(exc), invalid_input=isinstance(exc, InputError), **exc.details)
+            # invalid_input tells a caller (the controller) that a retry cannot help; what the error says may come
+            # from outside (the platform, a machine): scrubbed
+            details = {k: scrub_tree(v, DETAIL_LIMIT, multiline=True) for k, v in exc.details.items()}
+            self.module.fail_json(msg=scrub(exc, MESSAGE_LIMIT), invalid_input=isinstance(exc, InputError), **details)
         for warning in result.pop("warnings", []):  # through module.warn: exit_json(warnings=) is deprecated
-            self.module.warn(warning)
+            self.module.warn(scrub(warning, MESSAGE_LIMIT))
         result.setdefault("changed", False)
         if not self.module._diff:
             result.pop("diff", None)

@@ -10,13 +10,12 @@ its own with the same status file (``gpu-driver.status``).  This module only run
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec, firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils import clusterspec, firstboot, firstboot_status
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 
 _LINE = re.compile(r"^(\d+(?:\.\d+)*), (.+)$")
@@ -74,20 +73,20 @@ def run(
     except OSError as exc:
         raise DriverError("cannot run /bin/sh for the GPU driver: %s" % exc, {}) from None
     try:
-        with open(status_file, encoding="utf-8") as fh:
-            status = json.load(fh)
-    except (OSError, ValueError) as exc:
+        with open(status_file, encoding="utf-8", errors="replace") as fh:
+            status = firstboot_status.parse(fh.read(firstboot_status.STATUS_LIMIT + 1))
+    except (OSError, firstboot_status.InvalidStatus) as exc:
         raise DriverError(
             "the GPU driver script left no status in %s (exit %d): %s %s"
             % (status_file, proc.returncode, exc, (proc.stdout + proc.stderr).strip()[-800:]),
             {"rc": proc.returncode},
         ) from None
-    if proc.returncode != 0 or status.get("state") != "ready":
+    if proc.returncode != 0 or status.state != "ready":
         raise DriverError(
-            "the GPU driver is not usable, failed at %s: %s" % (status.get("step"), status.get("reason")),
-            {"step": status.get("step"), "reason": status.get("reason"), "log_tail": status.get("log_tail", "")},
+            "the GPU driver is not usable, failed at %s: %s" % (status.step, status.reason),
+            {"step": status.step, "reason": status.reason, "log_tail": status.log_tail},
         )
-    return dict(status, status_file=status_file)
+    return dict(status.as_dict(), status_file=status_file)
 
 
 def install(

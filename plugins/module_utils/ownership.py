@@ -70,8 +70,6 @@ class Marker(NamedTuple):
 
 
 MARKER = "capvco/v1"
-# What releases before the marker wrote on the machines of cluster_create (read, never written).
-_LEGACY_MARKER = re.compile(r"capvco cluster ([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?), pool ([A-Za-z0-9-]+)")
 
 
 def _b36(n: int, width: int = _TIME_DIGITS) -> str:
@@ -149,9 +147,6 @@ def parse_marker(description: object) -> Marker | None:
     """The :class:`Marker` a VM's description carries, or None when it carries none."""
     if not isinstance(description, str):
         return None
-    legacy = _LEGACY_MARKER.fullmatch(description)
-    if legacy:
-        return Marker(legacy.group(1), legacy.group(3))
     tokens = description.split(" ")
     if tokens[0] != MARKER:
         return None

@@ -15,9 +15,11 @@ the deadline of the operation it runs in, whichever comes first.  An operation s
 from __future__ import annotations
 
 import base64
+import datetime
 import email.utils
 import ipaddress
 import json
+import math
 import random
 import re
 import ssl
@@ -32,7 +34,13 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+    ApiError,
+    BadAnswer,
+    InputError,
+    WhiteskyError,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub
 
 # httpx imports its command line client (click, pygments, rich: some 70 ms, paid by every module run) whenever
 # those are installed; nothing here runs it, and httpx falls back to a stub when it cannot be imported.
@@ -50,12 +58,19 @@ RETRY_STATUSES = frozenset((429, 502, 503, 504))
 #: Methods retried on those statuses and on a lost answer.  A POST is not: a POST that
 #: reserves is made idempotent by its caller (look the name up, then decide).
 IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
 #: Seconds one call may spend on retries beyond its own ``timeout``: its deadline is
 #: ``timeout + RETRY_BUDGET`` after it started (a module's ``timeout`` option sets the first part).
 RETRY_BUDGET = 30.0
 #: The largest page the client asks for; the emulator serves up to this.
 PAGE_LIMIT = 500
+#: The most pages of one listing planned from its first page's count (a count beyond is fetched page by page, and
+#: a listing ends at its first empty page whatever its count said).
+MAX_PLANNED_PAGES = 10000
+#: The longest wait a ``Retry-After`` may ask for, in seconds (a call's deadline ends it sooner anyway).
+RETRY_AFTER_MAX = 3600.0
+#: The most of a platform's error text that an error carries.
+MESSAGE_LIMIT = 500
+_DELAY_SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
 
 
 def jwt_expiry(token: str) -> int | float | None:
@@ -108,28 +123,86 @@ def _decode(method: str, path: str, resp: httpx.Response) -> Any:
         return None
     try:
         return resp.json()
-    except ValueError:
-        raise ApiError(method, path, resp.status_code, "response is not JSON: %r" % resp.text[:200]) from None
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
+        raise ApiError(method, path, resp.status_code, "response is not JSON: %s" % scrub(resp.text, 200)) from None
 
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
+def retry_after(value: object, now: Callable[[], float] = time.time) -> float | None:
+    """The seconds a ``Retry-After`` header asks to wait: delay-seconds, or an HTTP-date (past: 0); at most
+    :data:`RETRY_AFTER_MAX`.  None for anything else (``soon``, a negative number, ``nan``, ``inf``, an
+    exponent): the backoff decides then.  Never raises."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if _DELAY_SECONDS.fullmatch(text):
+        return min(float(text), RETRY_AFTER_MAX)
+    if not text or len(text) > 64:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        parsed = email.utils.parsedate_to_datetime(text)
+        if parsed.tzinfo is None:  # an HTTP-date is GMT; a date without a zone is read so
+            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        seconds = parsed.timestamp() - now()
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), RETRY_AFTER_MAX)
 
 
 def _message(resp: httpx.Response) -> str:
     try:
         body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:500] or resp.reason_phrase
+    except (ValueError, RecursionError):
+        return scrub(resp.text.strip(), MESSAGE_LIMIT) or resp.reason_phrase
     if isinstance(body, dict):
-        return str(body.get("message") or body.get("error") or body)[:500]
-    return str(body)[:500]
+        return scrub(body.get("message") or body.get("error") or body, MESSAGE_LIMIT)
+    return scrub(body, MESSAGE_LIMIT)
+
+
+def _page(operation: str, got: Any) -> tuple[list[Any], int | None]:
+    """``(items, count)`` of one page of a listing (``{"data": [...], "pagination": {"count": N}}``); a count that
+    is not a number of items counts as none."""
+    if got is None:
+        return [], None
+    if not isinstance(got, dict):
+        raise BadAnswer("the platform's answer to %s is not an object (a page of a listing)" % operation)
+    data = got.get("data")
+    if data is None:
+        data = []
+    if not isinstance(data, list):
+        raise BadAnswer("the platform's answer to %s: data is not a list" % operation)
+    pagination = got.get("pagination")
+    count = pagination.get("count") if isinstance(pagination, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        count = None
+    return data, count
+
+
+def _planned(size: int, count: int | None) -> range:
+    """The starts of the pages after the first (``size`` items) that a listing of ``count`` items has, at most
+    :data:`MAX_PLANNED_PAGES` of them (none without a count)."""
+    return range(size, min(count, size * MAX_PLANNED_PAGES), size) if count is not None else range(0)
+
+
+def _windowed(
+    pool: ThreadPoolExecutor, page: Callable[[int], tuple[list[Any], int | None]], planned: range, parallel: int
+) -> Iterator[tuple[int, list[Any]]]:
+    """``(start, items)`` of the planned pages in order, at most ``parallel`` of them asked for ahead (the first
+    ``parallel`` at once, before the first is handed on), until the first empty page: the listing ends there,
+    whatever its count said."""
+    window = deque(pool.submit(page, start) for start in planned[:parallel])  # asked for now, not when first read
+
+    def pages() -> Iterator[tuple[int, list[Any]]]:
+        for i, start in enumerate(planned):
+            items, _seen = window.popleft().result()
+            if not items:
+                return
+            if i + parallel < len(planned):
+                window.append(pool.submit(page, planned[i + parallel]))
+            yield start, items
+
+    return pages()
 
 
 def _query_value(value: Any) -> Any:
@@ -209,12 +282,13 @@ class Transport:
     def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.base_url)
 
-    def redact(self, text: object) -> str:
-        """``text`` without this client's token, nor any bearer token (a platform error may echo the headers)."""
-        text = str(text)
+    def redact(self, text: object, limit: int = 65536) -> str:
+        """``text`` without this client's token (even one that is no JWT), then scrubbed (``scrub.scrub``, keeping
+        its lines: a log record's traceback): for what leaves the process in a log."""
+        text = "" if text is None else str(text)
         if self._token:
             text = text.replace(self._token, "***")
-        return _BEARER.sub(r"\1***", text)
+        return scrub(text, limit, multiline=True)
 
     def close(self) -> None:
         self._http.close()
@@ -375,7 +449,7 @@ class Transport:
         be repeated, 502/503/504 are tried again; otherwise those are resolved; a refusal ``retry_if`` accepts is
         waited out; anything else is raised."""
         last = ApiError(method, path, resp.status_code, _message(resp))
-        wait_hint = _retry_after(resp.headers.get("Retry-After")) if resp.status_code in (429, 503) else None
+        wait_hint = retry_after(resp.headers.get("Retry-After")) if resp.status_code in (429, 503) else None
         if resp.status_code == 429 or (resp.status_code in RETRY_STATUSES and retry):
             return None, last, wait_hint, False  # not processed, or safe to repeat
         if resp.status_code in RETRY_STATUSES and resolve is not None:
@@ -424,8 +498,7 @@ class Transport:
         def page(start: int) -> tuple[list[Any], int | None]:
             with self._within(inherited):
                 got = self.call(operation, query=dict(query or {}, limit=limit, start_after=start), **path_params)
-            got = got or {}
-            return got.get("data") or [], (got.get("pagination") or {}).get("count")
+            return _page(operation, got)
 
         data, count = page(0)
         pos, size = len(data), len(data)
@@ -447,19 +520,16 @@ class Transport:
                 yield from items
             return True
 
-        planned = list(range(size, count, size)) if count is not None else []
+        planned = _planned(size, count)
         if not planned:
             yield from data
         else:
             # at most ``parallel`` pages in flight or waiting: memory stays bounded by the window, not the listing;
             # they are asked for before the first page is handed on, so they are on their way while it is read
             with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(planned)))) as pool:
-                window = deque(pool.submit(page, start) for start in planned[:parallel])
+                pages = _windowed(pool, page, planned, parallel)
                 yield from data
-                for i, start in enumerate(planned):
-                    items, _seen = window.popleft().result()
-                    if i + parallel < len(planned):
-                        window.append(pool.submit(page, planned[i + parallel]))
+                for start, items in pages:
                     if pos < start:  # a page before this one came back short: fill the gap
                         yield from walk(start)
                     skip = max(0, pos - start)  # what an earlier fill already gave

@@ -17,6 +17,12 @@ description:
     its VCOMachine.
   - A file that is not there yet, or an agent that does not answer yet, is no error; C(reported) is false and
     C(message) says why.
+  - The file comes from the machine and is read as hostile; at most 64 KiB and 32 levels of nesting, with
+    exactly the fields the first boot writes, each of its type, its texts scrubbed (secrets removed, control
+    characters escaped, lengths bounded). A file that is anything else is reported (C(reported) and C(invalid)
+    are true, C(message) says what is wrong, bounded and scrubbed) and the condition is C(InvalidStatus).
+  - A VM or cloudspace that does not exist is an error (no first boot will ever report); the failure result has
+    C(machine_not_found=true) and its message names the VM or the cloudspace.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -64,19 +70,27 @@ reported:
   description: Whether the first boot has written its status yet.
   returned: always
   type: bool
+invalid:
+  description: Whether the file is there but is not a status document (C(message) says why).
+  returned: always
+  type: bool
 status:
-  description: The status document (empty when not reported).
+  description:
+    - The status document (empty when not reported, or invalid), with every field the first boot writes
+      (C(state), C(step), C(reason), C(gpu_driver_version), C(nvidia_smi), C(changed), C(log_tail)).
   returned: always
   type: dict
   sample: {"state": "failed", "step": "gpu-driver", "reason": "nvidia-smi sees 1 GPU(s), at least 2 expected"}
 message:
-  description: Why there is no status yet (empty when there is).
+  description: Why there is no status yet, or why the file is not one (empty when there is one).
   returned: always
   type: str
 gpu_driver_ready:
   description:
     - The C(GPUDriverReady) condition. C(Unknown) while the first boot has no verdict, C(False) with the step and
-      the reason when it failed, C(True) with the driver version it verified.
+      the reason when it failed (C(FirstBootFailed)), when it reported ready without a driver step
+      (C(DriverNotVerified)) or wrote a report that is not one (C(InvalidStatus)), C(True) with the driver version
+      it verified.
   returned: when gpu is true
   type: dict
   sample:

@@ -114,6 +114,39 @@ def test_the_playbook_waits_and_prints_the_reason_instead_of_hanging(container, 
     assert rc == 0, out[-2000:]
 
 
+# What anything on the guest can write into the status file: the playbook's message is scrubbed and bounded, and a
+# document that is not a status is said to be invalid, never a crash of the template.
+HOSTILE = (
+    (
+        {"state": "failed", "step": "x", "reason": "Bearer eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl \x1b[2J" + "y" * 60000},
+        "the first boot failed at x:",
+    ),
+    ({"state": "ready", "nvidia_smi": 5}, "the first boot status is invalid: not a first-boot status: nvidia_smi"),
+    ({"state": "failed", "note": "https://user:hunter2@repo.example/"}, "unknown field(s) 'note'"),
+)
+
+
+def test_the_playbook_reads_a_hostile_status_file_as_hostile(container, tmp_path):
+    for doc, says in HOSTILE:
+        subprocess.run(
+            [
+                "podman",
+                "exec",
+                "-i",
+                container.name,
+                "sh",
+                "-c",
+                "mkdir -p /var/lib/capvco && cat > /var/lib/capvco/first-boot.status",
+            ],
+            input=json.dumps(doc),
+            text=True,
+            check=True,
+        )
+        rc, out, _took = wait(container, tmp_path, 10)
+        assert rc != 0 and says in out, out[-3000:]
+        assert "eyJzdWIi" not in out and "hunter2" not in out and "\x1b" not in out and "y" * 5000 not in out
+
+
 # -- the gpu-driver step: the pinned driver from the flaky repository's stub packages, verified by the stub
 # nvidia-smi (aptrepo.py), in the first boot of a GPU machine (count 2 as the stub reports by default)
 A100x2 = {"version": "550", "count": 2, "wait": 0}

@@ -76,22 +76,32 @@ def test_twenty_concurrent_adds_on_one_node_are_serialised(lab):
     assert lab.platform_nics() == []
 
 
-def test_agent_killed_mid_add_then_restarted_leaks_nothing(lab):
+def test_agent_killed_mid_attach_keeps_and_reports_the_nic_and_the_retry_works(lab):
+    """The agent dies while the platform holds its attach call: the attach lands with no answer. On restart that
+    NIC is neither forgotten nor detached on a guess (nothing the platform says tells it from one that someone
+    attached at that address meanwhile): its entry stays, reported for a person, its address never chosen again;
+    the runtime's retry of the ADD gets a NIC of its own."""
     pod = lab.add_pod(1)
     lab.emu.faults(vm_op_seconds=1.5)  # the attach is committed while the agent is dead
     t = threading.Thread(target=lab.cni, args=("ADD", pod), kwargs={"container": "c1"})
     t.start()
-    assert wait_for(lambda: lab.ledger_entries() != [], timeout=10), "the intent is written before the call"
+    assert wait_for(lambda: lab.ledger_entries() != [], timeout=10), "the choice is written before the call"
     # the attach call has reached the platform, which holds the VM for 1.5 s: kill the agent meanwhile
     assert wait_for(lambda: lab.emu.op_count("attachExternalNetworksVirtualMachine") >= 1, timeout=10)
     lab.kill_agent()
     t.join()
     assert wait_for(lambda: len(lab.platform_nics()) == 1, timeout=5), "the platform committed the attach"
+    (landed,) = lab.platform_nics()
     lab.emu.faults()
-    lab.start_agent()  # recovery resolves the half-done ADD
-    assert lab.platform_nics() == [] and lab.ledger_entries() == []
-    rc, res = lab.cni("ADD", pod, container="c1")  # the runtime's retry works
-    assert rc == 0 and lab.ping(pod) == 0
+    lab.start_agent()  # recovery: sent, no answer, a NIC at the address: kept and reported
+    assert lab.platform_nics() == [landed] and lab.ledger_entries() == ["c1@net1.json"]
+    log = (lab.tmp / "agent.log").read_text(encoding="utf-8")
+    assert "c1@net1: left for a person" in log and landed["ip_address"] in log
+    rc, res = lab.cni("ADD", pod, container="c1")  # the runtime's retry works, at another address
+    assert rc == 0 and lab.ping(pod) == 0, res
+    assert res["ips"][0]["address"] != landed["ip_address"] + "/24" and len(lab.platform_nics()) == 2
+    assert lab.cni("DEL", pod, container="c1") == (0, None)
+    assert lab.platform_nics() == [landed] and len(lab.ledger_entries()) == 1, "the held one stays, recorded"
 
 
 @pytest.mark.parametrize("lab", [{"grace": 1.0, "interval": 0.2}], indirect=True)

@@ -290,9 +290,15 @@ def test_the_emulator_follows_the_spec_where_it_used_to_deviate(emulator):
     client = emulator.client()
     vm = client.create_vm(CS, name="n1", description="d", vcpus=1, memory=1024)
     client.attach_nic(CS, vm, 101)
-    (iface,) = client.vms(CS)[0]["network_interfaces"]
+    (iface,) = client.vms(CS)[0]["network_interfaces"]  # a listing's VmsModelNetworkInterfaces
     assert iface["external_network_type"] == "external" and "nic_type" not in iface
+    (iface,) = client.get_vm(CS, vm)["network_interfaces"]  # a VM's info: VmInfoModelNetworkInterfaces
+    assert iface["nic_type"] == "external" and "external_network_type" not in iface
     assert client.nics(CS, vm)[0]["nic_type"] == "external"  # the NIC listing's own name for it
+    no_private = httpx.post(
+        base + "/cloudspaces", json={"name": "fw", "location": LOC, "firewall": {}}, headers=headers
+    )
+    assert no_private.status_code == 400 and "body.firewall.private" in no_private.json()["message"]
     wrong = httpx.put(base + "/cloudspaces/cs-demo/vms/%d" % vm, headers=headers)
     assert wrong.status_code == 405 and set(wrong.headers["allow"].split(", ")) == {"DELETE", "GET"}
     for permanently, listed in ((False, True), (True, False)):

@@ -24,7 +24,12 @@ import os
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance
+from schemathesis.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    not_a_server_error,
+    response_schema_conformance,
+)
 from schemathesis.config import SchemathesisConfig
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
@@ -37,6 +42,8 @@ SPEC = load_spec()
 EXAMPLES = int(os.environ.get("CAPVCO_CONFORMANCE_EXAMPLES", "25"))
 #: The placeholder a generated request names a note by, replaced by a real note's id (see ``with_a_note``).
 A_NOTE = "a-note"
+#: An external network of the emulator's cs-demo location.
+NETWORK = 101
 SERVED = {operation_id for _method, _path, operation_id, _mutating, _func in OPS}
 pytestmark = pytest.mark.skipif(SPEC is None, reason=SPEC_ABSENT)
 
@@ -72,9 +79,10 @@ schema = schemathesis.openapi.from_dict(
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     emu = Emulator(tmp_path_factory.mktemp("conformance")).start()
-    with emu.client() as client:  # a few VMs, so small vm_ids name real ones
-        for i in range(3):
-            client.create_vm("cs-demo", name="conf-%d" % i, description="conformance", vcpus=1, memory=1024)
+    with emu.client() as client:  # a few VMs, so small vm_ids name real ones; each with a NIC, so that their
+        for i in range(3):  # info and the listing show network_interfaces (closed schemas, each its own)
+            vm = client.create_vm("cs-demo", name="conf-%d" % i, description="conformance", vcpus=1, memory=1024)
+            client.attach_nic("cs-demo", vm, NETWORK)
     yield emu
     emu.stop()
 
@@ -112,5 +120,35 @@ def test_the_emulator_conforms_to_the_spec(case, live):
     case.call_and_validate(
         base_url=live.url.rsplit("/api/1", 1)[0] + SPEC.get("basePath", "/api/1"),
         headers={"Authorization": "Bearer " + live.token},
+        checks=[not_a_server_error, response_schema_conformance, content_type_conformance, negative_data_rejection],
+    )
+
+
+def call(operation_id, live, **parts):
+    """One request to the emulator, made by schemathesis from the spec's operation, and its answer checked against
+    the spec's schema for it."""
+    case = schema.find_operation_by_id(operation_id).Case(**parts)
+    return case.call_and_validate(
+        base_url=live.url.rsplit("/api/1", 1)[0] + SPEC.get("basePath", "/api/1"),
+        headers={"Authorization": "Bearer " + live.token},
         checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
     )
+
+
+def test_where_the_emulator_used_to_differ_from_the_spec(live):
+    """A VM's info names its NICs' type ``nic_type`` (VmInfoModelNetworkInterfaces, closed), a listing names it
+    ``external_network_type`` (VmsModelNetworkInterfaces, closed); createCloudspace refuses a firewall without its
+    required ``private``, as the platform's validation does."""
+    where = {"customer_id": CUSTOMER, "cloudspace_id": "cs-demo"}
+    listed = call("listCloudspaceVirtualMachines", live, path_parameters=where).json()["result"]
+    vm = next(v for v in listed if v["network_interfaces"])
+    assert {n["external_network_type"] for n in vm["network_interfaces"]} == {"external"}
+    info = call("getVirtualMachineInfo", live, path_parameters=dict(where, vm_id=vm["vm_id"])).json()
+    assert {n["nic_type"] for n in info["network_interfaces"]} == {"external"}
+    refused = call(
+        "createCloudspace",
+        live,
+        path_parameters={"customer_id": CUSTOMER},
+        body={"name": "no-private", "location": "be-gen-1", "firewall": {"external_network_id": NETWORK}},
+    )
+    assert refused.status_code == 400 and "firewall.private" in refused.json()["message"], refused.text

@@ -407,6 +407,24 @@ def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_pat
     assert cond["message"] == "NVIDIA driver 550.127.05, 2 GPU(s)"
 
 
+def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator):
+    """first_boot_info fails naming a VM that does not exist (every other error of readFile is "not yet"), and the
+    reconcile records GPUDriverReady False with MachineNotFound: here the reconcile is handed a VM id the platform
+    does not have, as when the VM is deleted between the reconcile's machine step and its first-boot read."""
+    vc = make_cluster(kube)
+    reconcile(kube, emulator, "vcocluster_reconcile.yml", vc)
+    vm, _ = make_machine(kube, "gpu1-md-0-gone", gpu=A100x2)
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    assert condition(kube.get(vm), "GPUDriverReady")["reason"] == "WaitingForFirstBoot"
+    gone = dict(operator_vars(kube.get(vm)), capvco_vm={"machine": {"vm_id": 424242}, "changed": False})
+    rc, out, _ = run_playbook(os.path.join(PLAYS, "vcomachine_reconcile.yml"), emulator, gone, env=kube.env())
+    assert rc == 0, out[-4000:]
+    cond = condition(kube.get(vm), "GPUDriverReady")
+    assert (cond["status"], cond["severity"], cond["reason"]) == ("False", "Error", "MachineNotFound")
+    assert cond["message"].startswith("VM 424242 does not exist in cloudspace "), cond
+    assert [e["reason"] for e in kube.events()].count("GPUDriverFailed") == 1
+
+
 def test_vco_status_three_ways_and_bad_input(kube, tmp_path):
     vc = make_cluster(kube)
     args = (

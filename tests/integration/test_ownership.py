@@ -146,6 +146,7 @@ def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
             ("a-b-0", ownership.machine_marker("a-b", "cp")),
             ("a-1", "capvco/v1 cluster=a-b pool=gpu"),
             ("a-hand", "capvco cluster a"),
+            ("a-old", "capvco cluster a, pool cp"),  # no release ever wrote this shape: it proves nothing
             ("b-0", ownership.machine_marker("a", "gpu")),
         ):
             client.create_vm(CS, name=name, description=description, vcpus=1, memory=1024)

@@ -155,27 +155,6 @@ def test_an_attach_whose_answer_is_a_503_is_resolved_and_sent_again_once(node, e
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 2
 
 
-def test_recovery_releases_an_attach_that_a_crash_left_halfway(node):
-    before = [n["mac_address"] for n in platform(node)]
-    node.ledger.put(
-        "c9@net1",
-        {
-            "state": "attaching",
-            "pod_uid": "u9",
-            "netns": node.test_netns,
-            "ifname": "net1",
-            "network": "sriov-ext",
-            "network_id": 101,
-            "since": 0,
-            "before": before,
-        },
-    )
-    node.client.attach_nic(CS, node.vm_id, 101)  # the platform committed it; the agent died before writing it down
-    assert len(platform(node)) == 1
-    assert node.recover() == ["c9@net1"]
-    assert platform(node) == [] and node.ledger.items() == {}
-
-
 def test_a_pod_whose_netns_is_gone_is_reclaimed_after_the_grace_period(node, tmp_path):
     cni(node, "ADD")
     (tmp_path / "netns-pod1").unlink()
@@ -240,7 +219,7 @@ def test_errors_never_carry_the_credential(node):
             raise ApiError("POST", "/x", 500, "bad request; headers: Authorization: Bearer %s" % token)
 
     code, doc = serve_one(Echoing(), request("ADD", node.test_netns))
-    assert code == 1 and token not in json.dumps(doc) and "Bearer ***" in doc["details"]
+    assert code == 1 and token not in json.dumps(doc) and "Authorization: ***" in doc["details"]
     records = []
     handler = logging.Handler()
     handler.emit = records.append
@@ -370,28 +349,34 @@ def test_a_foreign_nic_attached_during_an_add_is_never_claimed(node):
     assert left["ip_address"] != ip, "the operator's NIC stays"
 
 
-def test_recovery_detaches_only_the_nic_at_the_chosen_address(node):
-    """A crash during the attach call: the intent holds the address. Recovery detaches the NIC there, and
-    never an operator's NIC attached meanwhile at another address."""
+def intent(node, state, ip, **kw):
+    entry = {"state": state, "pod_uid": "u9", "netns": node.test_netns, "ifname": "net1", "network": "sriov-ext"}
+    entry.update(network_id=101, config_name="ext", since=0, prefixlen=24, routes=[], mtu=None, ip=ip, **kw)
+    return entry
+
+
+def test_recovery_settles_each_intent_by_what_its_state_proves(node):
+    """A crash during ADDs. Recovery detaches the NIC of an attach the platform answered (at its address); drops
+    an intent whose attach was never sent, leaving the operator's NIC that took its address; keeps and reports an
+    attach sent with no answer whose address holds a NIC (the agent's or not: nothing tells); and never touches
+    an operator's NIC at another address."""
     free = node.client.free_addresses(LOC, 101)
-    mine, other = free[10], free[11]
-    base = {"state": "attaching", "pod_uid": "u9", "netns": node.test_netns, "ifname": "net1"}
-    base.update(network="sriov-ext", network_id=101, since=0)
-    node.ledger.put("c9@net1", dict(base, ip=mine))
-    node.ledger.put("c8@net1", dict(base, ip=free[12]))  # its attach never reached the platform
-    node.client.attach_nic(CS, node.vm_id, 101, ip_address=mine)  # committed; the agent died before the answer
-    node.client.attach_nic(CS, node.vm_id, 101, ip_address=other)  # an operator's, meanwhile
+    answered, chosen, sent, other = free[10], free[11], free[12], free[13]
+    node.ledger.put("c9@net1", intent(node, "attached", answered))  # answered; the agent died before the read
+    node.ledger.put("c8@net1", intent(node, "chosen", chosen))  # died waiting for the VM's lock
+    node.ledger.put("c7@net1", intent(node, "sent", sent, sent_at=time.time()))  # died before the answer
+    for ip in (answered, chosen, sent, other):  # the agent's, then two operators' at the free addresses, then one
+        node.client.attach_nic(CS, node.vm_id, 101, ip_address=ip)
     assert sorted(node.recover()) == ["c8@net1", "c9@net1"]
-    assert [n["ip_address"] for n in platform(node)] == [other] and node.ledger.items() == {}
+    assert sorted(n["ip_address"] for n in platform(node)) == sorted([chosen, sent, other])
+    assert set(node.ledger.items()) == {"c7@net1"} and node.held().keys() == {"c7@net1"}
 
 
 def test_the_reclaimer_settles_an_intent_that_no_add_is_working_on(node):
-    """An ADD whose outcome stayed unknown leaves its intent: the reclaimer settles it without a restart, and
-    leaves alone an intent whose ADD is still running."""
+    """An ADD whose outcome stayed unknown after the platform answered leaves its entry: the reclaimer settles it
+    without a restart, and leaves alone an entry whose ADD is still running."""
     ip = node.client.free_addresses(LOC, 101)[5]
-    entry = {"state": "attaching", "pod_uid": "u7", "netns": node.test_netns, "ifname": "net1"}
-    entry.update(network="sriov-ext", network_id=101, since=0, ip=ip)
-    node.ledger.put("c7@net1", entry)
+    node.ledger.put("c7@net1", intent(node, "attached", ip))
     node.client.attach_nic(CS, node.vm_id, 101, ip_address=ip)
     with node.key_lock("c7@net1"):  # an ADD is on it
         assert node.reclaim_once() == [] and len(platform(node)) == 1
@@ -428,3 +413,47 @@ def test_a_vm_locked_past_the_call_deadline_is_try_again_later(node, emulator):
         t.join()
         holder.close()
     assert node.ledger.items() == {} and len(platform(node)) == 1  # only the other operation's NIC
+
+
+def test_a_failed_rollback_keeps_the_entry_until_the_platform_shows_the_nic_gone(node):
+    """Point 6 of issue 25: the first read of the new NIC gives another MAC than later reads. The ADD fails (that
+    MAC never appears), the rollback rightly refuses to detach a NIC whose MAC differs -- and keeps the entry: the
+    NIC stays recorded (and reported), the reclaimer leaves it, and the entry goes once the NIC is gone."""
+    read = node.client.nic
+    first = []
+
+    def nic_with_another_mac_at_first(*args, **kwargs):
+        nic = read(*args, **kwargs)
+        if not first:
+            first.append(nic["mac_address"])
+            nic = dict(nic, mac_address="52:54:00:ee:ee:ee")
+        return nic
+
+    node.client.nic = nic_with_another_mac_at_first
+    node.netlink.absent = {"52:54:00:ee:ee:ee"}
+    with pytest.raises(CniError) as err:
+        cni(node, "ADD")
+    assert err.value.code == shim.IO_FAILURE and "stays in the ledger" in err.value.msg, err.value.msg
+    (nic,) = platform(node)
+    (entry,) = node.ledger.items().values()
+    assert entry["ip"] == nic["ip_address"] and entry["held"], entry
+    assert node.reclaim_once() == [] and platform(node) == [nic], "not provably the agent's: never detached"
+    # the runtime retries the ADD: a fresh NIC at another address, the held entry kept aside
+    node.client.nic = read
+    node.netlink.absent = set()
+    result = cni(node, "ADD")
+    assert result["ips"][0]["address"] != nic["ip_address"] + "/24" and len(platform(node)) == 2
+    node.client.detach_nic(CS, node.vm_id, nic["ip_address"], 101)  # a person detaches it
+    (settled,) = node.reclaim_once()
+    assert settled["ip"] == nic["ip_address"] and set(node.ledger.items()) == {"c1@net1"}
+
+
+def test_an_answered_attach_whose_read_failed_is_detached_by_the_next_read(node, emulator):
+    """The platform answered the attach, then the read of the new NIC failed: the entry says "attached" (the
+    answer proves the NIC at the address is this attach's), so the next read names it and it is detached."""
+    emulator.faults(fail_next={"getExternalNetworksVirtualMachine": [500, 1]})
+    with pytest.raises(CniError) as err:
+        cni(node, "ADD")
+    assert err.value.code == shim.IO_FAILURE
+    assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
+    assert platform(node) == [] and node.ledger.items() == {}

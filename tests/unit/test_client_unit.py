@@ -221,7 +221,10 @@ def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
     def handler(request):
         start = int(request.url.params["start_after"])
         seen.append((threading.get_ident(), c.inherited_deadline()))
-        items = [{"vgpu_id": str(i)} for i in range(start, min(start + 2, 7))]  # pages of 2, whatever is asked
+        items = [  # pages of 2, whatever is asked
+            {"vgpu_id": str(i), "vgpu_name": "v%d" % i, "gpu_id": "g", "status": "RESERVED", "virtual_machine": None}
+            for i in range(start, min(start + 2, 7))
+        ]
         return httpx.Response(200, json={"data": items, "pagination": {"count": 7}})
 
     c, _clock = fake_client(handler)

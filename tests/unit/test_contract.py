@@ -117,7 +117,27 @@ def test_the_emulators_parameter_table_matches_the_spec(operation_id):
     body = [p for p in theirs if p["in"] == "body"]
     assert bool(body) == ("body" in mine), "a body where the spec has one"
     if body:
-        definition = SPEC["definitions"][body[0]["schema"]["$ref"].split("/")[-1]]
-        assert set(definition["properties"]) == set(mine["body"]["properties"])
-        assert set(definition.get("required") or ()) == set(mine["body"]["required"])
-        assert definition.get("additionalProperties") is False, "a closed schema, as the emulator enforces"
+        same_body(definition_of(body[0]["schema"]), mine["body"], "body")
+
+
+def definition_of(schema):
+    """The definition a schema refers to (``$ref``, or an ``allOf`` of one ``$ref``), or None."""
+    ref = schema.get("$ref") or (schema.get("allOf") or [{}])[0].get("$ref")
+    return SPEC["definitions"][ref.split("/")[-1]] if ref else None
+
+
+def same_body(definition, mine, where):
+    """A body of the emulator's table against its definition in the spec, nested objects included: the same
+    fields, the same required ones, the same types and allowed values, closed."""
+    assert set(definition["properties"]) == set(mine["properties"]), where
+    assert set(definition.get("required") or ()) == set(mine["required"]), "%s: required fields" % where
+    assert definition.get("additionalProperties") is False, "%s: a closed schema, as the emulator enforces" % where
+    for name, prop in definition["properties"].items():
+        nested = definition_of(prop)
+        if nested is not None:
+            assert isinstance(mine["properties"][name], dict), "%s.%s is an object in the spec" % (where, name)
+            same_body(nested, mine["properties"][name], "%s.%s" % (where, name))
+            continue
+        assert mine["properties"][name] == prop["type"], "%s.%s: the spec's type is %s" % (where, name, prop["type"])
+        if prop.get("enum"):
+            assert tuple(mine["enum"].get(name) or ()) == tuple(prop["enum"]), "%s.%s: allowed values" % (where, name)

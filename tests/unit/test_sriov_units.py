@@ -84,30 +84,61 @@ def test_parse_request_refuses_with_the_specs_code(tmp_path, overrides, stdin, c
     assert doc["cniVersion"] == "1.0.0" and doc["code"] == code and isinstance(doc["details"], str)
 
 
+ENTRY = {
+    "state": "ready",
+    "pod_uid": "u1",
+    "netns": "/var/run/netns/p1",
+    "ifname": "net1",
+    "network": "sriov-ext",
+    "network_id": 101,
+    "config_name": "ext",
+    "since": 1000.0,
+    "prefixlen": 24,
+    "routes": [],
+    "mtu": None,
+    "ip": "198.51.100.2",
+}
+
+
 def test_ledger_replaces_atomically_and_lists_what_it_holds(tmp_path):
     ledger = Ledger(str(tmp_path / "ledger"))
     assert oct(os.stat(ledger.dir).st_mode & 0o777) == "0o700"
     assert ledger.get("c1@net1") is None and ledger.items() == {}
-    ledger.put("c1@net1", {"state": "attaching"})
-    ledger.put("c1@net1", {"state": "ready", "ip": "198.51.100.2"})
-    ledger.put(ledger_key("c2", "a/b"), {"state": "ready"})
-    assert ledger.get("c1@net1") == {"state": "ready", "ip": "198.51.100.2"}
+    ledger.put("c1@net1", dict(ENTRY, state="chosen"))
+    ledger.put("c1@net1", dict(ENTRY, mac="52:54:00:00:00:01"))
+    ledger.put(ledger_key("c2", "a/b"), ENTRY)
+    assert ledger.get("c1@net1") == dict(ENTRY, mac="52:54:00:00:00:01")
     assert set(ledger.items()) == {"c1@net1", "c2@a%2Fb"}
     assert not [n for n in os.listdir(ledger.dir) if n.endswith(".tmp")], "no temporary file is left behind"
     with pytest.raises(ValueError):
         ledger.put("../escape", {})
     ledger.delete("c1@net1")
     ledger.delete("c1@net1")  # deleting what is gone is fine
-    assert ledger.get("c1@net1") is None and Ledger(ledger.dir).items() == {"c2@a%2Fb": {"state": "ready"}}
+    assert ledger.get("c1@net1") is None and Ledger(ledger.dir).items() == {"c2@a%2Fb": ENTRY}
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1]", '{"state": "attaching"}', json.dumps(dict(ENTRY, ip=None))])
+def test_an_entry_that_is_not_one_is_left_alone_and_skipped(tmp_path, text):
+    """A ledger file that is not an entry (a person's edit, a foreign file) stops neither recovery nor the
+    reclaimer: it is skipped, logged, and left on disk."""
+    ledger = Ledger(str(tmp_path / "ledger"))
+    ledger.put("c2@net1", ENTRY)
+    with open(os.path.join(ledger.dir, "c1@net1.json"), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    assert ledger.get("c1@net1") is None and set(ledger.items()) == {"c2@net1"}
+    assert os.path.exists(os.path.join(ledger.dir, "c1@net1.json"))
 
 
 def test_the_wire_format_round_trips():
     raw = shim.encode_request({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1", "HOME": "/root"}, CONF)
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     assert shim.decode_request(raw) == ({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1"}, CONF)  # only CNI_* travel
-    assert shim.decode_reply(shim.encode_reply(7, {"code": 7})) == (7, {"code": 7})
-    with pytest.raises(ValueError):
-        shim.decode_reply(b'{"result": {}}\n')
+    doc = shim.error(7, "invalid network configuration")
+    assert shim.decode_reply(shim.encode_reply(1, doc)) == (1, doc)
+    assert shim.decode_reply(shim.encode_reply(0, {})) == (0, {})
+    for bad in (b'{"result": {}}\n', b'{"code": 1, "result": {"code": 7}}\n', b'{"code": 0, "result": []}\n'):
+        with pytest.raises(ValueError):
+            shim.decode_reply(bad)
     with pytest.raises(ValueError):
         shim.decode_request(b"[1, 2]\n")
 
@@ -298,16 +329,6 @@ def test_the_liveness_probe_fails_on_a_hung_agent_and_passes_on_a_live_one(tmp_p
     worker.join(5)
     live.close()
     assert exit_.value.code == 0
-
-
-def test_the_ledger_migrates_an_earlier_agents_keys(tmp_path):
-    ledger = Ledger(str(tmp_path / "ledger"))
-    for old, ifname in (("x.y.n1", "n1"), ("c1.net1", "net1"), ("c2.a_b", "a/b")):
-        with open(os.path.join(ledger.dir, old + ".json"), "w") as fh:
-            json.dump({"state": "ready", "ifname": ifname}, fh)
-    assert ledger.migrate() == {"x.y.n1": "x.y@n1", "c1.net1": "c1@net1", "c2.a_b": "c2@a%2Fb"}
-    assert set(ledger.items()) == {"x.y@n1", "c1@net1", "c2@a%2Fb"}
-    assert ledger.migrate() == {}
 
 
 JSON = st.recursive(

@@ -29,7 +29,7 @@ async def list_vms(ctx):
         include_deleted=ctx.arg("include_deleted", False),
         only_deleted=ctx.arg("only_deleted", False),
     )
-    return {"result": [{k: v for k, v in ctx.emu.vm_info(r).items() if k in LISTED} for r in rows]}
+    return {"result": [{k: v for k, v in ctx.emu.vm_info(r, listed=True).items() if k in LISTED} for r in rows]}
 
 
 @op("createVirtualMachine", mutating=True)
