@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration e2e \
-	molecule chaos bench sanity lint build clean
+	molecule chaos bench sanity lint consumers build clean
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
@@ -21,7 +21,7 @@ E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins po
 LINT_PKGS := shellcheck:shellcheck
 CONTAINER_PKGS := podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev
 # The layers `make test` runs, in order; it prints each one's time at the end.
-LAYERS ?= unit integration molecule sanity lint fresh
+LAYERS ?= unit integration molecule sanity lint consumers fresh
 
 all: test
 
@@ -50,9 +50,17 @@ test:
 	@hack/layers.sh $(LAYERS)
 
 # The README on a new machine: a bare Debian bookworm (python3, python3-venv, make, git) in a privileged
-# container, a clone of this working tree in it, then `make demo` and `make unit integration` there.
+# container, a clone of this working tree in it, then `make demo` and `make unit integration` there, and the
+# user's path of the README's "Install" (hack/user-path.sh: the built artifact installed by ansible-galaxy into a
+# venv with requirements.txt only, the emulator by a plain pip install, `ansible-playbook whitesky.capvco.site`).
 fresh: deps-containers
 	hack/fresh.sh
+
+# What the collection ships, in its real consumers, on the oldest ansible-core that meta/runtime.yml admits and on
+# the newest (in a Debian trixie container): every diff through the default callback, the AWX credential type
+# through a fake AWX and AWX's injector rules (hack/consumers.sh).
+consumers: link deps-containers
+	hack/consumers.sh
 
 unit: link
 	$(BIN)/python -m pytest -q tests/unit
@@ -124,6 +132,9 @@ lint: link
 	$(BIN)/python hack/typed_public.py
 	$(BIN)/python hack/shellcheck.py
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+	$(BIN)/python hack/versions.py
 
 clean:
 	rm -rf .build tests/output

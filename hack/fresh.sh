@@ -5,7 +5,8 @@
 # python3-venv, make and git only) runs, as a privileged podman container (the
 # demo makes network namespaces), a fresh clone of this working tree, and in
 # it `make demo`, then `make unit integration`: each must install what it
-# needs by itself.  Passes only if both succeed.
+# needs by itself; then the user's path of the README's "Install" section
+# (hack/user-path.sh).  Passes only if all three succeed.
 #
 # Only the download caches are shared with the host (pip's and apt's, under
 # $CAPVCO_FRESH_CACHE), so it stays fast without hiding an install step.
@@ -14,19 +15,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 image=${CAPVCO_FRESH_IMAGE:-localhost/capvco-fresh:bookworm}
 packages=python3,python3-venv,make,git
-mirror=${CAPVCO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${CAPVCO_FRESH_CACHE:-$HOME/.cache/capvco-fresh}
 ca=/etc/ssl/certs/ca-certificates.crt
-command=${CAPVCO_FRESH_COMMAND:-make demo && make unit integration}
+command=${CAPVCO_FRESH_COMMAND:-make demo && make unit integration && hack/user-path.sh}
 
 # The new machine: built once, kept as an image (its content is fixed by the list above).
-if ! podman image exists "$image"; then
-  root=$(mktemp -d /var/tmp/capvco-rootfs.XXXXXX)
-  echo "fresh: building $image (debootstrap minbase + $packages)"
-  debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" >/dev/null
-  tar -C "$root" -c . | podman import --quiet - "$image" >/dev/null
-  rm -rf "$root"
-fi
+"$here/hack/debian-image.sh" bookworm "$image" "$packages"
 
 work=$(mktemp -d /var/tmp/capvco-fresh.XXXXXX)
 name=capvco-fresh-$$

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Start the emulator on a free loopback port with a fresh state dir, export the
 # WHITESKY_* variables for it, run the given command, then stop the emulator.
+# CAPVCO_EMULATOR: the emulator's command (default: the development venv's).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 state=$(mktemp -d)
 out="$state/emulator.out"
-"$here/.venv/bin/whitesky-emulator" --port 0 --state-dir "$state" >"$out" 2>&1 &
+"${CAPVCO_EMULATOR:-$here/.venv/bin/whitesky-emulator}" --port 0 --state-dir "$state" >"$out" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$state"' EXIT
 for _ in $(seq 1 100); do

@@ -144,8 +144,11 @@ class Lab:
             "--host-netns",
             os.path.join(NETNS_DIR, self.node),
         ] + self.agent_args
-        if self.agent_image:  # the DaemonSet's shape: host network, NET_ADMIN and SYS_ADMIN only, netns HostToContainer
+        if self.agent_image:
+            # the DaemonSet's shape: host network, NET_ADMIN and SYS_ADMIN only, netns HostToContainer, a read-only
+            # root (readOnlyRootFilesystem; no tmpfs of podman's own: the manifest mounts none)
             argv = ["podman", "run", "--rm", "--name", self.prefix + "-agent", "--network", "host"]
+            argv += ["--read-only", "--read-only-tmpfs=false"]
             argv += ["--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN"]
             argv += ["-v", "%s:%s" % (self.tmp, self.tmp), "-v", "%s:%s:rslave" % (NETNS_DIR, NETNS_DIR)]
             argv += [self.agent_image]

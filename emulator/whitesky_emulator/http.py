@@ -24,18 +24,28 @@ API_FILE = os.path.join(ROOT, "plugins", "module_utils", "api.py")
 def load_operations():
     """The project's one table of operations (``plugins/module_utils/api.py``: operationId -> method, path, ...).
 
-    Imported from the collection when it is on the path (``make link``); otherwise (``make venv`` alone, then
-    ``.venv/bin/whitesky-emulator``) read from this checkout's file, which imports nothing of the collection.
+    Imported from the collection when it is on the path (``make link``); else the copy a built emulator carries
+    (``pip install ./emulator``: emulator/setup.py packs it as ``_api``); else (an editable install without the
+    link) read from this checkout's file, which imports nothing of the collection.
     """
     try:
         from ansible_collections.whitesky.capvco.plugins.module_utils import api
+
+        return api.OPERATIONS
     except ImportError:
-        spec = importlib.util.spec_from_file_location("whitesky_emulator._capvco_api", API_FILE)
-        if spec is None or spec.loader is None:  # pragma: no cover - the checkout has no such file
-            raise
-        api = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(api)
-    return api.OPERATIONS
+        pass
+    try:
+        from . import _api  # only in a built emulator
+
+        return _api.OPERATIONS
+    except ImportError:
+        pass
+    spec = importlib.util.spec_from_file_location("whitesky_emulator._capvco_api", API_FILE)
+    if spec is None or spec.loader is None:
+        raise ImportError("the table of the API's operations is missing: %s" % API_FILE)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    return table.OPERATIONS
 
 
 #: operationId -> (method, path template, query names, body names) of every operation the project knows

@@ -14,23 +14,23 @@ options:
     description:
       - Base URL of the whitesky.cloud portal API, for example C(https://portal.example.com/api/1).
       - C(/api/1) is appended when missing.
-      - If not set, the value of the E(WHITESKY_API_URL) environment variable is used.
+      - Required, from this option or else the E(WHITESKY_API_URL) environment variable; a run without either fails
+        before any call, naming both.
     type: str
-    required: true
   api_token:
     description:
       - The bearer token (a JWT) used in the C(Authorization) header.
       - An expired JWT fails before any call is made. A token that is not a JWT is passed on as it is.
       - It is never logged nor returned.
-      - If not set, the value of the E(WHITESKY_API_TOKEN) environment variable is used.
+      - Required, from this option or else the E(WHITESKY_API_TOKEN) environment variable; a run without either fails
+        before any call, naming both.
     type: str
-    required: true
   customer_id:
     description:
       - The customer (account) that owns the resources.
-      - If not set, the value of the E(WHITESKY_CUSTOMER_ID) environment variable is used.
+      - Required, from this option or else the E(WHITESKY_CUSTOMER_ID) environment variable; a run without either fails
+        before any call, naming both.
     type: str
-    required: true
   validate_certs:
     description:
       - Whether to verify the portal's TLS certificate.

@@ -35,6 +35,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import described, not_owned
 
 if TYPE_CHECKING:
@@ -251,13 +252,14 @@ def _result(spec: Spec, p: ClusterPlan, done: Mapping[str, Any] | None = None) -
                 "released": list(p["release"]),
             }
         )
-    before = [] if p["cloudspace"]["create"] else ["cloudspace %s" % p["cloudspace"]["name"]]
-    before += ["machine %s" % n for n in sorted(p["keep"] + p["delete"])]
-    after = ["cloudspace %s" % p["cloudspace"]["name"]]
-    after += ["machine %s" % n for n in sorted(p["keep"] + [c["name"] for c in p["create"]])]
+    space = diff_lines("cloudspace", [p["cloudspace"]["name"]])
     diff = {
-        "before": "\n".join(before + ["vgpus %d" % p["price"]["vgpus_before"]]) + "\n",
-        "after": "\n".join(after + ["vgpus %d" % p["price"]["vgpus_after"]]) + "\n",
+        "before": ("" if p["cloudspace"]["create"] else space)
+        + diff_lines("machine", sorted(p["keep"] + p["delete"]))
+        + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
+        "after": space
+        + diff_lines("machine", sorted(p["keep"] + [c["name"] for c in p["create"]]))
+        + diff_lines("vgpus", [p["price"]["vgpus_after"]]),
     }
     out = dict(done, changed=_changed(p), plan=p, spec=spec, diff=diff)
     out["machines"] = [
@@ -527,8 +529,8 @@ def _teardown_result(spec: Spec, p: TeardownPlan, machine: str | None) -> dict[s
     }
     out = dict(planned, changed=any(planned.values()), plan=p, spec=spec)
     out["diff"] = {
-        "before": "".join("machine %s\n" % n for n in p["delete"]) + "vgpus %d\n" % p["price"]["vgpus_before"],
-        "after": "vgpus %d\n" % p["price"]["vgpus_after"],
+        "before": diff_lines("machine", p["delete"]) + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
+        "after": diff_lines("vgpus", [p["price"]["vgpus_after"]]),
     }
     if machine is not None and not p["delete"]:
         out["warnings"] = [

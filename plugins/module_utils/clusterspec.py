@@ -167,6 +167,14 @@ SRIOV = {
             "key": Field("str", "The key that holds the token.", default="token", max_length=253),
         },
     ),
+    "kubeconfig": Field(
+        "str",
+        "The workload cluster's kubeconfig file (an absolute path where the playbook runs): the add-on is deployed "
+        "there, never to the default kubeconfig's cluster. The cluster playbooks require it with sriov.enabled "
+        "unless they only render the manifests (capvco_render_dir).",
+        max_length=4096,
+        check=lambda value: None if value.startswith("/") else "is not an absolute path",
+    ),
 }
 
 #: The whole cluster spec: the playbooks' top-level variables.

@@ -25,10 +25,18 @@ MESSAGE_LIMIT = 4096
 #: The longest text in a failure's details (a log tail keeps its lines).
 DETAIL_LIMIT = 16384
 
+#: The connection options and the environment variable each falls back to.  They are required, from the option
+#: or the variable: checked by ``WhiteskyModule`` so that the error names both (Ansible's own says only
+#: "missing required arguments: api_token").
+CONNECTION_ENV = {
+    "api_url": "WHITESKY_API_URL",
+    "api_token": "WHITESKY_API_TOKEN",
+    "customer_id": "WHITESKY_CUSTOMER_ID",
+}
 CONNECTION_SPEC = dict(
-    api_url=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_API_URL"])),
-    api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WHITESKY_API_TOKEN"])),
-    customer_id=dict(type="str", required=True, fallback=(env_fallback, ["WHITESKY_CUSTOMER_ID"])),
+    api_url=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["api_url"]])),
+    api_token=dict(type="str", no_log=True, fallback=(env_fallback, [CONNECTION_ENV["api_token"]])),
+    customer_id=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["customer_id"]])),
     validate_certs=dict(type="bool", default=True),
     timeout=dict(type="float", default=30.0, fallback=(env_fallback, ["WHITESKY_TIMEOUT"])),
 )
@@ -56,6 +64,18 @@ class WhiteskyModule:
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
         if secrets is not None:
             self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
+        missing = [o for o in CONNECTION_ENV if connection and not (self.module.params[o] or "").strip()]
+        if missing:
+            self.module.fail_json(
+                msg="missing the platform connection: %s. Set %s, or the environment variable%s %s."
+                % (
+                    ", ".join(missing),
+                    "the option" if len(missing) == 1 else "the options",
+                    "" if len(missing) == 1 else "s",
+                    ", ".join(CONNECTION_ENV[o] for o in missing),
+                ),
+                invalid_input=True,
+            )
 
     def client(self) -> WhiteskyClient:
         """The platform's client, from the connection options."""

@@ -31,6 +31,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     gone_is_done,
     missing_is_none,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
 
 if TYPE_CHECKING:
@@ -211,23 +212,23 @@ def ensure(
     if state == "present":
         if mine:
             result["nic"] = nic_view(mine[0])
-            result["diff"] = {"before": before, "after": before}
+            result["diff"] = names_diff("nic", before, before)
             return result
         result["changed"] = True
         if check_mode:
-            result["diff"] = {"before": before, "after": before + [ip_address or "(new address)"]}
+            result["diff"] = names_diff("nic", before, before + [ip_address or "(new address)"])
             return result
         if ip_address:
             nic = attach_at(client, cs, vm_id, net_id, ip_address, model=model)
         else:
             nic = attach(client, cs, vm_id, net_id, model=model, before=current)
         result["nic"] = nic_view(nic)
-        result["diff"] = {"before": before, "after": sorted(before + [nic["ip_address"]])}
+        result["diff"] = names_diff("nic", before, sorted(before + [nic["ip_address"]]))
         return result
     gone = {n["ip_address"] for n in mine}
     result["changed"] = bool(gone)
     result["detached"] = [nic_view(n) for n in mine]
-    result["diff"] = {"before": before, "after": [ip for ip in before if ip not in gone]}
+    result["diff"] = names_diff("nic", before, [ip for ip in before if ip not in gone])
     if not check_mode:
         for nic in mine:
             detach(client, cs, vm_id, nic["ip_address"], net_id)

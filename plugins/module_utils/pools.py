@@ -24,7 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import (
     vm_view,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
-from ansible_collections.whitesky.capvco.plugins.module_utils.records import MachinesPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import MachinesPlan, names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.sweep import release_cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot, pool_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
@@ -196,7 +196,7 @@ def new_cloudspace_plan(pools: Sequence[Pool], boot: Boot) -> dict[str, Any]:
             need_size(pool, pool["names"])
     pool_user_data(boot, pools)
     result: dict[str, Any] = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
-    result.update(cloudspace_made=True, diff={"before": [], "after": sorted(names)})
+    result.update(cloudspace_made=True, diff=names_diff("machine", [], sorted(names)))
     if any(pool["gpu"] and pool["names"] for pool in pools):
         result["reservations"] = []
     return result
@@ -220,7 +220,7 @@ def converge_machines(
     """
     names = unique_names(pools)
     if not names and not scope.exclusive:
-        return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": {"before": [], "after": []}}
+        return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": names_diff("machine", [], [])}
     step = _prepare(client, pools, scope, boot or Boot(), world or {})
     if check_mode or not step.result["changed"]:
         return step.result
@@ -306,7 +306,7 @@ def plan_machines(
         creates=creates,
         deletes=deletes,
         listed=listed,
-        diff={"before": before, "after": after},
+        diff=names_diff("machine", before, after),
         warnings=[w for w in warnings if w],
     )
 

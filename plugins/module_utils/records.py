@@ -17,6 +17,7 @@ them, what the core makes itself does not) are in a ``total=False`` part.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -164,10 +165,21 @@ class VgpuPlan:
 
 
 class Diff(TypedDict):
-    """A module result's ``diff`` of names."""
+    """A module result's ``diff``: text, a line per thing (``diff_lines``); Ansible's callbacks show a diff of
+    strings or dicts only."""
 
-    before: list[str]
-    after: list[str]
+    before: str
+    after: str
+
+
+def diff_lines(kind: str, names: Iterable[object]) -> str:
+    """One side of a diff: a line ``<kind> <name>`` per name, in order."""
+    return "".join("%s %s\n" % (kind, name) for name in names)
+
+
+def names_diff(kind: str, before: Iterable[str], after: Iterable[str]) -> Diff:
+    """The diff of two lists of names of one kind."""
+    return {"before": diff_lines(kind, before), "after": diff_lines(kind, after)}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import (
     view,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_owned
 
@@ -194,7 +195,7 @@ def report_lines(rows: Sequence[dict[str, Any]], totals: dict[str, Any]) -> list
     if totals.get("truncated"):
         lines.append("... and %d more" % totals["truncated"])
     summary = "%d reservation(s)" % (len(rows) + totals.get("truncated", 0))
-    if "cost_per_hour" in totals:
+    if totals.get("currency"):  # none when nothing was priced (no reservation)
         summary += ", costing %s %s per hour, %s %s so far" % (
             totals["cost_per_hour"],
             totals["currency"],
@@ -246,10 +247,11 @@ def reclaim(
         "ignored": len(inventory.items) - len(candidates),
         "saved_per_hour": round(per_hour * sum(1 for i in chosen if not deleted(i) or permanently), 4),
         "currency": price.get("currency"),
-        "diff": {
-            "before": sorted(i["vgpu_name"] for i in candidates),
-            "after": sorted(i["vgpu_name"] for i in candidates if i not in chosen),
-        },
+        "diff": names_diff(
+            "vgpu",
+            sorted(i["vgpu_name"] for i in candidates),
+            sorted(i["vgpu_name"] for i in candidates if i not in chosen),
+        ),
     }
     if not check_mode and chosen:
         release(client, location, chosen, permanently, parallel)

@@ -59,7 +59,7 @@ attributes:
     description: Reports whether a NIC would be attached or detached, and changes nothing.
     support: full
   diff_mode:
-    description: The VM's addresses on the network before and after.
+    description: The VM's addresses on the network before and after, a line C(nic <address>) each.
     support: full
 seealso:
   - module: whitesky.capvco.external_network_info

@@ -138,7 +138,7 @@ attributes:
     description: Reports which machines would be created or deleted (and which vGPUs released).
     support: full
   diff_mode:
-    description: The pool's machine names before and after.
+    description: The cluster's machine names before and after, a line C(machine <name>) each.
     support: full
 seealso:
   - module: whitesky.capvco.machine

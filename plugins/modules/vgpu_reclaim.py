@@ -55,7 +55,7 @@ attributes:
     description: A report; nothing is released.
     support: full
   diff_mode:
-    description: The owned reservation names before and after.
+    description: The owned reservation names before and after, a line C(vgpu <name>) each.
     support: full
 seealso:
   - module: whitesky.capvco.vgpu_info

@@ -66,7 +66,8 @@ def test_the_init_container_installs_a_plugin_that_runs_on_the_host(tmp_path):
     host_bin.mkdir()
     (mount,) = init["volumeMounts"]
     command = init["command"]
-    run = ["podman", "run", "--rm", "--network", "none", "-v", "%s:%s" % (host_bin, mount["mountPath"])]
+    run = ["podman", "run", "--rm", "--network", "none", "--read-only", "--read-only-tmpfs=false"]
+    run += ["-v", "%s:%s" % (host_bin, mount["mountPath"])]
     for _ in range(2):  # a first install, then an upgrade over it
         subprocess.run(run + ["--entrypoint", command[0], agent_image()] + command[1:], check=True)
     assert sorted(os.listdir(host_bin)) == ["capvco-sriov", "capvco-sriov.d"], "no temporary file is left"

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 import yaml
 
@@ -43,7 +44,51 @@ def test_ansible_builder_create(tmp_path):
     assert "ansible-galaxy" in containerfile and "COPY _build/collections/ /build/collections/" in containerfile
     assert glob.glob(str(ctx / "_build" / "collections" / "whitesky-capvco-*.tar.gz"))
     reqs = yaml.safe_load((ctx / "_build" / "requirements.yml").read_text())
-    assert reqs["collections"][0]["name"] == "/build/collections/whitesky-capvco-0.1.0.tar.gz"
+    assert (
+        reqs["collections"][0]["name"]
+        == "/build/collections/whitesky-capvco-%s.tar.gz"
+        % yaml.safe_load(read_text(os.path.join(ROOT, "galaxy.yml")))["version"]
+    )
+
+
+def test_the_execution_environment_takes_the_requirements_from_the_collection(tmp_path):
+    """The EE repeats none of the collection's requirements: ansible-builder's introspection of the installed
+    artifact finds them in its requirements.txt and bindep.txt, the one place each is written."""
+    ee = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "execution-environment.yml")))
+    assert set(ee["dependencies"]) == {"galaxy", "ansible_core", "ansible_runner"}, ee["dependencies"]
+    dist = tmp_path / "dist"
+    build_collection(dist)
+    (tarball,) = glob.glob(str(dist / "whitesky-capvco-*.tar.gz"))
+    coll = tmp_path / "collections"
+    galaxy = [os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-p", str(coll)]
+    subprocess.run([*galaxy, tarball], check=True, capture_output=True, env=ENV)
+    proc = subprocess.run(
+        [os.path.join(BIN, "ansible-builder"), "introspect", "--sanitize", str(coll)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = yaml.safe_load(proc.stdout)
+    wanted = [
+        line for line in read_text(os.path.join(ROOT, "requirements.txt")).splitlines() if line and line[0] != "#"
+    ]
+    assert sorted(r.split("#")[0].strip() for r in found["python"]) == sorted(wanted), found
+    assert [r.split("#")[0].strip() for r in found["system"]] == ["python3 [platform:dpkg platform:rpm]"], found
+
+
+def test_awx_stores_the_credential_type_and_its_injectors_give_a_job_the_connection():
+    """tests/consumers/check_awx.py with this venv's ansible-core (``make consumers`` runs it on the oldest and the
+    newest): awx/register.yml into a fake AWX, the injectors rendered by AWX's rules, a job against the emulator."""
+    purelib = sysconfig.get_paths()["purelib"]
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_awx.py"), "--ansible-bin", BIN]
+        + ["--collections", purelib],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert '"WHITESKY_API_URL": "{{ api_url }}"' in proc.stdout
 
 
 def test_register_playbook_syntax():

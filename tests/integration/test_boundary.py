@@ -176,6 +176,33 @@ def test_the_module_shows_the_plain_http_warning(emulator, tmp_path):
     assert any("unencrypted" in w for w in res.get("warnings", [])), res
 
 
+def test_a_missing_connection_setting_names_its_option_and_its_variable(emulator, tmp_path):
+    """Without a token (neither the option nor WHITESKY_API_TOKEN) the module says which of both to set, before
+    any call."""
+    play = tmp_path / "p.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - name: Profiles\n      whitesky.capvco.gpu_profile_info:\n        location: be-gen-1\n"
+    )
+    for env, says in [
+        (
+            {"WHITESKY_API_TOKEN": ""},
+            "missing the platform connection: api_token. Set the option, or the "
+            "environment variable WHITESKY_API_TOKEN.",
+        ),
+        (
+            {"WHITESKY_API_TOKEN": "", "WHITESKY_CUSTOMER_ID": ""},
+            "api_token, customer_id. Set the options, or the "
+            "environment variables WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID.",
+        ),
+    ]:
+        emulator.reset_stats()
+        rc, out, data = run_playbook(str(play), emulator, env=env)
+        (res,) = task_results(data, "Profiles")
+        assert rc != 0 and says in res["msg"] and res["invalid_input"] is True, res
+        assert emulator.stats()["requests"] == 0
+
+
 @pytest.mark.parametrize(
     ("kind", "bad"),
     [

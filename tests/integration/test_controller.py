@@ -505,7 +505,12 @@ def test_two_reconciles_started_together_and_a_reconcile_beside_a_playbook(kube,
     assert sorted(r["vgpu_name"].split(".")[3] for r in held) == ["00", "01"], "two slots, each bought once"
     assert emulator.ledger()["double_reservations"] == 0
     other, _m = make_machine(kube, "gpu1-md-0-three", gpu=A100x2)
-    reclaim = (os.path.join(PLAYS, "gpu_orphans.yml"), emulator, {"reclaim": True, "grace_period": 0}, None)
+    reclaim = (
+        os.path.join(PLAYS, "gpu_orphans.yml"),
+        emulator,
+        {"location": "be-gen-1", "reclaim": True, "grace_period": 0},
+        None,
+    )
     reconcile_other = (
         os.path.join(PLAYS, "vcomachine_reconcile.yml"),
         emulator,

@@ -279,6 +279,26 @@ def test_gpu_orphans_playbook_reports_and_fails_then_reclaims(emulator):
     assert rc == 0, out[-2000:]
 
 
+def test_the_location_playbooks_take_no_default_location_and_report_nothing_as_nothing(emulator):
+    """gpu_orphans and gpu_profiles ask for the location (there is no default one, the emulator's least of all);
+    an orphan check that finds nothing says so, without a cost in no currency ("0.0 None per hour")."""
+    for name in ("gpu_orphans.yml", "gpu_profiles.yml"):
+        emulator.reset_stats()
+        rc, out, _data = run_playbook(os.path.join(ROOT, "playbooks", name), emulator)
+        assert rc != 0 and "location is required" in out, out[-2000:]
+        assert emulator.stats()["operations"] == {}
+    rc, out, data = run_playbook(
+        os.path.join(ROOT, "playbooks", "gpu_orphans.yml"), emulator, extra_vars={"location": LOC, "reclaim": True}
+    )
+    assert rc == 0, out[-2000:]
+    report = task_results(data, "Report every reservation that escaped")[0]["msg"]
+    assert report[-2:] == ["0 reservation(s)", "released now: none"], report
+    rc, out, data = run_playbook(
+        os.path.join(ROOT, "playbooks", "gpu_profiles.yml"), emulator, extra_vars={"location": LOC}
+    )
+    assert rc == 0 and "nvidia-a100" in out.lower(), out[-2000:]
+
+
 def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
     """30 orphans of two clusters and one reservation nobody owns: the playbook's failure counts all 30 and their
     cost, names the 5 oldest, and says how many more; vgpu_info's summary covers what its rows leave out."""

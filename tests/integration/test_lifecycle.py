@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
+
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import ensure, live, three_ways
 
@@ -100,6 +102,31 @@ def test_bad_cluster_spec_is_refused(emulator):
     )
     assert rc != 0 and "cluster.name: 'Bad_Name' does not match lower-case letters, digits and '-'" in out
     assert names(emulator, "x") == []
+
+
+def test_the_sriov_add_on_needs_the_workload_clusters_kubeconfig_before_anything_is_made(emulator, tmp_path):
+    """The add-on (a DaemonSet, a ClusterRole) goes only into the cluster that sriov.kubeconfig names: without that
+    file the run stops before its first platform write, even when a default kubeconfig exists."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("apiVersion: v1\nkind: Config\nclusters: []\n")  # the ambient one
+    sriov = {"enabled": True, "credential": "agent-token", "networks": [{"name": "sriov-ext", "network": "sriov-ext"}]}
+    for extra, says in [
+        ({}, "sriov.kubeconfig is required when sriov.enabled is true"),
+        ({"kubeconfig": str(tmp_path / "missing.kubeconfig")}, "is not a readable file when sriov.enabled is true"),
+        ({"kubeconfig": "relative.kubeconfig"}, "sriov.kubeconfig 'relative.kubeconfig' is not a readable file"),
+    ]:
+        emulator.reset_stats()
+        rc, out, _ = run_playbook(
+            os.path.join(PLAYS, "cluster_create.yml"),
+            emulator,
+            extra_vars=spec(sriov=dict(sriov, **extra)),
+            env={"HOME": str(home), "KUBECONFIG": str(home / ".kube" / "config")},
+        )
+        assert rc != 0 and says in out, out[-3000:]
+        writes = {op: v["count"] for op, v in emulator.stats()["operations"].items() if OPERATIONS[op].method != "GET"}
+        assert writes == {}, writes
+        assert names(emulator) == []
 
 
 def test_survey_answers_drive_the_playbooks(emulator):

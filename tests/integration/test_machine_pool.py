@@ -47,7 +47,7 @@ def test_machine_pool_three_ways_then_scale_down_gracefully(emulator, tmp_path):
     check, apply, again = three_ways(emulator, tmp_path, "machine_pool", args)
     assert check["changed"] and check["created"] == ["p-0", "p-1", "p-2"]
     assert apply["changed"] and sorted(m["name"] for m in apply["machines"]) == ["p-0", "p-1", "p-2"]
-    assert apply["diff"] == {"before": [], "after": ["p-0", "p-1", "p-2"]}
+    assert apply["diff"] == {"before": "", "after": "machine p-0\nmachine p-1\nmachine p-2\n"}
     assert not again["changed"] and again["created"] == []
     assert emulator.op_count("createVirtualMachine") == 3, "the check run created nothing"
     # one listing per module call, and one more for the call that changes: it reads again once it holds the lease
@@ -117,7 +117,10 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
     ensure(emulator, machines=["c1-gpu-1"], count=2)
     plan = pool(emulator, check=True, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
     assert plan["deleted"] == ["c1-cp-0", "c1-gpu-1"] and len(plan["released_vgpus"]) == 2 and plan["created"] == []
-    assert plan["diff"] == {"before": ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"], "after": ["c1-gpu-0"]}
+    assert plan["diff"] == {
+        "before": "machine c1-cp-0\nmachine c1-gpu-0\nmachine c1-gpu-1\n",
+        "after": "machine c1-gpu-0\n",
+    }
     pool(emulator, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
     assert vm_names(emulator) == ["c1-gpu-0", "hand-made", "other-0"] and live(emulator) == []
     teardown = pool(emulator, names=None, exclusive=True, state="absent", force=True)

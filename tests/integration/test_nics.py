@@ -19,7 +19,7 @@ def test_external_nic_three_ways(emulator, tmp_path):
     check, apply, again = three_ways(emulator, tmp_path, "external_nic", args)
     assert check["changed"] and "nic" not in check
     assert apply["changed"] and apply["nic"]["ip_address"].startswith("198.51.100.")
-    assert apply["diff"]["after"] == [apply["nic"]["ip_address"]]
+    assert apply["diff"] == {"before": "", "after": "nic %s\n" % apply["nic"]["ip_address"]}
     assert not again["changed"] and again["nic"] == apply["nic"]
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
     with emulator.client() as client:

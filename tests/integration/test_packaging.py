@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -10,7 +11,7 @@ import tarfile
 import pytest
 import yaml
 
-from helpers import COLLECTIONS, ROOT, build_collection, read_text
+from helpers import COLLECTIONS, ROOT, TOKEN, build_collection, read_text
 
 BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
@@ -82,3 +83,68 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
         "tests/kubefake.py",
     ):
         assert not any(n == dev_only or n.startswith(dev_only + "/") for n in names), dev_only
+
+
+def test_every_diff_shows_through_the_default_callback_without_a_warning():
+    """tests/consumers/check_diff.py with this venv's ansible-core (``make consumers`` runs it on the oldest and the
+    newest): every module that reports a diff, through --diff and the default callback."""
+    bindir = os.path.dirname(sys.executable)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_diff.py"), "--ansible-bin", bindir],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "every diff shown, no warning" in proc.stdout
+
+
+def test_a_plain_pip_install_of_the_emulator_is_whole(tmp_path):
+    """``pip install ./emulator`` (not editable) installs every package (routes included) and the table of the
+    API's operations, and the installed emulator serves; no build output is tracked by git."""
+    src = tmp_path / "src"
+    shutil.copytree(
+        os.path.join(ROOT, "emulator"), src / "emulator", ignore=shutil.ignore_patterns("*.egg-info", "build")
+    )
+    shutil.copytree(os.path.join(ROOT, "plugins", "module_utils"), src / "plugins" / "module_utils")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(src / "emulator")],
+        capture_output=True,
+        text=True,
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import whitesky_emulator, sys; print(whitesky_emulator.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(tmp_path),
+    ).stdout.strip()
+    assert site.startswith(str(venv)), site
+    installed = os.path.dirname(site)
+    assert os.path.isfile(os.path.join(installed, "routes", "__init__.py")) and os.path.isfile(
+        os.path.join(installed, "_api.py")
+    ), sorted(os.listdir(installed))
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [str(venv / "bin" / "whitesky-emulator"), "--port", "0", "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=str(tmp_path),
+        env=dict(os.environ, PYTHONPATH=""),
+    )
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url + proc.stdout.read()
+        import httpx
+
+        answer = httpx.get(url + "/customers/capvco-demo/cloudspaces", headers={"Authorization": "Bearer " + TOKEN})
+        assert answer.status_code == 200 and "capvco-demo" in answer.text, answer.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT).stdout.split()
+    assert not [p for p in tracked if ".egg-info" in p or p.startswith(("emulator/build/", "node/build/"))]

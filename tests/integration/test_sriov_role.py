@@ -1,4 +1,5 @@
-"""roles/sriov_agent: rendered manifests validate offline against the Kubernetes schemas; bad credentials fail."""
+"""roles/sriov_agent: rendered manifests validate offline against the Kubernetes schemas; bad credentials fail;
+it applies only to the cluster its kubeconfig names, never to the ambient one."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 import kubernetes_validate
 import pytest
 
-from helpers import SRIOV_VARS, render_sriov
+from helpers import SRIOV_PLAY, SRIOV_VARS, KubeFake, render_sriov, run_playbook
 
-K8S_VERSION = "1.30.0"
+K8S_VERSION = "1.37.0"
 BASE = dict(
     SRIOV_VARS,
     sriov_agent_networks=[
@@ -40,14 +41,30 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
     for doc in docs:
         if doc["kind"] != "NetworkAttachmentDefinition":
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    labels = docs[0]["metadata"]["labels"]  # it cannot run under "baseline": said explicitly, for all three modes
+    assert {m: labels["pod-security.kubernetes.io/" + m] for m in ("enforce", "audit", "warn")} == dict.fromkeys(
+        ("enforce", "audit", "warn"), "privileged"
+    )
     role = docs[2]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     ds = docs[5]["spec"]["template"]["spec"]
     assert ds["hostNetwork"] is True
-    caps = ds["containers"][0]["securityContext"]["capabilities"]
-    assert caps == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+    assert ds["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    agent, init = ds["containers"][0]["securityContext"], ds["initContainers"][0]["securityContext"]
+    assert agent["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+    assert init["capabilities"] == {"drop": ["ALL"]}
+    for ctx in (agent, init):
+        assert ctx["readOnlyRootFilesystem"] is True and ctx["allowPrivilegeEscalation"] is False
     mounts = {v["name"]: v for v in ds["volumes"]}
     assert mounts["netns"]["hostPath"]["path"] == "/var/run/netns" and "ledger" in mounts
+    assert "emptyDir" in mounts["tmp"]
+    # the API token goes to the agent (the reclaimer lists pods), not to the init container
+    assert ds["automountServiceAccountToken"] is False
+    token_mount = {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    assert dict(token_mount, readOnly=True) in ds["containers"][0]["volumeMounts"]
+    assert "kube-api-access" not in [m["name"] for m in ds["initContainers"][0]["volumeMounts"]]
+    probe = ds["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert probe == ds["containers"][0]["livenessProbe"]["exec"]["command"]
     assert ds["initContainers"][0]["volumeMounts"][0]["mountPath"] == "/host/opt/cni/bin"
     install = ds["initContainers"][0]["command"]  # the image's install script (tests/e2e/test_agent_image.py runs it)
     assert install[:2] == ["/bin/sh", "/opt/capvco/cni/install-cni-plugin.sh"] and install[-1] == "/host/opt/cni/bin"
@@ -98,3 +115,34 @@ def test_disabled_by_default(tmp_path):
     rc, out, _data, docs = render(tmp_path, sriov_agent_enabled=False)
     assert rc == 0, out[-2000:]
     assert docs is None and not (tmp_path / "out").exists()
+
+
+def test_it_applies_only_to_the_cluster_its_kubeconfig_names(tmp_path):
+    """Without sriov_agent_kubeconfig it fails before any Kubernetes call, with the ambient kubeconfig (here a live
+    API server) untouched; a path that is not a readable file fails the same way; with it, the add-on goes there."""
+    kube = KubeFake(tmp_path, ready_after=0).start()
+    try:
+        play = tmp_path / "play.yml"
+        play.write_text(SRIOV_PLAY)
+        for kubeconfig, message in (
+            ("", "sriov_agent_kubeconfig is required to apply the SR-IOV add-on"),
+            ("  ", "sriov_agent_kubeconfig is required to apply the SR-IOV add-on"),
+            (str(tmp_path / "absent.kubeconfig"), "is not a readable file (missing)"),
+            (str(tmp_path), "is not a readable file (not a regular file)"),
+        ):
+            rc, out, _ = run_playbook(
+                str(play), extra_vars=dict(BASE, sriov_agent_kubeconfig=kubeconfig), env=kube.env()
+            )
+            assert rc != 0 and message in out, out[-2000:]
+            assert "sriov.kubeconfig" in out and "agent-token-0123456789" not in out
+            assert kube.requests() == [], "the ambient kubeconfig's cluster was called"
+
+        # (SRIOV_VARS: its one network's NetworkAttachmentDefinition is in default, a namespace the fake has)
+        rc, out, _ = run_playbook(str(play), extra_vars=dict(SRIOV_VARS, sriov_agent_kubeconfig=kube.kubeconfig))
+        assert rc == 0, out[-3000:]
+        ds = kube.get(("apps/v1", "DaemonSet"), "capvco-sriov-agent", "capvco-sriov")
+        assert ds["spec"]["template"]["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        ns = kube.get(("v1", "Namespace"), "capvco-sriov", None)
+        assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    finally:
+        kube.stop()

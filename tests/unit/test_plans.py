@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, pools, sweep, vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import attached_to, deleted
+from ansible_collections.whitesky.capvco.plugins.module_utils.records import diff_lines
 
 CLUSTER = "c1"
 VM_ID = 7
@@ -152,8 +153,9 @@ def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(worl
     if not present:
         assert not created
     owned = {v["name"] for v in listing if v["owner"] == CLUSTER}
-    assert plan.diff["before"] == sorted(owned)
-    assert plan.diff["after"] == sorted((owned - {v["name"] for v in plan.deletes}) | set(created))
+    assert plan.diff["before"] == diff_lines("machine", sorted(owned))
+    after = (owned - {v["name"] for v in plan.deletes}) | set(created)
+    assert plan.diff["after"] == diff_lines("machine", sorted(after))
     assert present or not plan.warnings
 
 

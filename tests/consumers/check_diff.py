@@ -1,0 +1,190 @@
+"""Every module that reports a diff, through ``ansible-playbook --diff`` and Ansible's default callback.
+
+Runs tests/consumers/diff.yml with a given Ansible (``--ansible-bin``: the oldest ansible-core that
+meta/runtime.yml admits, in a venv; the newest, in a Debian trixie container) against the emulator and the fake
+Kubernetes API, and fails when the output has any warning (a callback that could not show a diff says
+"[WARNING]: Callback dispatch 'v2_on_file_diff' failed"), any deprecation warning, or lacks the diff lines each
+module should have shown.  Only the standard library and PyYAML (which ansible-core brings): it runs in a venv
+that holds ansible-core and the collection's requirements.txt (the emulator and the fakes run from --tools-bin).
+
+    python tests/consumers/check_diff.py --ansible-bin VENV/bin [--tools-bin EMULATOR_VENV/bin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Lines each module's diff must have put in the output (the default callback's unified diff of before/after).
+EXPECTED = [
+    r'^\+\s+"name": "diff-cs"',  # cloudspace (a dict)
+    r"^\+machine diff-p-0$",  # machine_pool
+    r"^\+machine diff-p-1$",
+    r'^\+\s+"name": "diff-m-0"',  # machine (a dict)
+    r"^\+nic 198\.51\.100\.\d+$",  # external_nic
+    r"^-nic 198\.51\.100\.\d+$",
+    r'^\+\s+"\d\d [a-z0-9-]+ ATTACHED"',  # vgpu (a dict of lines)
+    r"^-vgpu \S+$",  # vgpu_reclaim
+    r"^-machine diff-p-1$",
+    r"^\+machine diffk-gpu-0$",  # cluster
+    r"^\+vgpus 1$",
+    r"^-machine diffk-cp-0$",
+    r'^\+\s+"ready": true',  # vco_status
+]
+#: The warnings the modules must give (through ``module.warn``): any other warning fails the check.
+WARNINGS = [
+    r"^\[WARNING\]: machine 'diff-p-0' exists with vcpus=2 \(wanted 4\); it is not resized$",
+    r"^\[WARNING\]: machine 'diffk-gpu-9' is in no cloudspace 'diffk' of cluster 'diffk': nothing to delete$",
+]
+WARNING = re.compile(r"\[(DEPRECATION )?WARNING\]|Callback dispatch|[Dd]eprecat")
+
+
+def start(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a server that prints its URL as its first line; the process and the URL."""
+    fh = open(out, "wb")  # noqa: SIM115 (the server writes to it for its whole life)
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        first = out.read_text(errors="replace").split("\n", 1)[0].strip()
+        if first.startswith("http"):
+            return proc, first
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("%s did not start:\n%s" % (cmd[0], out.read_text(errors="replace")))
+
+
+def warnings(output: str) -> list[str]:
+    """Each warning of the output as one line: older ansible-core wraps a warning at 80 columns (until the blank
+    line or the banner that follows it)."""
+    found: list[str] = []
+    current: list[str] | None = None
+    for line in output.splitlines():
+        if current is not None and (not line.strip() or line.startswith(("TASK [", "PLAY ", "["))):
+            found.append(" ".join(current))
+            current = None
+        if current is not None:
+            current.append(line.strip())
+        elif WARNING.search(line):
+            current = [line.strip()]
+    if current is not None:
+        found.append(" ".join(current))
+    return found
+
+
+def kube_create(url: str, path: str, body: dict) -> None:
+    req = urllib.request.Request(
+        url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer kubefake"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        raise SystemExit("POST %s: %s %s" % (path, exc.code, exc.read().decode(errors="replace"))) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--ansible-bin", required=True, help="the folder of the ansible-playbook under test")
+    ap.add_argument("--tools-bin", help="the folder of whitesky-emulator and of the Python of the fakes")
+    args = ap.parse_args(argv)
+    bindir = Path(args.ansible_bin).absolute()
+    tools = Path(args.tools_bin or args.ansible_bin).absolute()
+    python = str(bindir / "python")
+    version = subprocess.run(
+        [str(bindir / "ansible-playbook"), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split("\n", 1)[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        link = work / "collections" / "ansible_collections" / "whitesky" / "capvco"
+        link.parent.mkdir(parents=True)
+        link.symlink_to(ROOT)
+        emu, url = start(
+            [str(tools / "whitesky-emulator"), "--port", "0", "--state-dir", str(work / "emu")], work / "emulator.out"
+        )
+        kubeconfig = work / "kubeconfig"
+        kube, kube_url = start(
+            [
+                str(tools / "python"),
+                str(ROOT / "tests" / "kubefake.py"),
+                "--port",
+                "0",
+                "--kubeconfig",
+                str(kubeconfig),
+            ],
+            work / "kubefake.out",
+        )
+        try:
+            crds = yaml.safe_load((ROOT / "roles" / "capvco_controller" / "files" / "crds.yaml").read_text())
+            for crd in crds["items"]:
+                kube_create(kube_url, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            group = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/vcoclusters"
+            kube_create(
+                kube_url,
+                group,
+                {
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                    "kind": "VCOCluster",
+                    "metadata": {"name": "diff", "namespace": "default"},
+                    "spec": {"location": "be-gen-1", "cloudspace": "diff-cs"},
+                },
+            )
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_", "K8S_"))}
+            env.update(
+                ANSIBLE_COLLECTIONS_PATH=str(work / "collections"),
+                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+                ANSIBLE_NOCOLOR="1",
+                ANSIBLE_DEPRECATION_WARNINGS="1",
+                ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
+                WHITESKY_API_URL=url,
+                WHITESKY_API_TOKEN="capvco-demo-token",
+                WHITESKY_CUSTOMER_ID="capvco-demo",
+                K8S_AUTH_KUBECONFIG=str(kubeconfig),
+            )
+            cmd = [
+                str(bindir / "ansible-playbook"),
+                "--diff",
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                "-e",
+                "ansible_python_interpreter=%s" % python,
+                str(ROOT / "tests" / "consumers" / "diff.yml"),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        finally:
+            for p in (emu, kube):
+                p.terminate()
+                p.wait(timeout=30)
+    output = proc.stdout + proc.stderr
+    print(output)
+    problems = []
+    if proc.returncode != 0:
+        problems.append("ansible-playbook exited %d" % proc.returncode)
+    warned = [w for w in warnings(output) if WARNING.search(w)]
+    problems += ["a warning: %s" % w for w in warned if not any(re.match(p, w) for p in WARNINGS)]
+    problems += ["no warning matches %s" % p for p in WARNINGS if not any(re.match(p, w) for w in warned)]
+    problems += ["no diff line matches %s" % p for p in EXPECTED if not re.search(p, output, re.M)]
+    print("check_diff: %s: %s" % (version, "; ".join(problems) if problems else "every diff shown, no warning"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
