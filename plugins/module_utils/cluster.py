@@ -253,8 +253,9 @@ def _result(spec: Spec, p: ClusterPlan, done: Mapping[str, Any] | None = None) -
             }
         )
     space = diff_lines("cloudspace", [p["cloudspace"]["name"]])
+    # the run's own record of the cloudspace (made under the lease, before the final plan) decides the diff
     diff = {
-        "before": ("" if p["cloudspace"]["create"] else space)
+        "before": ("" if done.get("cloudspace_created") else space)
         + diff_lines("machine", sorted(p["keep"] + p["delete"]))
         + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
         "after": space
@@ -529,7 +530,9 @@ def _teardown_result(spec: Spec, p: TeardownPlan, machine: str | None) -> dict[s
     }
     out = dict(planned, changed=any(planned.values()), plan=p, spec=spec)
     out["diff"] = {
-        "before": diff_lines("machine", p["delete"]) + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
+        "before": diff_lines("cloudspace", [c["name"] for c in p["cloudspaces"] if c["delete"]])
+        + diff_lines("machine", p["delete"])
+        + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
         "after": diff_lines("vgpus", [p["price"]["vgpus_after"]]),
     }
     if machine is not None and not p["delete"]:

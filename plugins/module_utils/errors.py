@@ -46,6 +46,16 @@ class BadAnswer(WhiteskyError):
     list that is not one): not a lost answer, so never retried, and never a ``KeyError`` deep in a planner."""
 
 
+#: What a user can check, by the status of a failed call (None: no answer came), named by the option and the
+#: environment variable that set it.
+HINTS = {
+    None: " (is api_url, or WHITESKY_API_URL, the portal's address, and is the portal reachable from here?)",
+    401: " (the platform refused the credential: check api_token, or WHITESKY_API_TOKEN)",
+    403: " (the credential may not do this: check api_token, or WHITESKY_API_TOKEN, and customer_id, or"
+    " WHITESKY_CUSTOMER_ID)",
+}
+
+
 class ApiError(WhiteskyError):
     """One platform call failed.
 
@@ -61,7 +71,8 @@ class ApiError(WhiteskyError):
         where = "%s %s" % (method, path) if method else "whitesky API"
         code = "HTTP %s" % status if status is not None else "no response"
         super().__init__(
-            "%s failed: %s: %s" % (where, code, message), {"status": status, "method": method, "path": path}
+            "%s failed: %s: %s%s" % (where, code, message, HINTS.get(status, "")),
+            {"status": status, "method": method, "path": path},
         )
 
     @property

@@ -66,6 +66,8 @@ class WhiteskyModule:
             self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
         missing = [o for o in CONNECTION_ENV if connection and not (self.module.params[o] or "").strip()]
         if missing:
+            # white space alone is no secret: hiding it would mask every space of the message
+            self.module.no_log_values.difference_update([v for v in self.module.no_log_values if not v.strip()])
             self.module.fail_json(
                 msg="missing the platform connection: %s. Set %s, or the environment variable%s %s."
                 % (

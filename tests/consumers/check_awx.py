@@ -17,7 +17,6 @@ Fails when AWX would receive template text instead of templates AWX renders itse
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from awxfake import TOKEN, AwxFake, render_injectors  # noqa: E402
-from check_diff import start  # noqa: E402
+from check_diff import arguments, start  # noqa: E402
 
 CUSTOMER = "capvco-demo"
 API_TOKEN = "capvco-demo-token"
@@ -51,13 +50,7 @@ PLAY = """
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--ansible-bin", required=True, help="the folder of the ansible-playbook under test")
-    ap.add_argument("--collections", required=True, help="a collections path that holds awx.awx")
-    ap.add_argument("--tools-bin", help="the folder of whitesky-emulator and of the Python of the fakes")
-    args = ap.parse_args(argv)
-    bindir = Path(args.ansible_bin).absolute()
-    tools = Path(args.tools_bin or args.ansible_bin).absolute()
+    args, bindir, tools = arguments(__doc__, argv, ("--collections", "a collections path that holds awx.awx"))
     playbook = str(bindir / "ansible-playbook")
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,10 +38,14 @@ EXPECTED = [
     r'^\+\s+"\d\d [a-z0-9-]+ ATTACHED"',  # vgpu (a dict of lines)
     r"^-vgpu \S+$",  # vgpu_reclaim
     r"^-machine diff-p-1$",
-    r"^\+machine diffk-gpu-0$",  # cluster
+    r"^\+cloudspace diffk$",  # cluster: the cloudspace this run made is in its diff
+    r"^\+machine diffk-gpu-0$",
     r"^\+vgpus 1$",
     r"^-machine diffk-cp-0$",
     r'^\+\s+"ready": true',  # vco_status
+    r"^\+machine difflc-gpu-0$",  # cluster_create by its name, with a spec that leaves optional keys out
+    r"^-machine difflc-cp-0$",  # cluster_delete
+    r"^-cloudspace difflc-cs$",
 ]
 #: The warnings the modules must give (through ``module.warn``): any other warning fails the check.
 WARNINGS = [
@@ -99,13 +103,20 @@ def kube_create(url: str, path: str, body: dict) -> None:
         raise SystemExit("POST %s: %s %s" % (path, exc.code, exc.read().decode(errors="replace"))) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def arguments(doc: str, argv: list[str] | None, *more: tuple[str, str]) -> tuple[argparse.Namespace, Path, Path]:
+    """The checks' command line: the Ansible under test, the tools' folder, and ``more`` required options
+    (``(name, help)``); the parsed arguments and the two folders, absolute."""
+    ap = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     ap.add_argument("--ansible-bin", required=True, help="the folder of the ansible-playbook under test")
     ap.add_argument("--tools-bin", help="the folder of whitesky-emulator and of the Python of the fakes")
+    for name, text in more:
+        ap.add_argument(name, required=True, help=text)
     args = ap.parse_args(argv)
-    bindir = Path(args.ansible_bin).absolute()
-    tools = Path(args.tools_bin or args.ansible_bin).absolute()
+    return args, Path(args.ansible_bin).absolute(), Path(args.tools_bin or args.ansible_bin).absolute()
+
+
+def main(argv: list[str] | None = None) -> int:
+    _args, bindir, tools = arguments(__doc__, argv)
     python = str(bindir / "python")
     version = subprocess.run(
         [str(bindir / "ansible-playbook"), "--version"], capture_output=True, text=True, check=True
@@ -166,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                 "local",
                 "-e",
                 "ansible_python_interpreter=%s" % python,
+                "-e",
+                "@%s" % (ROOT / "tests" / "consumers" / "spec.yml"),
                 str(ROOT / "tests" / "consumers" / "diff.yml"),
             ]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)

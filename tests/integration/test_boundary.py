@@ -191,7 +191,7 @@ def test_a_missing_connection_setting_names_its_option_and_its_variable(emulator
             "environment variable WHITESKY_API_TOKEN.",
         ),
         (
-            {"WHITESKY_API_TOKEN": "", "WHITESKY_CUSTOMER_ID": ""},
+            {"WHITESKY_API_TOKEN": " ", "WHITESKY_CUSTOMER_ID": ""},  # white space alone is no token
             "api_token, customer_id. Set the options, or the "
             "environment variables WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID.",
         ),

@@ -272,7 +272,15 @@ def test_gpu_orphans_playbook_reports_and_fails_then_reclaims(emulator):
     assert rc != 0
     report = task_results(data, "Report every reservation that escaped")[0]
     assert "c1" in report["msg"][1] and "w0" in report["msg"][1]
-    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim": True, "grace_period": 0})
+    # check mode: it says what it would release, and releases nothing
+    reclaim = {"location": LOC, "reclaim": True, "grace_period": 0}
+    rc, out, data = run_playbook(playbook, emulator, extra_vars=reclaim, check=True)
+    assert rc != 0 and len(live(emulator)) == 2
+    report = task_results(data, "Report every reservation that escaped")[0]["msg"]
+    assert report[-1].startswith("would release: 1 (saving ") and "nothing was released" in report[-1], report
+    (failed,) = [r for r in task_results(data, "Fail while any reservation escapes") if r.get("failed")]
+    assert failed["msg"].endswith("Check mode: nothing was released."), failed["msg"]
+    rc, out, data = run_playbook(playbook, emulator, extra_vars=reclaim)
     assert rc == 0, out[-2000:]
     assert len(live(emulator)) == 1  # w1's, which still exists
     rc, out, data = run_playbook("whitesky.capvco.gpu_orphans", emulator, extra_vars={"location": LOC})

@@ -114,7 +114,8 @@ def test_the_sriov_add_on_needs_the_workload_clusters_kubeconfig_before_anything
     for extra, says in [
         ({}, "sriov.kubeconfig is required when sriov.enabled is true"),
         ({"kubeconfig": str(tmp_path / "missing.kubeconfig")}, "is not a readable file when sriov.enabled is true"),
-        ({"kubeconfig": "relative.kubeconfig"}, "sriov.kubeconfig 'relative.kubeconfig' is not a readable file"),
+        ({"kubeconfig": "relative.kubeconfig"}, "sriov.kubeconfig 'relative.kubeconfig' is not an absolute path"),
+        ({"kubeconfig": str(home / ".kube")}, "is not a readable file when sriov.enabled is true"),  # a folder
     ]:
         emulator.reset_stats()
         rc, out, _ = run_playbook(

@@ -78,9 +78,24 @@ def test_manifests_validate_against_the_kubernetes_schemas(tmp_path):
         "network": "sriov-ext",
         "mtu": 1400,
         "routes": [{"dst": "203.0.113.0/24"}],
+        "agentSocket": "/run/capvco/sriov.sock",
     }
     assert json.loads(docs[7]["spec"]["config"])["network"] == "201" and docs[7]["metadata"]["namespace"] == "team-a"
     assert "agent-token-0123456789" not in out
+
+
+def test_the_plugin_finds_the_agent_where_the_socket_dir_puts_it(tmp_path):
+    """sriov_agent_socket_dir moves the agent's socket; the plugin on the host reads the path from its network
+    configuration (agentSocket), so both ends move together."""
+    rc, out, _data, docs = render(tmp_path, sriov_agent_socket_dir="/run/elsewhere")
+    assert rc == 0, out[-2000:]
+    ds = [d for d in docs if d["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
+    agent = ds["containers"][0]
+    assert "--socket=/run/elsewhere/sriov.sock" in agent["args"]
+    assert {"name": "socket", "mountPath": "/run/elsewhere"} in agent["volumeMounts"]
+    assert agent["livenessProbe"]["exec"]["command"][-1] == "/run/elsewhere/sriov.sock"
+    for nad in (d for d in docs if d["kind"] == "NetworkAttachmentDefinition"):
+        assert json.loads(nad["spec"]["config"])["agentSocket"] == "/run/elsewhere/sriov.sock"
 
 
 def test_existing_secret_ref_is_used_and_no_secret_made(tmp_path):

@@ -233,3 +233,14 @@ def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
     assert got == [str(i) for i in range(7)]
     assert len({ident for ident, _d in seen}) > 1, "pages were fetched in other threads"
     assert {d for _i, d in seen} == {5}, "every page under the operation's deadline, not a fresh one"
+
+
+def test_a_failed_call_says_which_setting_to_check():
+    """No answer names api_url and WHITESKY_API_URL; 401 and 403 name the credential's option and variable; other
+    statuses add nothing (the platform's message says what is wrong)."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+
+    assert "api_url, or WHITESKY_API_URL" in str(ApiError("GET", "/x", None, "ConnectError: refused"))
+    assert "check api_token, or WHITESKY_API_TOKEN)" in str(ApiError("GET", "/x", 401, "unauthorized"))
+    assert "WHITESKY_CUSTOMER_ID" in str(ApiError("GET", "/x", 403, "forbidden"))
+    assert str(ApiError("GET", "/x", 404, "location 'x' not found")).endswith("HTTP 404: location 'x' not found")
