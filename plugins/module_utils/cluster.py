@@ -252,10 +252,16 @@ def _result(spec: Spec, p: ClusterPlan, done: Mapping[str, Any] | None = None) -
                 "released": list(p["release"]),
             }
         )
+    if done.get("cloudspace_created") and not p["cloudspace"]["create"]:
+        # this run made the cloudspace under the lease, then planned again from fresh reads: the plan it returns
+        # says it created it, as its check mode did
+        made = p["cloudspace"].copy()
+        made["create"] = True
+        p = p.copy()
+        p["cloudspace"] = made
     space = diff_lines("cloudspace", [p["cloudspace"]["name"]])
-    # the run's own record of the cloudspace (made under the lease, before the final plan) decides the diff
     diff = {
-        "before": ("" if done.get("cloudspace_created") else space)
+        "before": ("" if p["cloudspace"]["create"] else space)
         + diff_lines("machine", sorted(p["keep"] + p["delete"]))
         + diff_lines("vgpus", [p["price"]["vgpus_before"]]),
         "after": space

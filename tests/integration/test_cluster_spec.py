@@ -195,6 +195,10 @@ def test_check_mode_returns_what_the_run_then_does(emulator):
     assert {k: plan[k] for k in keys} == {k: done[k] for k in keys}
     assert done["reserved"] == ["ty-gpu-0/00", "ty-gpu-1/00"] and done["cloudspace_created"]
     assert plan["cloudspace_id"] is None and done["cloudspace_id"] == spaces(emulator)[0]
+    # the run made the cloudspace under its lease, then planned again: its plan and diff still say it made it
+    assert plan["plan"]["cloudspace"]["create"] is done["plan"]["cloudspace"]["create"] is True
+    assert plan["diff"] == done["diff"] and done["diff"]["after"].startswith("cloudspace ty-cs\n")
+    assert "cloudspace" not in done["diff"]["before"]
     # scale: one more GPU machine, a second vGPU each, the control plane to 0
     bigger = spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})], control_plane={"replicas": 0})
     plan = converge(emulator, bigger, check=True)
