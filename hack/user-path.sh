@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A user's path, as README's "Install" section gives it, from outside the checkout:
-#   1. a clean venv with ansible-core and the collection's requirements.txt only
+#   1. a clean venv with ansible-core and the collection's requirements.txt only, and the emulator installed the
+#      plain way (`pip install ./emulator`, not editable) in a venv of its own (hack/consumer-venv.sh)
 #   2. the collection artifact built (ansible-galaxy collection build) and installed with
 #      `ansible-galaxy collection install` (its dependency kubernetes.core comes from Galaxy for a user; Galaxy is
 #      not reachable here, so it is taken from the ansible package on PyPI and the install runs --offline)
-#   3. the emulator installed the plain way (`pip install ./emulator`, not editable) in a venv of its own
-#   4. `ansible-playbook whitesky.capvco.site` by its FQCN against that emulator
+#   3. `ansible-playbook whitesky.capvco.site` by its FQCN against that emulator
 # `make fresh` runs it in a bare Debian container; it also runs on a developer's machine (nothing of .venv used).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,9 +14,8 @@ trap 'rm -rf "$work"' EXIT
 step() { echo "user-path: $* ($(( $(date +%s) - started )) s)"; }
 started=$(date +%s)
 
-step "a venv with ansible-core and requirements.txt"
-python3 -m venv "$work/ansible"
-"$work/ansible/bin/pip" install -q ansible-core -r "$here/requirements.txt"
+step "a venv with ansible-core and requirements.txt, and the emulator by pip install ./emulator in its own"
+"$here/hack/consumer-venv.sh" "$work" newest
 "$work/ansible/bin/ansible-galaxy" --version | awk 'NR == 1'
 
 step "the collection artifact, installed with ansible-galaxy"
@@ -33,13 +32,6 @@ export ANSIBLE_COLLECTIONS_PATH="$work/collections:$work/deps" ANSIBLE_COLLECTIO
 "$work/ansible/bin/ansible-galaxy" collection install --offline -p "$work/collections" "$work"/dist/whitesky-capvco-*.tar.gz
 "$work/ansible/bin/ansible-galaxy" collection list whitesky.capvco
 "$work/ansible/bin/ansible-galaxy" collection list kubernetes.core
-
-step "the emulator, pip install ./emulator"
-mkdir -p "$work/src/plugins"
-cp -r "$here/emulator" "$work/src/emulator"
-cp -r "$here/plugins/module_utils" "$work/src/plugins/module_utils"
-python3 -m venv "$work/emulator"
-"$work/emulator/bin/pip" install -q "$work/src/emulator"
 
 step "ansible-playbook whitesky.capvco.site, from $work"
 cd "$work"
