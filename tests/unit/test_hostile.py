@@ -14,6 +14,7 @@ import time
 
 import httpx
 import pytest
+from test_client_unit import FakeClock
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import (
     answers,
@@ -325,19 +326,8 @@ def test_a_running_first_boot_has_no_verdict_whatever_else_it_says():
 CS, VM_ID = "cs-1", 7
 
 
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-
-
 def mock_client(handler, **kw):
-    clock = Clock()
+    clock = FakeClock()
     kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 0.1, "max_backoff": 0.1}, **kw)
     c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock, **kw)
     c._http.close()

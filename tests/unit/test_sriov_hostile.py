@@ -16,6 +16,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_sriov_units import ENTRY
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from capvco_sriov import shim
@@ -475,20 +476,7 @@ def wire_request(command, netns, container="c1", version="1.1.0"):
 
 
 def entry(state, **kw):
-    base = {
-        "state": state,
-        "pod_uid": "u1",
-        "netns": "/var/run/netns/p",
-        "ifname": "net1",
-        "network": "sriov-ext",
-        "network_id": 101,
-        "config_name": "ext",
-        "since": 1000.0,
-        "prefixlen": 24,
-        "routes": [],
-        "mtu": None,
-        "ip": "198.51.100.77",
-    }
+    base = dict(ENTRY, state=state, netns="/var/run/netns/p", ip="198.51.100.77")
     base.update(kw)
     return base
 
