@@ -11,7 +11,16 @@ import sys
 import uvicorn
 
 from .app import Emulator, build_app
+from .ratelimit import parse_cli
 from .world import DEMO_TOKEN, load_world
+
+
+def rate_limit_arg(text):
+    """``--rate-limit``'s value, normalized (None: off); an argparse error names what is valid."""
+    try:
+        return parse_cli(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_args(argv=None):
@@ -30,6 +39,15 @@ def parse_args(argv=None):
     )
     p.add_argument("--config", help="seed file (JSON or YAML) used when the state is empty")
     p.add_argument("--nic-hook", help="shell command run on each NIC attach (EMU_* variables describe the NIC)")
+    p.add_argument(
+        "--rate-limit",
+        type=rate_limit_arg,
+        default=None,
+        metavar="off|default|mutating=RATE:BURST[,read=RATE:BURST]",
+        help="per-credential token buckets: off (default); default (mutating 5/s burst 50, read 20/s burst 100); "
+        "or RATE tokens per second and BURST capacity per class (a class left out is unlimited). The faults "
+        "API's rate_limit overrides it; DELETE /_emulator/faults returns to it",
+    )
     return p.parse_args(argv)
 
 
@@ -53,6 +71,7 @@ def main(argv=None):
     args = parse_args(argv)
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
     emu = Emulator(args.state_dir, args.token, load_world(args.config), nic_hook=args.nic_hook)
+    emu.faults.set_defaults(rate_limit=args.rate_limit)
     config = uvicorn.Config(
         build_app(emu), host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"
     )

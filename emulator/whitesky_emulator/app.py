@@ -10,6 +10,7 @@ tests need.  The parts:
 - ``http``: errors, the operation registry, the endpoint that validates;
 - ``params``: what each operation accepts;
 - ``state``: the emulator's state and its views; ``faults``: faults, statistics, VM locks;
+- ``ratelimit``: the per-credential token buckets (off unless configured);
 - ``store``: the SQL; ``admin``: the admin API.
 """
 
@@ -72,6 +73,7 @@ OPS = operations()
 
 
 def build_app(emu):
+    emu.stats.limiter = emu.faults.limiter  # the statistics show the rate limit's buckets ("tokens")
     by_path = defaultdict(dict)
     for method, path, operation_id, mutating, func in OPS:
         by_path[path][method] = make_endpoint(emu, operation_id, mutating, func)

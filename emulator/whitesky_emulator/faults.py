@@ -10,6 +10,7 @@ from collections import defaultdict
 from starlette.responses import Response
 
 from .http import HTTPError
+from .ratelimit import CLASSES, RateLimiter, normalize
 
 
 class DropResponse(Response):
@@ -44,20 +45,42 @@ class Faults:
         "vm_op_seconds": 0.0,  # how long one VM mutation holds the VM's lock
         "page_cap": 0,  # the most items a paginated list returns, whatever limit asks (0: no cap)
         "no_count": False,  # paginated lists leave pagination.count out
+        "rate_limit": None,  # per-credential token buckets (ratelimit.py): "default" or {"mutating"|"read": ...}
         "seed": None,
     }
 
     def __init__(self):
+        self.defaults = dict(self.FIELDS)
+        self.rate_limit = None
+        self.limiter = RateLimiter()
+        self.set({})
+
+    def set_defaults(self, **values):
+        """What the command line set (``--rate-limit``): a field's value when a POST leaves it out, and on DELETE."""
+        unknown = set(values) - set(self.FIELDS)
+        if unknown:
+            raise ValueError("unknown fault field(s): %s" % sorted(unknown))
+        if "rate_limit" in values:
+            values["rate_limit"] = normalize(values["rate_limit"])
+        self.defaults.update(values)
         self.set({})
 
     def set(self, cfg):
+        """Replace the whole configuration: a field ``cfg`` leaves out gets its default. Nothing changes on a 400."""
         unknown = set(cfg) - set(self.FIELDS)
         if unknown:
             raise HTTPError(400, "unknown fault field(s): %s; valid: %s" % (sorted(unknown), sorted(self.FIELDS)))
-        for key, default in self.FIELDS.items():
-            value = cfg.get(key, default)
+        try:
+            rate_limit = normalize(cfg["rate_limit"]) if "rate_limit" in cfg else self.defaults["rate_limit"]
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        refill = "rate_limit" in cfg or rate_limit != self.rate_limit
+        for key, default in self.defaults.items():
+            value = rate_limit if key == "rate_limit" else cfg.get(key, default)
             setattr(self, key, json.loads(json.dumps(value)))
         self.rng = random.Random(self.seed)
+        if refill:  # naming rate_limit, or changing it, (re)fills every bucket
+            self.limiter.configure(self.rate_limit)
 
     def as_dict(self):
         return {k: getattr(self, k) for k in self.FIELDS}
@@ -68,6 +91,7 @@ class Faults:
 
 class Stats:
     def __init__(self):
+        self.limiter = None  # the faults' RateLimiter, for "tokens" (app.build_app wires it)
         self.reset()
 
     def reset(self):
@@ -77,6 +101,7 @@ class Stats:
         self.requests = 0  # API requests received
         self.in_flight = 0  # API requests received and not yet answered
         self.max_in_flight = 0  # the most at once since the last reset: how concurrent a client was
+        self.rate_limited = dict.fromkeys(CLASSES, 0)  # 429s answered by the rate limit, per class
 
     def as_dict(self):
         return {
@@ -94,6 +119,9 @@ class Stats:
             "requests": self.requests,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "rate_limited": dict(self.rate_limited),
+            # the buckets of the (first) credential now; null while the rate limit is off
+            "tokens": self.limiter.levels() if self.limiter is not None else None,
         }
 
 

@@ -1,19 +1,23 @@
 """The request plumbing: errors as the platform answers them, the operation registry, and one endpoint per route.
 
 Every API request goes through :func:`make_endpoint`: it counts the request,
-checks the bearer token and the customer, validates the parameters and the
-body against the operation (``params``), injects the configured faults, runs
-the handler with typed arguments, and may drop the answer after the commit.
+checks the bearer token, takes a token of the credential's rate limit (if one
+is set; ``ratelimit``), validates the parameters and the body against the
+operation (``params``), injects the configured faults, runs the handler with
+typed arguments (which checks the customer), and may drop the answer after
+the commit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 
 from starlette.responses import JSONResponse
 
 from .params import Invalid, validate
+from .ratelimit import class_of
 
 #: This checkout's root (the emulator is a development package of the repository, installed editable).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -105,7 +109,31 @@ def op(operation_id, mutating=False):
     return wrap
 
 
+def bearer(request):
+    """The bearer token a request carries ("" if none)."""
+    header = request.headers.get("authorization", "")
+    return header[7:] if header.startswith("Bearer ") else ""
+
+
+def rate_limit(emu, request, cls):
+    """Take one token of the credential's ``cls`` bucket, synchronously (atomic under asyncio); a 429 (an HTTPError
+    with Retry-After) when the bucket holds less than one. Only ``emu.stats.rate_limited`` changes on a 429."""
+    limiter = emu.faults.limiter
+    wait = limiter.take(bearer(request), cls)
+    if not wait:
+        return None
+    emu.stats.rate_limited[cls] += 1
+    return HTTPError(
+        429,
+        "rate limit exceeded: %s requests of this credential are limited to %s; retry after %d s"
+        % (cls, limiter.describe(cls), wait),
+        {"Retry-After": str(wait)},
+    )
+
+
 def make_endpoint(emu, operation_id, mutating, func):
+    cls = class_of(OPERATIONS[operation_id][0])
+
     async def endpoint(request):
         emu.stats.requests += 1
         emu.stats.in_flight += 1
@@ -121,6 +149,11 @@ def make_endpoint(emu, operation_id, mutating, func):
         stats["query"].update(request.query_params.keys())
         try:
             emu.check_auth(request)
+            limited = rate_limit(emu, request, cls)  # decided on arrival, before any await
+            if limited is not None:
+                if emu.faults.latency_ms:  # the injected latency models the network: a 429 has it too
+                    await asyncio.sleep(emu.faults.latency_ms / 1000.0)
+                raise limited
             raw = await request.body()
             try:
                 path, args, body = validate(operation_id, request.path_params, request.query_params, raw)

@@ -92,7 +92,8 @@ def ensure(
     if not cs:
         return result
     if cluster:
-        why = keep_reason(creator(client, cs["cloudspace_id"]), described(client, cs["cloudspace_id"]), cluster)
+        left = described(client, cs["cloudspace_id"], cluster)
+        why = keep_reason(creator(client, cs["cloudspace_id"]), left, cluster)
         if why:
             result["kept"] = why
             return result

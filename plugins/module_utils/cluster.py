@@ -82,7 +82,7 @@ def read(client: WhiteskyClient, spec: Spec, teardown: bool = False, parallel: i
     second: dict[tuple[str, str], Callable[[], Any]] = {}
     for cs in spaces:
         cs_id = cs["cloudspace_id"]
-        second[("vms", cs_id)] = partial(described, client, cs_id, parallel)
+        second[("vms", cs_id)] = partial(described, client, cs_id, spec["cluster"]["name"], parallel)
         if teardown:
             second[("creator", cs_id)] = partial(cloudspaces.creator, client, cs_id)
     got = _read(second)

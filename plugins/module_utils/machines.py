@@ -23,6 +23,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     Resolved,
     gone_is_done,
     known,
+    missing_is_none,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.userdata import Boot
@@ -160,7 +161,9 @@ def ensure(
     """Core of ``machine``: a VM exists (created with first-boot user data), or is gone.
 
     With ``cluster``, a change is made holding the cluster's lease (one run at a time per cluster), and planned
-    again from what is read once it is held."""
+    again from what is read once it is held; a machine of a cluster is named ``<cluster>-<rest>``."""
+    if cluster:
+        ownership.check_machine_name(cluster, name)
     m = _Machine(
         cloudspace_id,
         name,
@@ -249,12 +252,19 @@ def info(
     name: str | None = None,
     name_prefix: str | None = None,
     cluster: str | None = None,
+    vm_id: int | None = None,
     parallel: int = 32,
     check_mode: bool = False,
 ) -> dict[str, Any]:
-    """Core of ``machine_info``."""
+    """Core of ``machine_info``; with ``vm_id``, one read of that VM (none when it is gone), with its owner."""
+    if vm_id is not None:
+        vm = missing_is_none(client.get_vm, cloudspace_id, vm_id)
+        seen = [dict(vm_view(vm), **marker_view(vm.get("description")))] if vm is not None else []
+        wanted = dict(name=name, owner=cluster)
+        seen = [v for v in seen if all(v[k] == want for k, want in wanted.items() if want)]
+        return {"machines": [v for v in seen if not name_prefix or str(v["name"]).startswith(name_prefix)]}
     if cluster:
-        vms = [v for v in described(client, cloudspace_id, parallel) if v["owner"] == cluster]
+        vms = [v for v in described(client, cloudspace_id, cluster, parallel) if v["owner"] == cluster]
         if name:
             vms = [v for v in vms if v["name"] == name]
         return {"machines": [dict(vm_view(v), **marker_view(v["description"])) for v in vms]}

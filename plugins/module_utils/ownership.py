@@ -23,6 +23,11 @@ It is read back with ``getVirtualMachineInfo`` (listings do not carry the
 description) and compared whole: cluster ``web`` never matches ``web-gpu``'s
 machines, nor a VM made by hand.
 
+A cluster's machines are also named ``<cluster>-<rest>`` (:func:`check_machine_name`; the collection creates no
+other): a read of a cluster's machines describes only the VMs of such names, so that it costs one call per VM of
+the cluster, never one per VM of its neighbours.  The name is a filter, never proof: ``web-gpu-cp-0`` is read for
+cluster ``web`` too, and its marker (``web-gpu``) says it is not ``web``'s.
+
 A cloudspace a cluster creates is owned by a note written on it at once (the
 platform keeps notes on cloudspaces): title ``capvco/v1``, content
 ``creator cluster=<cluster>`` (:func:`creator_note`).
@@ -36,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
@@ -141,6 +147,42 @@ def machine_marker(cluster: str, pool: str | None = None) -> str:
         _check("pool", pool)
         parts.append("pool=" + pool)
     return " ".join(parts)
+
+
+def machine_name_prefix(cluster: str) -> str:
+    """What every machine name of ``cluster`` starts with: the cluster's name and ``-``."""
+    _check("cluster", cluster)
+    return cluster + "-"
+
+
+def may_own(cluster: str, name: object) -> bool:
+    """True when a VM named ``name`` may be one of ``cluster``'s machines (its name follows the rule); only its
+    marker says whether it is."""
+    prefix = machine_name_prefix(cluster)
+    return isinstance(name, str) and name.startswith(prefix) and len(name) > len(prefix)
+
+
+def check_machine_name(cluster: str, name: object) -> None:
+    """Refuse a machine name of ``cluster`` that does not start with ``<cluster>-``."""
+    if not may_own(cluster, name):
+        raise InputError(
+            "machine name %r does not start with the cluster's name and '-' (%r): a cluster's machines are named "
+            "<cluster>-<rest>, e.g. %r, so that reading a cluster costs one call per machine of its own, not per VM "
+            "of the cloudspace" % (name, machine_name_prefix(cluster), machine_name_prefix(cluster) + "gpu-0")
+        )
+
+
+def check_machine_names(cluster: str, names: Iterable[object]) -> None:
+    """Refuse, naming every one, the machine names of ``cluster`` that do not start with ``<cluster>-``."""
+    bad = [name for name in names if not may_own(cluster, name)]
+    if len(bad) == 1:
+        check_machine_name(cluster, bad[0])
+    if bad:
+        raise InputError(
+            "machine names %s do not start with the cluster's name and '-' (%r): a cluster's machines are named "
+            "<cluster>-<rest>, so that reading a cluster costs one call per machine of its own, not per VM of the "
+            "cloudspace" % (", ".join(repr(n) for n in bad), machine_name_prefix(cluster))
+        )
 
 
 def parse_marker(description: object) -> Marker | None:

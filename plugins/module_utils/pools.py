@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu, lease
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, gpu, lease, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
@@ -114,6 +114,7 @@ def ensure_pool(
     ``sweep``, every reservation the cluster owns released (:func:`sweep.reclaim`)."""
     size = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
     wanted = pools_of(pools, names, pool, size)
+    ownership.check_machine_names(cluster, [n for each in wanted for n in each["names"]])
     gpu_pools = [(each, each["gpu"]) for each in wanted if each["gpu"] and each["names"]]
     if (gpu_pools or sweep or not cloudspace_id) and not location:
         raise InputError(
@@ -246,7 +247,7 @@ def _prepare(
     """Read (what ``world`` does not hold), plan, check sizes and user data: what :func:`apply_machines` needs."""
     cs, cluster = scope.cloudspace_id, scope.cluster
     result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
-    listing = world["vms"] if "vms" in world else described(client, cs, scope.parallel)
+    listing = world["vms"] if "vms" in world else described(client, cs, cluster, scope.parallel)
     planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
     creates, deletes = planned.creates, planned.deletes
     result.update(machines=[vm_view(v) for v in planned.listed], diff=planned.diff)

@@ -38,13 +38,27 @@ def describe(client: WhiteskyClient, cloudspace_id: str, vm: VM) -> DescribedVM 
     return {**vm, "description": description, **marker_view(description)}
 
 
-def described(client: WhiteskyClient, cloudspace_id: str, parallel: int = 32) -> list[DescribedVM]:
-    """Every VM of a cloudspace with its owner (one listing, then each VM's info in parallel)."""
+def unread(vm: VM) -> DescribedVM:
+    """A VM whose description was not read, since its name says it is not the cluster's (``ownership.may_own``):
+    owned by no cluster as far as this read goes."""
+    return {**vm, "description": None, "owner": None, "pool": None}
+
+
+def described(client: WhiteskyClient, cloudspace_id: str, cluster: str, parallel: int = 32) -> list[DescribedVM]:
+    """Every VM of a cloudspace, with its owner read from its marker when its name may be ``cluster``'s (one
+    listing, then those VMs' info in parallel): the calls grow with the cluster, not with its neighbours.  The
+    other VMs are listed as owned by no cluster (:func:`unread`)."""
     vms: list[VM] = client.vms(cloudspace_id)
-    results, errors = run_parallel({vm["vm_id"]: partial(describe, client, cloudspace_id, vm) for vm in vms}, parallel)
+    mine = {
+        vm["vm_id"]: partial(describe, client, cloudspace_id, vm)
+        for vm in vms
+        if ownership.may_own(cluster, vm["name"])
+    }
+    results, errors = run_parallel(mine, parallel)
     if errors:
         raise next(iter(errors.values()))
-    return [v for v in (results.get(vm["vm_id"]) for vm in vms) if v is not None]
+    out = (results.get(vm["vm_id"]) if vm["vm_id"] in mine else unread(vm) for vm in vms)
+    return [v for v in out if v is not None]
 
 
 def not_owned(name: str, cluster: str, description: str | None) -> InputError:

@@ -45,6 +45,9 @@ options:
     description:
       - The owning cluster. A machine created with it carries the cluster's marker in its description; an existing
         machine must carry it to be kept or deleted. A graceful delete releases the vGPUs the cluster owns for it.
+      - With it, O(name) must start with the cluster's name and C(-) (C(demo-gpu-0) for cluster C(demo)), since the
+        cluster's reads describe only VMs of such names, so that they cost one call per machine of the cluster,
+        not one per VM of the cloudspace. The name is a filter; the marker stays the proof.
     type: str
   pool:
     description: With O(cluster), the machine pool, recorded in the marker.

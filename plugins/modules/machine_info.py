@@ -12,7 +12,9 @@ version_added: 0.1.0
 description:
   - Lists a cloudspace's VMs with their vGPUs and external NICs, optionally one by name, those whose name starts
     with a prefix, or a cluster's machines.
-  - A cluster's machines are those whose description carries its marker (written by M(whitesky.capvco.machine) with
+  - A cluster's machines are named C(<cluster>-<rest>) and carry its marker in their description; only the VMs of
+    such names are read (one call each, in parallel), so the calls grow with the cluster, not with the cloudspace.
+  - Ownership is the marker in the description (written by M(whitesky.capvco.machine) with
     O(whitesky.capvco.machine#module:cluster)); the marker is compared whole, so cluster C(web) never lists
     C(web-gpu)'s machines or a hand-made C(web-db). A name prefix is only a filter, never proof of ownership.
 author:
@@ -33,6 +35,12 @@ options:
       - Only the machines this cluster owns, by the marker in their description (read with one call per VM, in
         parallel).
     type: str
+  vm_id:
+    description:
+      - Only the VM of this id, read with one call (its info, with its owner); none when it is gone, or when it
+        does not match O(name), O(name_prefix) or O(cluster). The controller's idle reconcile reads its machine
+        this way.
+    type: int
   parallel:
     description: With O(cluster), how many VMs' descriptions are read at once.
     type: int
@@ -49,6 +57,13 @@ EXAMPLES = r"""
     cloudspace_id: cs-demo
     cluster: demo
   register: demo_machines
+
+- name: One machine by its id, with its owner (one call)
+  whitesky.capvco.machine_info:
+    cloudspace_id: cs-demo
+    vm_id: 1001
+    cluster: demo
+  register: recorded
 """
 
 RETURN = r"""
@@ -78,11 +93,11 @@ machines:
     owner:
       description: The cluster the marker names.
       type: str
-      returned: with O(cluster)
+      returned: with O(cluster) or O(vm_id)
     pool:
       description: The machine pool the marker names (null when it names none).
       type: str
-      returned: with O(cluster)
+      returned: with O(cluster) or O(vm_id)
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import machines
@@ -96,6 +111,7 @@ def main():
             name=dict(type="str"),
             name_prefix=dict(type="str"),
             cluster=dict(type="str"),
+            vm_id=dict(type="int"),
             parallel=dict(type="int", default=32),
         )
     ).run(machines.info)

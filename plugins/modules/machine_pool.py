@@ -40,7 +40,11 @@ options:
         owns.
     type: str
   cluster:
-    description: The owning cluster, whose marker every machine of O(names) carries (or gets, when created).
+    description:
+      - The owning cluster, whose marker every machine of O(names) carries (or gets, when created).
+      - Every machine name starts with the cluster's name and C(-) (C(demo-gpu-0) for cluster C(demo)); another
+        name is refused before anything is read. The cluster's reads describe only VMs of such names, so they cost
+        one call per machine of the cluster, not one per VM of the cloudspace.
     type: str
     required: true
   names:

@@ -201,13 +201,21 @@ def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
     assert all(ct == "application/merge-patch+json" for m, _, ct in writes if m == "PATCH")
     assert task_results(data, "Record the machine as ready, with its reservations")[0]["changed"]
 
-    # a re-run changes nothing, on the platform or in Kubernetes
+    # a re-run changes nothing, on the platform or in Kubernetes, and costs at most three reads (the VM it recorded,
+    # and the first boot's report until the driver is verified)
     emulator.reset_stats()
     kube.call("DELETE", "/_fake/requests")
     assert changed(reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)) == 0
     ops = emulator.stats()["operations"]
-    assert not {op for op in ops if op.startswith(("create", "reserve", "attach", "delete"))}, ops
+    assert set(ops) <= {"getVirtualMachineInfo", "readFile"}, ops
+    assert sum(op["count"] for op in ops.values()) <= 3, ops
     assert write_requests(kube) == []
+    # a vGPU detached behind the controller's back: the VM is not as recorded, so the reconcile converges it again
+    with emulator.client() as client:
+        client.detach_vgpu(cs, obj["status"]["vmID"], reservations[0]["vgpuID"])
+    reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
+    assert all(r["status"] == "ATTACHED" for r in live(emulator, "gpu1"))
+    assert all(r["attached"] for r in kube.get(vm)["status"]["gpu"]["reservations"])
 
     # deletion: the API server marks it, the operator runs the finalizer playbook
     assert kube.delete(vm)[0] == 200
@@ -405,6 +413,12 @@ def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_pat
     cond = condition(kube.get(vm), "GPUDriverReady")
     assert (cond["status"], cond["reason"]) == ("True", "DriverVerified")
     assert cond["message"] == "NVIDIA driver 550.127.05, 2 GPU(s)"
+    # converged, the driver verified: an idle reconcile reads the VM it recorded, once, and writes nothing
+    emulator.reset_stats()
+    kube.call("DELETE", "/_fake/requests")
+    assert changed(reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)) == 0
+    assert {k: v["count"] for k, v in emulator.stats()["operations"].items()} == {"getVirtualMachineInfo": 1}
+    assert write_requests(kube) == []
 
 
 def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator):
@@ -416,7 +430,9 @@ def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator):
     vm, _ = make_machine(kube, "gpu1-md-0-gone", gpu=A100x2)
     reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
     assert condition(kube.get(vm), "GPUDriverReady")["reason"] == "WaitingForFirstBoot"
-    gone = dict(operator_vars(kube.get(vm)), capvco_vm={"machine": {"vm_id": 424242}, "changed": False})
+    gone = dict(
+        operator_vars(kube.get(vm)), capvco_vm={"machine": {"vm_id": 424242}, "changed": False}, capvco_converged=False
+    )
     rc, out, _ = run_playbook(os.path.join(PLAYS, "vcomachine_reconcile.yml"), emulator, gone, env=kube.env())
     assert rc == 0, out[-4000:]
     cond = condition(kube.get(vm), "GPUDriverReady")

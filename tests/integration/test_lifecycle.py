@@ -40,24 +40,24 @@ def names(emulator, cs_name="life-cs"):
 
 def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_path):
     args = (
-        "{cloudspace_id: cs-demo, name: m0, cluster: c1, pool: p, vcpus: 2, memory: 2048,"
+        "{cloudspace_id: cs-demo, name: c1-m0, cluster: c1, pool: p, vcpus: 2, memory: 2048,"
         " first_boot: {packages: [containerd], attempts: 3}}"
     )
     check, apply, again = three_ways(emulator, tmp_path, "machine", args)
     assert check["changed"] and apply["changed"] and not again["changed"]
-    assert apply["machine"]["name"] == "m0" and again["machine"]["vm_id"] == apply["machine"]["vm_id"]
+    assert apply["machine"]["name"] == "c1-m0" and again["machine"]["vm_id"] == apply["machine"]["vm_id"]
     with emulator.client() as client:
         vm = client.vms("cs-demo")[0]
-        assert vm["name"] == "m0"
+        assert vm["name"] == "c1-m0"
     # the user data is the first-boot script (read from the emulator's own store)
     db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
-    user_data = db.execute("SELECT user_data FROM vms WHERE name='m0'").fetchone()[0]
+    user_data = db.execute("SELECT user_data FROM vms WHERE name='c1-m0'").fetchone()[0]
     assert "capvco first boot" in user_data and "containerd" in user_data and "ATTEMPTS=3" in user_data
-    description = db.execute("SELECT description FROM vms WHERE name='m0'").fetchone()[0]
+    description = db.execute("SELECT description FROM vms WHERE name='c1-m0'").fetchone()[0]
     assert description == "capvco/v1 cluster=c1 pool=p", "the owner's marker is written at creation"
     # graceful delete releases the machine's vGPUs first
-    ensure(emulator, machine="m0", cluster="c1", count=2)
-    args = "{cloudspace_id: cs-demo, name: m0, cluster: c1, location: be-gen-1, state: absent}"
+    ensure(emulator, machine="c1-m0", cluster="c1", count=2)
+    args = "{cloudspace_id: cs-demo, name: c1-m0, cluster: c1, location: be-gen-1, state: absent}"
     check, apply, again = three_ways(emulator, tmp_path, "machine", args)
     assert len(check["released_vgpus"]) == 2 and apply["changed"] and not again["changed"]
     assert live(emulator, "c1") == []

@@ -147,11 +147,14 @@ def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
             ("a-1", "capvco/v1 cluster=a-b pool=gpu"),
             ("a-hand", "capvco cluster a"),
             ("a-old", "capvco cluster a, pool cp"),  # no release ever wrote this shape: it proves nothing
-            ("b-0", ownership.machine_marker("a", "gpu")),
+            ("b-0", ownership.machine_marker("a", "gpu")),  # a's marker, not a's name: no machine of a's
         ):
             client.create_vm(CS, name=name, description=description, vcpus=1, memory=1024)
+        emulator.reset_stats()
         found = machines.info(client, cloudspace_id=CS, cluster="a", parallel=4)
-    assert [(m["name"], m["pool"]) for m in found["machines"]] == [("a-0", "cp"), ("b-0", "gpu")]
+    assert [(m["name"], m["pool"]) for m in found["machines"]] == [("a-0", "cp")]
+    # the name is the filter (the five a-* VMs are read, b-0 is not), the marker the proof
+    assert emulator.op_count("getVirtualMachineInfo") == 5
 
 
 def test_clusters_whose_names_are_prefixes_never_share_reservations(emulator):
@@ -263,21 +266,26 @@ def test_release_waits_out_a_neighbours_lock_on_the_vm(emulator):
 
 
 def test_the_machine_module_refuses_a_vm_the_cluster_does_not_own(emulator):
-    vms(emulator, "w0", cluster=None)
+    vms(emulator, "c1-w0", cluster=None)
     with emulator.client() as client:
         for state_ in ("present", "absent"):
             params = dict(
-                cloudspace_id=CS, name="w0", cluster="c1", state=state_, force=True, vcpus=2, memory=2048,
+                cloudspace_id=CS, name="c1-w0", cluster="c1", state=state_, force=True, vcpus=2, memory=2048,
                 location=LOC, pool=None, description=None, first_boot=None,
                 user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
             )  # fmt: skip
             try:
                 machines.ensure(client, **params)
             except InputError as exc:
-                assert "'w0' is not owned by cluster 'c1'" in str(exc)
+                assert "'c1-w0' is not owned by cluster 'c1'" in str(exc)
             else:
                 raise AssertionError("a VM without the cluster's marker was accepted (%s)" % state_)
-        assert [v["name"] for v in client.vms(CS)] == ["w0"]
+            # a name outside the cluster's rule is refused before anything is read
+            emulator.reset_stats()
+            with pytest.raises(InputError, match=r"machine name 'w0' does not start with the cluster's name"):
+                machines.ensure(client, **dict(params, name="w0"))
+            assert emulator.stats()["operations"] == {}
+        assert [v["name"] for v in client.vms(CS)] == ["c1-w0"]
 
 
 def test_every_mutating_call_on_a_vm_waits_out_its_lock(emulator):

@@ -386,7 +386,9 @@ def consume(client):
         inv = Inventory(client, LOC)
         for item in inv.owned():
             view(item)
-        names = vms.described(client, CS)
+        names = vms.described(client, CS, CLUSTER)
+        for vm in client.vms(CS):  # the markers of every VM, whatever its name (``described`` reads c1-* only)
+            vms.describe(client, CS, vm)
         orphan = sweep.OrphanCheck([v["name"] for v in names])
         sweep.select(inv.owned(CLUSTER), "orphans", orphan, 900, True, NOW)
         return inv

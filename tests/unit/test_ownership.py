@@ -81,3 +81,35 @@ def test_bad_input_names_the_value(cluster, machine, slot):
     with pytest.raises(InputError) as err:
         ownership.encode(cluster, machine, slot)
     assert any(repr(v) in str(err.value) for v in (cluster, machine, slot))
+
+
+@pytest.mark.parametrize(
+    "cluster, name, ok",
+    [
+        ("web", "web-cp-0", True),
+        ("web", "web-gpu-cp-0", True),  # a neighbour's name passes the filter; its marker says whose it is
+        ("web", "web-", False),
+        ("web", "web", False),
+        ("web", "webcp-0", False),
+        ("web", "cp-0", False),
+        ("web", "Web-cp-0", False),
+        ("web", None, False),
+        ("web", 7, False),
+    ],
+)
+def test_the_machine_name_rule_is_a_filter(cluster, name, ok):
+    assert ownership.may_own(cluster, name) is ok
+    if ok:
+        ownership.check_machine_name(cluster, name)
+    else:
+        with pytest.raises(InputError, match=r"does not start with the cluster's name and '-' \('web-'\)"):
+            ownership.check_machine_name(cluster, name)
+
+
+def test_every_bad_machine_name_is_named_at_once():
+    ownership.check_machine_names("c1", ["c1-a", "c1-b"])
+    with pytest.raises(InputError) as err:
+        ownership.check_machine_names("c1", ["c1-a", "w0", "c2-x"])
+    assert "'w0', 'c2-x'" in str(err.value) and "'c1-'" in str(err.value)
+    with pytest.raises(InputError, match="invalid cluster name"):
+        ownership.check_machine_names("bad.cluster", ["bad.cluster-0"])
