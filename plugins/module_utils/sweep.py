@@ -18,7 +18,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import costs, fetch, oldest, price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import (
+    Billed,
+    Figures,
+    costs,
+    fetch,
+    oldest,
+    price_per_hour,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import (
     Inventory,
@@ -35,7 +42,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.vms import check_o
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import Owner
-    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, BilledVgpu, Reservation
+    from ansible_collections.whitesky.capvco.plugins.module_utils.records import VM, Reservation
 
 
 def machines_in_location(client: WhiteskyClient, location: str) -> set[str]:
@@ -93,10 +100,10 @@ def info(
         vms = pool.submit(machines_in_location, client, location) if (orphans_only or cluster) else None
         listing: Iterator[Reservation] = iter(client.vgpus(location, include_deleted=True))
         first = next(listing, None)
-        early: tuple[float, Future[tuple[dict[str, Any], dict[str, Any]]]] | None = None
+        early: tuple[float, Future[Figures]] | None = None
         if with_cost and first is not None:  # the listing is oldest first: the report can start there
-            decoded: list[Reservation] = [{**first, "owner": ownership.decode(first.get("vgpu_name"))}]
-            start = oldest(decoded, now)
+            owner = ownership.decode(first.get("vgpu_name"))
+            start = oldest([Billed(first["vgpu_id"], None, None, owner.created if owner else None)], now)
             early = (start, pool.submit(fetch, client, location, start, now))
         head = [first] if first is not None else []
         summary, rows, billed = scan(
@@ -114,9 +121,9 @@ def info(
         for row in rows:
             row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
         for record in billed:
-            if record["owner"] is not None:
-                per = summary["by_cluster"][record["owner"].cluster]
-                per["cost"] = round(per.get("cost", 0.0) + figures.get(record["vgpu_id"], (0.0, 0.0))[1], 4)
+            if record.cluster is not None:
+                per = summary["by_cluster"][record.cluster]
+                per["cost"] = round(per.get("cost", 0.0) + figures.get(record.vgpu_id, (0.0, 0.0))[1], 4)
         result["currency"] = currency
         result["cost_per_hour"] = round(per_hour * summary["count"], 4)
         result["total_cost"] = round(sum(cost for _s, cost in figures.values()), 4)
@@ -132,7 +139,7 @@ def scan(
     machine: str | None = None,
     max_rows: int | None = None,
     orphans_only: bool = False,
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[BilledVgpu]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[Billed]]:
     """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
     orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
@@ -145,7 +152,8 @@ def scan(
         "by_cluster": {},
     }
     rows: list[dict[str, Any]] = []
-    billed: list[BilledVgpu] = []
+    billed: list[Billed] = []
+    clusters: dict[str, str] = {}  # one string per cluster, however many reservations name it
     for item in listing:
         owner = ownership.decode(item.get("vgpu_name"))
         if cluster and (owner is None or not ownership.owned_by(owner, cluster, machine)):
@@ -162,7 +170,8 @@ def scan(
             summary["orphans"] += is_orphan_now
             per = summary["by_cluster"].setdefault(owner.cluster, {"count": 0})
             per["count"] += 1
-        billed.append({"vgpu_id": item["vgpu_id"], "virtual_machine": item.get("virtual_machine"), "owner": owner})
+        cluster_name = clusters.setdefault(owner.cluster, owner.cluster) if owner is not None else None
+        billed.append(Billed(item["vgpu_id"], attached_to(item), cluster_name, owner.created if owner else None))
         if max_rows is None or len(rows) < max_rows:
             row = view(item)
             if owner is not None:
