@@ -91,6 +91,7 @@ class Lease:
         self._sleep = sleep
         self._seen: dict[str, tuple[object, float]] = {}  # note id -> (its last_update_time, when first seen so)
         self._stop = threading.Event()
+        self._last_notes: list[dict] = []
         self._renewer: threading.Thread | None = None
 
     def acquire(self) -> Lease:
@@ -123,9 +124,27 @@ class Lease:
             self._take_back()
             raise
         self.waited = round(self._clock() - started, 3)
+        self._say_member()
         self._renewer = threading.Thread(target=self._renew, name="capvco-lease", daemon=True)
         self._renewer.start()
         return self
+
+    def _say_member(self) -> None:
+        """Write the cluster's member note on the cloudspace unless a creator or member note names it already (the
+        notes were just read): once per cluster and cloudspace.  A failure here fails the run before it changes
+        anything; its lease note is taken back by the caller's ``except``."""
+        if self.cluster in ownership.clusters_in(self._last_notes):
+            return
+        title, content = ownership.member_note(self.cluster)
+
+        def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: is the note there after all?
+            return Resolved(True) if self.cluster in ownership.clusters_in(self._notes()) else None
+
+        try:
+            self.client.create_cloudspace_note(self.cloudspace_id, title, content, resolve=resolve)
+        except BaseException:
+            self._take_back()
+            raise
 
     def release(self) -> None:
         """Stop renewing and delete the note (already gone with its cloudspace counts as done)."""
@@ -161,7 +180,7 @@ class Lease:
 
     def _ahead(self) -> list[str]:
         """The runs whose live lease notes come before this run's (expired ones are deleted on the way)."""
-        notes = self._notes()
+        notes = self._last_notes = self._notes()
         mine = self._mine(notes)
         if mine is None:
             raise WhiteskyError("the lease note of run %s on cloudspace %s is gone" % (self.run, self.cloudspace_id))

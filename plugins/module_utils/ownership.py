@@ -30,7 +30,10 @@ cluster ``web`` too, and its marker (``web-gpu``) says it is not ``web``'s.
 
 A cloudspace a cluster creates is owned by a note written on it at once (the
 platform keeps notes on cloudspaces): title ``capvco/v1``, content
-``creator cluster=<cluster>`` (:func:`creator_note`).
+``creator cluster=<cluster>`` (:func:`creator_note`).  A cluster that has machines in a cloudspace it did not
+create says so with a note ``member cluster=<cluster>`` (:func:`member_note`), written the first time it holds its
+lease there: with the creator notes, the clusters a cloudspace holds are read with one call, so the inventory
+reads the markers of those clusters' VMs only.  Neither note is proof that a machine is a cluster's: the marker is.
 
 Every name is matched whole (``fullmatch``): ``$`` would match before a final
 newline, and ``"web\n"`` is not a name.
@@ -218,6 +221,29 @@ def creator_note(cluster: str) -> tuple[str, str]:
     """``(title, content)`` of the note that records ``cluster`` as the creator of a cloudspace."""
     _check("cluster", cluster)
     return NOTE_TITLE, "creator cluster=" + cluster
+
+
+def member_note(cluster: str) -> tuple[str, str]:
+    """``(title, content)`` of the note that records ``cluster`` as having machines in a cloudspace."""
+    _check("cluster", cluster)
+    return NOTE_TITLE, "member cluster=" + cluster
+
+
+def note_cluster(title: object, content: object) -> str | None:
+    """The cluster a creator or member note names, or None (the whole note must match)."""
+    if title != NOTE_TITLE or not isinstance(content, str):
+        return None
+    head, sep, cluster = content.partition("=")
+    if head not in ("creator cluster", "member cluster") or not sep or not _NAME.fullmatch(cluster):
+        return None
+    return cluster
+
+
+def clusters_in(notes: Iterable[object]) -> set[str]:
+    """The clusters a cloudspace's notes (``[{title, content, ...}]``) name as its creator or as having machines in
+    it (:func:`note_cluster`): where the inventory reads markers."""
+    found = (note_cluster(n.get("title"), n.get("content")) for n in notes if isinstance(n, dict))
+    return {c for c in found if c is not None}
 
 
 def note_creator(title: object, content: object) -> str | None:
