@@ -40,6 +40,7 @@ from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
 LOC, CS = "be-gen-1", "cs-demo"
 LEASE_CALLS = 3
+MEMBER_NOTE = 1
 #: The vgpu module's own defaults (its argument_spec), so the core runs as the module does.
 VGPU_DEFAULTS = {"state": "present", "permanently": True, "parallel": 32}
 SCAN_CHILD = """
@@ -206,7 +207,8 @@ def main():
             # each machine's marker read (the proof that it is the cluster's), read once per run; the cluster's lease
             # (write its note, list the notes, delete the note) and, once it is held, the listing, the reservations
             # and the profiles read again (what was read before may be stale): one run at a time per cluster
-            create_min = r + pages + args.machines + LEASE_CALLS + (2 + pages)
+            # and the cluster's member note on a cloudspace it did not create, written the first time it holds its lease
+            create_min = r + pages + args.machines + LEASE_CALLS + (2 + pages) + MEMBER_NOTE
             # one round of independent reads, the lease (two calls in turn), the reads again, then one VM's reserves
             # in turn, then the lease let go
             create_floor = (1 + 2 + 1 + args.gpus + 1) * lat

@@ -314,3 +314,25 @@ def test_every_mutating_call_on_a_vm_waits_out_its_lock(emulator):
     assert errors == []
     assert emulator.stats()["vm_lock_conflicts"] >= 1
     assert len(live(emulator)) == 2
+
+
+def test_a_cluster_says_once_that_it_has_machines_in_a_cloudspace_it_did_not_create(emulator):
+    """The member note (read by the inventory to know whose markers to read) is written the first time the cluster
+    holds its lease on a cloudspace it did not create, and never again; a dry run writes nothing."""
+    params = dict(
+        cloudspace_id=CS, name="c1-m0", cluster="c1", state="present", force=False, vcpus=2, memory=2048,
+        location=LOC, pool=None, description=None, first_boot=None,
+        user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
+    )  # fmt: skip
+
+    def notes():
+        return sorted(n["content"] for n in emulator.snapshot()["notes"] if n["cloudspace_id"] == CS)
+
+    with emulator.client() as client:
+        machines.ensure(client, check_mode=True, **params)
+        assert notes() == []
+        machines.ensure(client, **params)
+        machines.ensure(client, **dict(params, name="c1-m1"))
+        machines.ensure(client, **dict(params, name="c2-m0", cluster="c2"))
+        assert notes() == ["member cluster=c1", "member cluster=c2"]
+        assert ownership.clusters_in(client.cloudspace_notes(CS)) == {"c1", "c2"}

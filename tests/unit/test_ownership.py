@@ -113,3 +113,22 @@ def test_every_bad_machine_name_is_named_at_once():
     assert "'w0', 'c2-x'" in str(err.value) and "'c1-'" in str(err.value)
     with pytest.raises(InputError, match="invalid cluster name"):
         ownership.check_machine_names("bad.cluster", ["bad.cluster-0"])
+
+
+def test_creator_and_member_notes_name_the_clusters_of_a_cloudspace():
+    notes = [
+        dict(zip(("title", "content"), ownership.creator_note("web"))),
+        dict(zip(("title", "content"), ownership.member_note("web-gpu"))),
+        {"title": "capvco/v1", "content": "member cluster=web-gpu"},  # twice is once
+        {"title": "capvco/v1", "content": "lease cluster=db run=0123456789abcdef ttl=30"},  # a lease is not a member
+        {"title": "capvco/v1", "content": "member cluster=bad.name"},
+        {"title": "capvco/v1", "content": "member cluster=web\n"},
+        {"title": "notes", "content": "member cluster=hand"},
+        {"content": "member cluster=x"},
+        "not a note",
+    ]
+    assert ownership.clusters_in(notes) == {"web", "web-gpu"}
+    assert ownership.note_cluster(*ownership.member_note("a")) == "a"
+    assert ownership.note_creator(*ownership.member_note("a")) is None, "a member note never claims the cloudspace"
+    with pytest.raises(InputError):
+        ownership.member_note("a.b")
