@@ -6,6 +6,11 @@
 Pure Python on httpx, with no Ansible import.  It knows URLs and HTTP, not the platform's operations: those are
 ``client.WhiteskyClient``'s, built on :class:`Transport`.
 
+Every attempt goes through the credential's :class:`governor.Governor` (one per credential in the process, shared by
+every transport and thread): it waits there for its turn, its window and its paced start, and reports how it ended;
+the governor adapts to the platform's rate limit (429).  A 429 is not an attempt that counts against
+``max_attempts`` (nothing was processed); the call's deadline still bounds it, and the time waiting in the governor.
+
 Deadlines nest: a request or a wait ends by its own deadline (``timeout + retry_budget`` after it started) or by
 the deadline of the operation it runs in, whichever comes first.  An operation sets one with
 ``with transport.deadline():`` (per thread); a request and a wait set theirs for what runs inside them (a
@@ -34,6 +39,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from ansible_collections.whitesky.capvco.plugins.module_utils import governor as rate
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
     ApiError,
     BadAnswer,
@@ -53,7 +59,8 @@ except ImportError:  # pragma: no cover - reported by the module base
     httpx = None  # type: ignore[assignment]
     HTTPX_IMPORT_ERROR = traceback.format_exc()
 
-#: Statuses retried: 429 (not processed) for every method; 502, 503 and 504 for idempotent ones.
+#: Statuses retried: 429 (not processed; paced by the governor, not counted as an attempt) for every method; 502,
+#: 503 and 504 for idempotent ones.
 RETRY_STATUSES = frozenset((429, 502, 503, 504))
 #: Methods retried on those statuses and on a lost answer.  A POST is not: a POST that
 #: reserves is made idempotent by its caller (look the name up, then decide).
@@ -219,7 +226,13 @@ class Transport:
     :param token: the JWT; checked for expiry now, never printed.
     :param timeout: seconds for one request; one call (with its retries) ends by ``timeout +
         retry_budget`` seconds after it started, with an error that says how many attempts it made.
-    :param max_attempts: the most requests one call makes.
+    :param max_attempts: the most requests one call makes that the platform processed or may have (a 429 is not).
+    :param sleep, clock: how it waits and tells the time (injectable, for tests); the governor waits with them too.
+    :param governor: the rate governor its requests go through; by default the process's one for this credential
+        (``governor.shared``), or a governor of its own when ``sleep`` or ``clock`` is not the real one.
+
+    Counters a caller can read: ``retries`` (attempts after the first), ``rate_limited`` (429s its calls met) and
+    ``rate_waited`` (seconds its calls waited in the governor, all threads together).
     """
 
     def __init__(
@@ -234,6 +247,7 @@ class Transport:
         retry_budget: float = RETRY_BUDGET,
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        governor: rate.Governor | None = None,
     ) -> None:
         if httpx is None:
             raise WhiteskyError("the Python library httpx is required")
@@ -272,7 +286,14 @@ class Transport:
         self._clock = clock
         self._token = token
         self._local = threading.local()  # this thread's operation deadline (see ``deadline``)
+        if governor is None:
+            real = sleep is time.sleep and clock is time.monotonic
+            governor = rate.shared(url, token) if real else rate.Governor(clock=clock, sleep=sleep)
+        self.governor = governor
+        self._counting = threading.Lock()
         self.retries = 0
+        self.rate_limited = 0
+        self.rate_waited = 0.0
         self._http = httpx.Client(
             verify=validate_certs,
             timeout=self.timeout,
@@ -371,12 +392,13 @@ class Transport:
     ) -> Any:
         """One platform call, retried here and nowhere else; returns the decoded JSON body (or None).
 
-        Retried, while attempts and the call's deadline last: a request that was never sent (no
-        connection), 429 (not processed), and for idempotent methods (or ``retry=True``) 502, 503,
-        504 and a lost answer.  A TLS failure is final.  The call's deadline is ``timeout + retry_budget``
-        after it started, or the deadline of the operation it runs in (``deadline``) when that is earlier; a
-        call whose operation has no time left is not sent.  Its hooks run under its deadline.  The caller adds
-        what is its own:
+        Retried, while attempts and the call's deadline last: a request that was never sent (no connection), 429
+        (not processed: the governor paces what follows, and it is no attempt against ``max_attempts``), and for
+        idempotent methods (or ``retry=True``) 502, 503, 504 and a lost answer.  Each attempt first waits its turn in
+        the governor, within the call's deadline.  A TLS failure is final.  The call's deadline is ``timeout +
+        retry_budget`` after it started, or the deadline of the operation it runs in (``deadline``) when that is
+        earlier; a call whose operation has no time left is not sent.  Its hooks run under its deadline.  The caller
+        adds what is its own:
 
         - ``retry_if(ApiError) -> bool``: more errors that mean "refused, nothing changed" (a 409
           while the VM is locked); those are waited out until the deadline, and do not count
@@ -391,23 +413,74 @@ class Transport:
         deadline = self._deadline_from(started)
         if deadline <= started:
             raise ApiError(method, path, None, "not sent: no time left within the operation's deadline")
-        attempt = waits = 0
+        attempt = waits = free = 0
+        last: ApiError | None = None  # the last attempt's error
         with self._within(deadline):
             while True:
+                permit = self._admit(method, path, attempt, last, started, deadline)
                 attempt += 1
-                try:
-                    resp = self._send(method, path, query, body, deadline)
-                except httpx.TransportError as exc:
-                    found, last = self._after_transport_error(method, path, exc, retry, resolve)
+                resp = self._attempt(permit, method, path, query, body, deadline)
+                if isinstance(resp, httpx.TransportError):
+                    found, last = self._after_transport_error(method, path, resp, retry, resolve)
                     wait_hint, waiting = None, False
                 else:
                     if resp.status_code < 400:
                         return _decode(method, path, resp)
+                    if resp.status_code == 429:  # not processed: the governor waits it out before the next attempt
+                        last = ApiError(method, path, 429, _message(resp))
+                        free += 1
+                        self._count(retries=1)
+                        continue
                     found, last, wait_hint, waiting = self._after_status(method, path, resp, retry, retry_if, resolve)
                 if found is not None:
                     return found
                 waits += waiting
-                self._back_off(last, attempt, waits, wait_hint, started, deadline)
+                self._back_off(last, attempt, waits, free, wait_hint, started, deadline)
+
+    def _count(self, retries: int = 0, limited: int = 0, waited: float = 0.0) -> None:
+        with self._counting:
+            self.retries += retries
+            self.rate_limited += limited
+            self.rate_waited += waited
+
+    def _admit(
+        self, method: str, path: str, attempt: int, last: ApiError | None, started: float, deadline: float
+    ) -> rate.Permit:
+        """Wait in the governor for this attempt's turn; give up when the deadline would pass first (with the last
+        attempt's error, or "not sent" before the first)."""
+        try:
+            permit = self.governor.acquire(method, deadline)
+        except rate.Overdue as exc:
+            self._count(waited=exc.waited)
+            asked = "the platform asked to wait %.0fs" % exc.retry_after if exc.retry_after is not None else "paced"
+            why = (
+                "waited %.1fs on the platform's rate limit (%s, HTTP 429) and would wait %.1fs more, past the "
+                "call's deadline of %.0fs" % (exc.waited, asked, exc.start_in, deadline - started)
+            )
+            if last is not None:
+                raise _gave_up(last, attempt, self._clock() - started, why) from None
+            raise ApiError(method, path, 429, "not sent: %s" % why) from None
+        self._count(waited=permit.waited)
+        return permit
+
+    def _attempt(
+        self, permit: rate.Permit, method: str, path: str, query: dict[str, Any], body: Any, deadline: float
+    ) -> httpx.Response | httpx.TransportError:
+        """Send one attempt and report how it ended to the governor: the response, or the transport error."""
+        try:
+            resp = self._send(method, path, query, body, deadline)
+        except httpx.TransportError as exc:
+            self.governor.release(permit, rate.OTHER)
+            return exc
+        except BaseException:
+            self.governor.release(permit, rate.OTHER)
+            raise
+        if resp.status_code == 429:
+            self._count(limited=1)
+            self.governor.release(permit, rate.LIMITED, retry_after(resp.headers.get("Retry-After")))
+        else:  # any answer but a 5xx passed the limit (an error of the call's own is still an answer)
+            self.governor.release(permit, rate.OK if resp.status_code < 500 else rate.OTHER)
+        return resp
 
     def _send(self, method: str, path: str, query: dict[str, Any], body: Any, deadline: float) -> httpx.Response:
         """One attempt, its timeout capped by what is left of the call's deadline."""
@@ -445,13 +518,13 @@ class Transport:
         retry_if: Callable[[ApiError], bool] | None,
         resolve: Callable[[ApiError], Any] | None,
     ) -> tuple[Any, ApiError, float | None, bool]:
-        """``(found, last, wait_hint, waiting)`` after an error status: 429 (not processed) and, when the request may
+        """``(found, last, wait_hint, waiting)`` after an error status but 429 (the governor's): when the request may
         be repeated, 502/503/504 are tried again; otherwise those are resolved; a refusal ``retry_if`` accepts is
         waited out; anything else is raised."""
         last = ApiError(method, path, resp.status_code, _message(resp))
-        wait_hint = retry_after(resp.headers.get("Retry-After")) if resp.status_code in (429, 503) else None
-        if resp.status_code == 429 or (resp.status_code in RETRY_STATUSES and retry):
-            return None, last, wait_hint, False  # not processed, or safe to repeat
+        wait_hint = retry_after(resp.headers.get("Retry-After")) if resp.status_code == 503 else None
+        if resp.status_code in RETRY_STATUSES and retry:
+            return None, last, wait_hint, False  # safe to repeat
         if resp.status_code in RETRY_STATUSES and resolve is not None:
             return resolve(last), last, wait_hint, False  # processed or not? the caller can tell
         if retry_if is not None and retry_if(last):
@@ -459,17 +532,27 @@ class Transport:
         raise last
 
     def _back_off(
-        self, last: ApiError, attempt: int, waits: int, wait_hint: float | None, started: float, deadline: float
+        self,
+        last: ApiError,
+        attempt: int,
+        waits: int,
+        free: int,
+        wait_hint: float | None,
+        started: float,
+        deadline: float,
     ) -> None:
-        """Sleep before the next attempt, or give up: no attempts left, or no time left before the deadline."""
-        delay = self._delay(min(attempt, 4) if waits else attempt, wait_hint)  # a lock is polled at <= 4 s
+        """Sleep before the next attempt, or give up: no attempts left, or no time left before the deadline.  Of the
+        ``attempt`` so far, ``waits`` (refusals waited out) and ``free`` (429s) do not count against
+        ``max_attempts``."""
+        counted = attempt - free
+        delay = self._delay(min(counted, 4) if waits else counted, wait_hint)  # a lock is polled at <= 4 s
         spent = self._clock() - started
-        if attempt - waits >= self.max_attempts:
+        if counted - waits >= self.max_attempts:
             raise _gave_up(last, attempt, spent, "no attempts left")
         if self._clock() + delay >= deadline:
             why = "the platform asked to wait %.0fs" % wait_hint if wait_hint is not None else "no time left"
             raise _gave_up(last, attempt, spent, "%s within the call's deadline of %.0fs" % (why, deadline - started))
-        self.retries += 1
+        self._count(retries=1)
         self._sleep(delay)
 
     def call(self, operation: str, query: dict[str, Any] | None = None, **path_params: Any) -> Any:
