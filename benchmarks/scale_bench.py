@@ -215,6 +215,9 @@ def budget(tmp, args):
         )
         total = sum(op["count"] for op in stats["operations"].values())
         limited = sum(stats["rate_limited"].values())
+        if os.environ.get("CAPVCO_BENCH_OPS"):
+            for name, op in sorted(stats["operations"].items()):
+                print("    %-36s %s" % (name, dict(op["statuses"])))
         if proc.returncode:
             print(proc.stdout[-3000:], proc.stderr[-2000:])
         with emu.client() as client:

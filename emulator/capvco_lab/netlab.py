@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from capvco_lab.emulator import CUSTOMER, ROOT, Emulator, wait_for
 
@@ -244,6 +245,87 @@ class Lab:
 
     def wait_nics(self, n, timeout=10):
         return wait_for(lambda: len(self.platform_nics()) == n, timeout=timeout, interval=0.1)
+
+
+class Fleet:
+    """Many nodes on one external network, for the scale benchmark: one emulator, one external host (``<p>ext``, a
+    bridge ``br0`` with 198.51.100.1/24), and per node a :class:`Lab` of its own (``nodes[i]``): a VM in the
+    cloudspace named like the node's netns (``<p>n<i>node``; the hot-plug hook puts each NIC into the netns named
+    like its VM), the node netns as :meth:`Lab.up` makes it, and one agent process with its own socket and ledger,
+    all with the one credential (the emulator's token).  Each node's ``add_pod`` and ``cni`` are :class:`Lab`'s.
+    """
+
+    def __init__(self, tmp_path, count, prefix=None):
+        self.tmp = tmp_path
+        self.count = count
+        self.prefix = prefix or "cf%d" % (os.getpid() % 100000)
+        self.ext = self.prefix + "ext"
+        self.emu = None
+        self.nodes = []
+        self.made = []  # the netns made so far (pods are the nodes')
+
+    def up(self, grace=600.0, interval=600.0, wait_timeout=5.0, workers=8):
+        sh("ip", "netns", "add", self.ext)
+        self.made.append(self.ext)
+        sh("ip", "-n", self.ext, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.ext, "addr", "add", "198.51.100.1/24", "dev", "br0")
+        sh("ip", "-n", self.ext, "link", "set", "br0", "up")
+        sh("ip", "-n", self.ext, "link", "set", "lo", "up")
+        self.emu = Emulator(self.tmp / "emu").start()
+        hook = "EXT_NS=%s %s" % (self.ext, HOOK)  # no NODE_NS: the NIC goes to the netns named like its VM
+        self.emu.admin("POST", "/hooks", {"nic_attach": hook, "nic_detach": hook})
+        for i in range(self.count):
+            tmp = self.tmp / ("n%d" % i)
+            tmp.mkdir(parents=True, exist_ok=True)
+            node = Lab(tmp, emu=self.emu)
+            node.emu = self.emu
+            node.prefix = "%sn%d" % (self.prefix, i)
+            node.ext = self.ext
+            node.node = node.prefix + "node"
+            self.nodes.append(node)
+            sh("ip", "netns", "add", node.node)
+            self.made.append(node.node)
+            sh("ip", "-n", node.node, "link", "add", "pbr", "type", "bridge")
+            sh("ip", "-n", node.node, "addr", "add", "192.0.2.1/24", "dev", "pbr")
+            sh("ip", "-n", node.node, "link", "set", "pbr", "up")
+            node.agent_args = ["--grace-period", str(grace), "--reclaim-interval", str(interval)]
+            node.agent_args += ["--wait-timeout", str(wait_timeout)]
+        with self.emu.client() as client:
+            for node in self.nodes:
+                node.vm_id = client.create_vm(
+                    node.cloudspace_id, name=node.node, description="node", vcpus=4, memory=8192
+                )
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda node: node.start_agent(), self.nodes))
+        return self
+
+    def add_pods(self, per_node, workers=8):
+        """``per_node`` pods on every node (made a few at a time); ``[[pod netns name, ...] per node]``."""
+        with ThreadPoolExecutor(workers) as pool:
+            return [list(pool.map(node.add_pod, range(per_node))) for node in self.nodes]
+
+    def down(self):
+        """Stop every agent and the emulator, and delete every netns made (safe after a partial ``up``)."""
+        agents = [node.agent for node in self.nodes if node.agent and node.agent.poll() is None]
+        for agent in agents:
+            agent.terminate()
+        for agent in agents:
+            try:
+                agent.wait(10)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+        for node in self.nodes:
+            if node.agent and node.agent.stdout:
+                node.agent.stdout.close()
+            if node.agent_log:
+                node.agent_log.close()
+        if self.emu:
+            self.emu.stop()
+        listed = sh("ip", "netns", "list", check=False).stdout.split()
+        stray = [ns for ns in listed if ns.startswith((self.prefix + "n", self.prefix + "ext"))]  # a pod half made
+        for ns in dict.fromkeys([pod for node in self.nodes for pod in node.pods] + self.made[::-1] + stray):
+            sh("ip", "netns", "del", ns, check=False)
 
 
 def monotonic():

@@ -475,6 +475,9 @@ class Ledger:
 #: How many addresses one ADD tries when the platform says the chosen one is taken (by another VM's agent, an
 #: operator, the platform itself) before it answers "try again later".
 ADDRESS_TRIES = 5
+#: The oldest free-address list an ADD confirms its choice against, once it holds the VM's lock (seconds): one read
+#: per agent in that time at most, and a list no older than that when many agents share a network.
+FRESH_SECONDS = 2.0
 
 
 def stray_key(key: str, ip: str) -> str:
@@ -488,7 +491,10 @@ class Addresses:
     (``getExternalNetworkAddresses``), less what this agent has chosen since, and less the addresses of entries it
     keeps unsettled (:meth:`keep`: an attach that may still land, a NIC left for a person).  The list is read once
     per network and again only when it runs dry or an address turns out taken, so an ADD costs no read for it.
-    The choice is random, so agents on different nodes rarely choose the same address at once."""
+    The choice is random, so agents on different nodes rarely choose the same address at once; an ADD confirms its
+    choice once it holds the VM's lock (:meth:`confirm`), against a list at most :data:`FRESH_SECONDS` old, so that
+    the choices of many agents sharing a network meet the platform's list as it is, not as it was when the ADDs
+    arrived (a taken address costs a refused attach: a mutating call of the credential's budget)."""
 
     def __init__(self, client: WhiteskyClient, location: str, rng: random.Random | None = None) -> None:
         self.client = client
@@ -496,9 +502,11 @@ class Addresses:
         self.rng = rng or random.SystemRandom()
         self._lock = threading.Lock()
         self._free: dict[int, set[str]] = {}  # network id -> set of addresses
+        self._read_at: dict[int, float] = {}  # network id -> when its list was read (time.monotonic)
         self._kept: dict[int, set[str]] = {}  # network id -> addresses of unsettled entries: never chosen
 
     def _read(self, net_id: int) -> set[str]:
+        self._read_at[net_id] = time.monotonic()
         listed = self.client.free_addresses(self.location, net_id)
         free: set[str] = set()
         for ip in listed if isinstance(listed, list) else []:
@@ -508,16 +516,32 @@ class Addresses:
 
     def choose(self, net_id: int, refresh: bool = False) -> str:
         with self._lock:  # one read for a burst of first ADDs
-            kept = self._kept.get(net_id, set())
-            free = self._free.get(net_id)
-            if free is None or refresh or not free - kept:
-                free = self._free[net_id] = self._read(net_id)
-            candidates = free - kept
-            if not candidates:
-                raise CniError(TRY_AGAIN_LATER, "no free address on external network %s" % net_id)
-            ip = self.rng.choice(sorted(candidates, key=ipaddress.ip_address))
-            free.discard(ip)
-            return ip
+            return self._choose(net_id, refresh)
+
+    def confirm(self, net_id: int, ip: str) -> str:
+        """``ip`` (chosen earlier) when a list at most :data:`FRESH_SECONDS` old still has it free, else another
+        choice from that list."""
+        with self._lock:
+            read_at = self._read_at.get(net_id)
+            if read_at is None or time.monotonic() - read_at > FRESH_SECONDS:
+                self._free[net_id] = self._read(net_id)
+            free = self._free[net_id]
+            if ip in free and ip not in self._kept.get(net_id, set()):
+                free.discard(ip)
+                return ip
+            return self._choose(net_id, False)
+
+    def _choose(self, net_id: int, refresh: bool) -> str:
+        kept = self._kept.get(net_id, set())
+        free = self._free.get(net_id)
+        if free is None or refresh or not free - kept:
+            free = self._free[net_id] = self._read(net_id)
+        candidates = free - kept
+        if not candidates:
+            raise CniError(TRY_AGAIN_LATER, "no free address on external network %s" % net_id)
+        ip = self.rng.choice(sorted(candidates, key=ipaddress.ip_address))
+        free.discard(ip)
+        return ip
 
     def give_back(self, net_id: int, ip: str) -> None:
         """An address this agent released is free again (as far as it knows)."""
@@ -735,14 +759,21 @@ class NicAgent:
             self.ledger.delete(key)
 
     @contextlib.contextmanager
-    def _sending(self, key: str, entry: LedgerEntry) -> Iterator[None]:
-        """The VM's lock around the attach call: "sent" is written once the lock is held, right before the call;
-        once the platform has answered, the entry is "attached" (in memory; written with the MAC)."""
+    def _sending(self, key: str, entry: LedgerEntry) -> Iterator[str]:
+        """The VM's lock around the attach call: once it is held, the address is confirmed against a fresh list
+        (:meth:`Addresses.confirm`; another one when it was taken meanwhile), and "sent" is written with it, right
+        before the call, which attaches at the address yielded; once the platform has answered, the entry is
+        "attached" (in memory; written with the MAC)."""
         with self.vm_lock:
+            try:
+                entry["ip"] = self.addresses.confirm(entry["network_id"], entry["ip"])
+            except (WhiteskyError, CniError) as exc:  # nothing was sent: the choice is dropped
+                self.ledger.delete(key)
+                raise self.platform_error(exc) if isinstance(exc, WhiteskyError) else exc from None
             entry["state"] = "sent"
             entry["sent_at"] = self.clock()
             self.ledger.put(key, entry)
-            yield
+            yield entry["ip"]
             entry["state"] = "attached"
 
     def attach(self, key: str, entry: LedgerEntry, model: str) -> None:

@@ -64,6 +64,16 @@ OTHER = "other"
 #: The window a lane starts with and never exceeds: more than any pool of the collection's threads, so that a run
 #: that is never throttled is never held back by it.
 WINDOW_MAX = 256
+#: The window the mutating class starts with.  Before its first 429 a lane knows nothing of the limit, and every
+#: request in flight when the platform's bucket runs dry is answered 429: the window bounds that first round's 429s
+#: (it grows by one per window's worth of successes, so it is still about this when the burst runs out).  16 keeps
+#: the vGPU core's usual fan-out (a VM's reserves in turn, VMs side by side) at full speed with no limit.  Reads start
+#: at :data:`WINDOW_MAX`: their buckets are larger, and a listing's pages are asked for together.
+MUTATING_WINDOW = 16
+#: After the first 429's wait, a lane paces at one request per ``Retry-After`` (the bucket gives at least that) and
+#: doubles its rate every :data:`RAMP_SECONDS` until the next 429, which finds the limit (its rate is then measured):
+#: a first estimate from the successes before the first 429 counts the burst, and overshoots by far.
+RAMP_SECONDS = 1.0
 #: The multiplicative decrease of the rate on a 429 (TCP halves, CUBIC keeps 0.7).  A shallower cut saves fewer tokens
 #: below the limit (they must fit in the burst to be spent later) and moves each process's rate less (processes
 #: sharing a credential end nearer their fair shares); a deeper one costs fewer 429s.  Chosen with the simulation in
@@ -76,11 +86,10 @@ BETA = 0.75
 #: limit).  At a limit of 5 a second: 0.15 a second per second, a sawtooth of about 14 s, one 429 in about 70 calls.
 ALPHA = 0.05
 ALPHA_SHARE = 0.02
-#: The share of what passed in the window before a first 429 that the lane paces at once its wait is over.
-FIRST_SHARE = 1.0
-#: The lowest rate a lane paces at (requests a second): at most 10 s between two requests of a class; low enough for
-#: 50 processes sharing a limit of 5 a second.
-RATE_FLOOR = 0.1
+#: The lowest rate a lane paces at (requests a second): at most 5 s between two requests of a class.  A process that
+#: sends one request at a time (a node agent) measures few successes, and each 429 cuts its rate: a lower floor let
+#: an unlucky agent among 20 sharing 5 a second fall to one request in 10 s and finish far behind the others.
+RATE_FLOOR = 0.2
 #: The highest rate a lane paces at: as good as unpaced.
 RATE_CAP = 1000.0
 #: The longest recent window (seconds) the success rate is measured over on a 429.
@@ -119,9 +128,10 @@ class Lane:
     reports a request's outcome.
     """
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random | None = None, window: int = WINDOW_MAX) -> None:
         self.rng = rng if rng is not None else random.Random()
-        self.window = float(WINDOW_MAX)
+        self.window = float(window)
+        self._ramped_at: float | None = None  # while ramping up after the first 429: when the rate last doubled
         #: requests a second it paces at; None: not paced
         self.rate: float | None = None
         self.in_flight = 0
@@ -132,7 +142,6 @@ class Lane:
         self.limited = 0  # 429s seen
         self.retry_after: float | None = None  # the last Retry-After seen, as the platform said it
         self._recent: deque[float] = deque()  # when the successes of the last MEASURE_SECONDS came back
-        self._first_window: float | None = None  # a first decrease's measured window, while its rate is pending
         self._acked = 0  # successes since the window last grew
         self._grown_at: float | None = None
         self._line: deque[int] = deque()
@@ -170,8 +179,6 @@ class Lane:
         again)."""
         if not self._line or self._line[0] != ticket or self.in_flight >= math.floor(self.window):
             return WAIT, now
-        if self._first_window is not None and now >= self.blocked_until:
-            self._settle()
         held = self._held
         if held is not None and held[1] == self.epoch:
             return GO, self._go(max(now, held[0]))
@@ -202,7 +209,7 @@ class Lane:
 
     def _forget(self, now: float) -> None:
         """Drop the successes older than any window still measured (memory stays bounded in a long run)."""
-        kept = now - MEASURE_SECONDS if self._first_window is None else min(now - MEASURE_SECONDS, self._first_window)
+        kept = now - MEASURE_SECONDS
         while self._recent and self._recent[0] <= kept:
             self._recent.popleft()
 
@@ -221,16 +228,18 @@ class Lane:
 
     def _decrease(self, now: float, retry_after: float | None) -> None:
         self.window = max(1.0, min(self.window, self.in_flight + 1.0) / 2.0)
-        measured, count = self.measured(now)
-        if self.rate is None:  # the first: paced once the Retry-After has passed (``_settle``)
-            if self._first_window is None:
-                self._first_window = now - MEASURE_SECONDS
-        elif count >= MEASURE_MIN_COUNT:  # below the share the bucket gave since the last decrease
-            self.rate = min(RATE_CAP, max(RATE_FLOOR, BETA * min(self.rate, measured)))
-        else:  # too few successes to measure a rate by: the rate as it was
-            self.rate = max(RATE_FLOOR, BETA * self.rate)
-        self.retry_after = retry_after
         wait = DEFAULT_RETRY_AFTER if retry_after is None else max(0.0, retry_after)
+        if self.rate is None:  # the first: one request per Retry-After, doubled each RAMP_SECONDS until the next 429
+            self.rate = min(RATE_CAP, max(RATE_FLOOR, 1.0 / max(wait, MEASURE_MIN_SPAN)))
+            self._ramped_at = now + wait
+        else:
+            self._ramped_at = None
+            measured, count = self.measured(now)
+            if count >= MEASURE_MIN_COUNT:  # below the share the bucket gave since the last decrease
+                self.rate = min(RATE_CAP, max(RATE_FLOOR, BETA * min(self.rate, measured)))
+            else:  # too few successes to measure a rate by: the rate as it was
+                self.rate = max(RATE_FLOOR, BETA * self.rate)
+        self.retry_after = retry_after
         wait += self.rng.uniform(0.0, wait * WAIT_JITTER + WAIT_JITTER_ABS)
         self.blocked_until = max(self.blocked_until, now + wait)
         self.decreased_at = now
@@ -238,23 +247,13 @@ class Lane:
         self._acked = 0
         self._grown_at = now
 
-    def _settle(self) -> None:
-        """After a first decrease's ``Retry-After``: pace at the successes a second of the :data:`MEASURE_SECONDS`
-        before it, with the answers that came back since (the requests already sent then answer during the wait, the
-        successes among them too).  From unpaced that is the decrease (the limit, or less: its burst and what it gave
-        in the window).  Nothing passed, nothing to pace by: not paced yet."""
-        start = self._first_window
-        self._first_window = None
-        if start is None:
-            return
-        count = sum(1 for t in self._recent if t > start)
-        if count:
-            self.rate = min(RATE_CAP, max(RATE_FLOOR, FIRST_SHARE * count / MEASURE_SECONDS))
-
     def _succeeded(self, now: float) -> None:
         self._recent.append(now)
         self._forget(now)
         self._acked += 1
+        if self._ramped_at is not None and self.rate is not None and now - self._ramped_at >= RAMP_SECONDS:
+            self.rate = min(RATE_CAP, self.rate * 2.0)
+            self._ramped_at = now
         if self._acked >= self.window:
             self.window = min(float(WINDOW_MAX), self.window + 1.0)
             self._acked = 0
@@ -305,7 +304,10 @@ class Governor:
         self._clock = clock
         self._sleep = sleep
         rng = rng if rng is not None else random.Random()
-        self.lanes = {kind: Lane(random.Random(rng.random())) for kind in CLASSES}
+        self.lanes = {
+            kind: Lane(random.Random(rng.random()), MUTATING_WINDOW if kind == MUTATING else WINDOW_MAX)
+            for kind in CLASSES
+        }
         self.waited = 0.0
         self._cond = threading.Condition(threading.Lock())
 

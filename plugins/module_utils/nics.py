@@ -92,16 +92,19 @@ def attach_at(
     """Attach a NIC at a chosen address and return it: the address is its identity, so nothing else on the
     network (another VM's NIC, an operator's NIC on this VM) is ever mistaken for it.
 
-    ``lock`` (a context manager) is held around the attach call only; the read of the new NIC is outside it.
-    A lost answer is resolved by that read before the call is sent again.  A 409 that is not a VM lock is
-    :class:`AddressTaken`.
+    ``lock`` (a context manager) is held around the attach call only; the read of the new NIC is outside it.  When
+    it yields an address (a string), the NIC is attached there instead of at ``ip_address``: the caller's last
+    choice, made once the lock is held.  A lost answer is resolved by that read before the call is sent again.  A
+    409 that is not a VM lock is :class:`AddressTaken`.
     """
 
     def resolve(_exc: Exception) -> Resolved | None:
         nic = nic_at(client, cloudspace_id, vm_id, ip_address, net_id)
         return Resolved(nic) if nic else None
 
-    with lock or contextlib.nullcontext():
+    with lock or contextlib.nullcontext() as chosen:
+        if isinstance(chosen, str):
+            ip_address = chosen
         try:
             answer = client.attach_nic(
                 cloudspace_id, vm_id, net_id, model=model, ip_address=ip_address, resolve=resolve

@@ -364,10 +364,11 @@ def test_a_thread_waiting_behind_a_sleeping_head_gives_up_at_its_deadline():
     assert lane.waiting() == 0 and lane.in_flight == 0
 
 
-def test_one_429_per_epoch_halves_the_window_and_paces_at_what_passed():
-    """Lane decisions on a clock of its own: a first 429 halves the window of what was in flight, holds the class
-    back for its Retry-After, and then paces it at what passed in the 2 s before (counting the answers that came
-    back during the wait); the 429s of requests sent before the decrease change nothing more."""
+def test_one_429_per_epoch_halves_the_window_then_ramps_from_one_per_retry_after():
+    """Lane decisions on a clock of its own: a first 429 halves the window of what was in flight and holds the class
+    back for its Retry-After; then it paces at one request per Retry-After, doubling every RAMP_SECONDS of successes
+    until the next 429, which cuts it below what passed since; the 429s of requests sent before a decrease change
+    nothing more."""
     lane = gov.Lane(random.Random(0))
     sent = []
     for i in range(40):
@@ -382,6 +383,7 @@ def test_one_429_per_epoch_halves_the_window_and_paces_at_what_passed():
     window, blocked = lane.window, lane.blocked_until
     assert window == 10.0  # half of what was in flight
     assert 1.5 <= blocked <= 1.5 + 0.03 + gov.WAIT_JITTER_ABS
+    assert lane.rate == 1.0  # one per Retry-After: the bucket gives at least that
     for at in sent[20:30]:  # sent before the 429'd one, answered during the wait
         lane.done(at, gov.OK, 0.6)
     for at in sent[31:]:  # sent before the decrease: already answered by it
@@ -389,12 +391,19 @@ def test_one_429_per_epoch_halves_the_window_and_paces_at_what_passed():
     assert (lane.blocked_until, lane.epoch, lane.limited) == (blocked, 1, 10)
     assert lane.window == window + 1  # ten successes: a window's worth
     t = lane.join()
-    assert lane.poll(t, 0.7) == (gov.SLEEP, blocked) and lane.rate is None
+    assert lane.poll(t, 0.7) == (gov.SLEEP, blocked)
     assert lane.poll(t, blocked) == (gov.GO, blocked)
-    assert lane.rate == pytest.approx(30 / gov.MEASURE_SECONDS)  # 30 passed in the 2 s before the 429
-    lane.done(blocked, gov.LIMITED, blocked + 0.1, retry_after=1.0)  # a new epoch: cut below what passed since
-    assert lane.epoch == 2 and lane.window == 1.0
-    assert lane.rate == pytest.approx(gov.BETA * 10 / (blocked + 0.1 - 0.5))
+    now = blocked
+    for _ in range(4):  # ramping: each RAMP_SECONDS of successes doubles the rate
+        now += gov.RAMP_SECONDS
+        lane.done(now - 0.1, gov.OK, now)
+    assert lane.rate == pytest.approx(8.0, rel=0.1)
+    before = lane.rate
+    lane.done(now, gov.LIMITED, now + 0.1, retry_after=1.0)  # the next 429 ends the ramp: cut below what passed
+    assert lane.epoch == 2 and lane.rate <= before * gov.BETA + 1e-9
+    rate = lane.rate
+    lane.done(now + 1.5, gov.OK, now + 3.0)
+    assert lane.rate < rate * 2, "no more doubling after the ramp's end"
 
 
 def test_the_rate_grows_by_alpha_per_second_of_sending():
@@ -442,8 +451,10 @@ def test_429s_are_waited_out_in_the_governor_and_do_not_count_as_attempts():
     assert c.get_vm("cs", 1) == {"vm_id": 1}
     assert answers == []
     assert c.rate_limited == 3 and c.retries == 3
-    assert 6.0 <= c.rate_waited <= 6.0 * 1.03 + 3 * gov.WAIT_JITTER_ABS
-    assert clock.slept and all(2.0 <= s <= 2.0 * 1.03 + gov.WAIT_JITTER_ABS for s in clock.slept)
+    # each Retry-After waited out (with its jitter), or the pace of one request per Retry-After (with its own)
+    most = 2.0 * (1 + 2 * (gov.PACING_JITTER + gov.WAIT_JITTER)) + gov.WAIT_JITTER_ABS  # a wait and a pace
+    assert 6.0 <= c.rate_waited <= 3 * most
+    assert clock.slept and all(2.0 <= s <= most for s in clock.slept)
     assert c.governor.limited == 3 and c.governor.lanes[gov.MUTATING].limited == 0
 
 
