@@ -27,6 +27,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import (
     gpu,
     lease,
     pools,
+    reclaim_plan,
     sweep,
     userdata,
 )
@@ -490,15 +491,23 @@ def teardown(
     delete_cloudspace: bool = True,
     parallel: int = 32,
     variables: Iterable[str] = (),
+    plan_file: str | None = None,
 ) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
-    else deleted."""
+    else deleted.  In check mode, ``plan_file`` also writes the reservations it would release to that file, a
+    reclaim plan (``reclaim_plan``) that ``vgpu_reclaim plan=FILE`` applies after review."""
     spec = clusterspec.check(raw_spec, variables)
+    if plan_file is not None:
+        if machine is not None:
+            raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")
+        reclaim_plan.check_new(plan_file, check_mode)
     for _attempt in range(RESTARTS):
         world = read(client, spec, teardown=True, parallel=parallel)
         p = plan_teardown(spec, world, machine, force, delete_cloudspace)
         out = _teardown_result(spec, p, machine)
+        if plan_file is not None:
+            return dict(out, **_write_reclaim_plan(client, spec, world, p, plan_file))
         if check_mode or not out["changed"]:
             return out
         done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
@@ -525,6 +534,17 @@ def teardown(
         "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
         "run it again" % (spec["cluster"]["name"], RESTARTS)
     )
+
+
+def _write_reclaim_plan(
+    client: WhiteskyClient, spec: Spec, world: ClusterWorld, p: TeardownPlan, path: str
+) -> dict[str, Any]:
+    """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``sweep.write_plan``)."""
+    cluster, location = spec["cluster"]["name"], spec["cluster"]["location"]
+    planned = set(p["release"])
+    items = [i for i in world["inventory"].owned(cluster) if i["vgpu_name"] in planned]
+    scope = reclaim_plan.scope_of("cluster", location, cluster)
+    return sweep.write_plan(client, path, scope, items, "whitesky.capvco.cluster")
 
 
 def _teardown_result(spec: Spec, p: TeardownPlan, machine: str | None) -> dict[str, Any]:
@@ -591,12 +611,15 @@ def run(
     delete_cloudspace: bool = True,
     max_hourly_cost: float | None = None,
     parallel: int = 32,
+    plan_file: str | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`."""
     if state == "present":
         if machine is not None:
             raise InputError("machine is for state=absent (delete one machine of the cluster)")
+        if plan_file is not None:
+            raise InputError("plan_file is for state=absent (a teardown's reclaim plan, written in check mode)")
         return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
     return teardown(
         client,
@@ -607,4 +630,5 @@ def run(
         delete_cloudspace=delete_cloudspace,
         parallel=parallel,
         variables=variables or (),
+        plan_file=plan_file,
     )

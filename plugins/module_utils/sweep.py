@@ -6,6 +6,10 @@
 A sweep releases only what decodes as this cluster's (``scope=cluster``), or
 what is owned but whose machine no longer exists, after a grace period
 (``scope=orphans``).  A name that does not decode is never touched.
+
+A reviewed reclaim (``reclaim_plan``) is the same sweep in two steps: :func:`write_plan` writes what it would
+release to a file, and :func:`apply_plan` releases exactly that file's reservations that still match, through the
+same :func:`release`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import ownership, reclaim_plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import (
     Billed,
     Figures,
@@ -218,12 +222,14 @@ def reclaim(
     client: WhiteskyClient,
     *,
     location: str,
-    scope: str,
+    scope: str | None = None,
     cluster: str | None = None,
     grace_period: float = 900,
     permanently: bool = True,
     parallel: int = 32,
     only: Collection[str] | None = None,
+    plan: str | None = None,
+    plan_file: str | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``vgpu_reclaim``: release what a cluster owns, or what escaped (orphans).  The reads, then
@@ -231,13 +237,26 @@ def reclaim(
 
     ``only`` (the ids a caller planned to release, a teardown's) narrows the candidates: a reservation made since
     that plan is never released by it.  The reservations are listed before the VMs: a reservation needs its VM to
-    exist, so one that a concurrent run makes is never taken for an orphan."""
+    exist, so one that a concurrent run makes is never taken for an orphan.
+
+    ``plan_file`` (check mode only) writes what would be released to that file for review (:func:`write_plan`);
+    ``plan`` releases exactly such a plan's reservations that still match (:func:`apply_plan`)."""
+    if plan is not None:
+        if plan_file is not None:
+            raise InputError("plan (apply a reviewed plan) and plan_file (write one) are exclusive")
+        return apply_plan(
+            client, location=location, path=plan, scope=scope, cluster=cluster, parallel=parallel, check_mode=check_mode
+        )
+    if scope is None:
+        raise InputError("scope is required (cluster or orphans), unless plan is given")
     if scope == "cluster" and not cluster:
         raise InputError("scope=cluster needs cluster (the cluster whose reservations to release)")
     if grace_period < 0:
         raise InputError("grace_period must be 0 or more seconds, got %r" % grace_period)
     if cluster:
         ownership.cluster_part(cluster)
+    if plan_file is not None:
+        reclaim_plan.check_new(plan_file, check_mode)
     inventory = Inventory(client, location)
     candidates = inventory.owned(cluster)
     if only is not None:
@@ -245,8 +264,7 @@ def reclaim(
     orphan = OrphanCheck(machines_in_location(client, location) if scope == "orphans" else set())
     chosen, kept = select(candidates, scope, orphan, grace_period, permanently, time.time())
     if cluster:  # a reservation of the cluster's on a VM that is not the cluster's is refused, as vgpu refuses it
-        for cs, vms in sorted(_attached_vms(chosen).items()):
-            check_owned(client, cs, list(vms.values()), cluster, parallel)
+        _refuse_foreign_vms(client, chosen, cluster, parallel)
     price = client.prices(location) if chosen else {}
     per_hour = price_per_hour(price)
     result: dict[str, Any] = {
@@ -262,8 +280,117 @@ def reclaim(
             sorted(i["vgpu_name"] for i in candidates if i not in chosen),
         ),
     }
-    if not check_mode and chosen:
+    if plan_file is not None:
+        planned = reclaim_plan.scope_of(
+            scope, location, cluster, grace_period if scope == "orphans" else 0, permanently
+        )
+        result.update(write_plan(client, plan_file, planned, chosen, "whitesky.capvco.vgpu_reclaim"))
+    elif not check_mode and chosen:
         release(client, location, chosen, permanently, parallel)
+    return result
+
+
+def _refuse_foreign_vms(client: WhiteskyClient, chosen: Iterable[Reservation], cluster: str, parallel: int) -> None:
+    """Refuse, before anything is released, a reservation of ``cluster``'s attached to a VM that is not its own."""
+    for cs, vms in sorted(_attached_vms(chosen).items()):
+        check_owned(client, cs, list(vms.values()), cluster, parallel)
+
+
+def write_plan(
+    client: WhiteskyClient,
+    path: str,
+    scope: reclaim_plan.PlanScope,
+    items: Sequence[Reservation],
+    made_by: str,
+) -> dict[str, Any]:
+    """Write the plan of releasing ``items`` (owned reservations) under ``scope`` to the file ``path``, each with
+    its cost (one read of the consumption report and the prices); ``{plan_file, reclaim_plan}`` for the result."""
+    now = time.time()
+    billed = [Billed(i["vgpu_id"], attached_to(i), None, owner_of(i).created) for i in items]
+    figures, currency, per_hour = costs(client, scope["location"], billed, now)
+    entries = [reclaim_plan.entry(i, figures.get(i["vgpu_id"]), per_hour, currency) for i in items]
+    plan = reclaim_plan.build(scope, entries, made_by, now)
+    written = reclaim_plan.write(path, plan)
+    return {"plan_file": written, "reclaim_plan": _plan_view(written, plan)}
+
+
+def _plan_view(path: str, plan: reclaim_plan.Plan) -> dict[str, Any]:
+    """What a result says of a plan file: where, its digest, when and under what it was made, its totals."""
+    return {
+        "path": path,
+        "digest": plan["digest"],
+        "created": plan["created"],
+        "made_by": plan["made_by"],
+        "scope": dict(plan["scope"]),
+        "summary": dict(plan["summary"]),
+    }
+
+
+def apply_plan(
+    client: WhiteskyClient,
+    *,
+    location: str,
+    path: str,
+    scope: str | None = None,
+    cluster: str | None = None,
+    parallel: int = 32,
+    check_mode: bool = False,
+) -> dict[str, Any]:
+    """Release exactly the reservations of the reviewed plan in file ``path`` that still match
+    (``reclaim_plan.match``), through :func:`release`; report those skipped and why.
+
+    The plan is read and checked whole first (its digest, its location, ``scope`` and ``cluster`` when given):
+    refused before anything is read from the platform.  Then the same reads as :func:`reclaim` (the listing before
+    the VMs), and the same refusal of a reservation of the plan's cluster attached to a VM the cluster does not
+    own.  A reservation that is not in the plan is never released.  Applied twice, the second run releases
+    nothing (every entry is skipped as gone)."""
+    plan = reclaim_plan.read(path, location)
+    planned = plan["scope"]
+    if scope is not None and scope != planned["kind"]:
+        raise InputError(
+            "reclaim plan %s is a plan of scope %s, not %s; nothing was released"
+            % (reclaim_plan.resolve(path), planned["kind"], scope)
+        )
+    if cluster and cluster != planned["cluster"]:
+        raise InputError(
+            "reclaim plan %s is a plan of %s, not of cluster %r; nothing was released"
+            % (
+                reclaim_plan.resolve(path),
+                "cluster %r" % planned["cluster"] if planned["cluster"] else "every cluster's orphans",
+                cluster,
+            )
+        )
+    inventory = Inventory(client, location)
+    orphan = OrphanCheck(machines_in_location(client, location) if planned["kind"] == "orphans" else set())
+    chosen, skipped = reclaim_plan.match(plan, inventory.items, orphan)
+    planned_ids = {e["vgpu_id"] for e in plan["entries"]}
+    if planned["cluster"]:
+        _refuse_foreign_vms(client, chosen, planned["cluster"], parallel)
+    price = client.prices(location) if chosen else {}
+    still = sorted(i["vgpu_name"] for i in chosen) + sorted(
+        s["vgpu_name"] for s in skipped if s["reason"] != reclaim_plan.GONE
+    )
+    result: dict[str, Any] = {
+        "changed": bool(chosen),
+        "released": [view(i) for i in chosen],
+        "skipped": skipped,
+        "kept": [],
+        "ignored": sum(1 for i in inventory.items if i["vgpu_id"] not in planned_ids),
+        "saved_per_hour": round(
+            price_per_hour(price) * sum(1 for i in chosen if not deleted(i) or planned["permanently"]), 4
+        ),
+        "currency": price.get("currency"),
+        "reclaim_plan": _plan_view(reclaim_plan.resolve(path), plan),
+        "diff": names_diff(
+            "vgpu", sorted(still), sorted(s["vgpu_name"] for s in skipped if s["reason"] != reclaim_plan.GONE)
+        ),
+    }
+    if not check_mode and chosen:
+        try:
+            release(client, location, chosen, planned["permanently"], parallel)
+        except PartialFailure as exc:
+            exc.details["skipped"] = skipped
+            raise
     return result
 
 

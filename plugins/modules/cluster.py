@@ -76,6 +76,15 @@ options:
     description: How many machines are created, read or deleted at once.
     type: int
     default: 32
+  plan_file:
+    description:
+      - With O(state=absent), in check mode only, also write the reservations the teardown would release to this
+        file - a reclaim plan (scope C(cluster)) to review, which O(whitesky.capvco.vgpu_reclaim#module:plan) applies
+        (releasing those that are still the cluster's and still match). Refused outside check mode, with
+        O(machine), and with O(state=present), before anything is read.
+      - Written on the machine the module runs on (the controller, for these playbooks), mode 0600, whole or not at
+        all; a file that exists is never replaced. docs/gpus.md, "Reviewed reclaim", has the format.
+    type: path
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -105,6 +114,13 @@ EXAMPLES = r"""
 - name: Converge to it
   whitesky.capvco.cluster:
     spec: "{{ {'cluster': cluster, 'control_plane': control_plane, 'pools': pools} }}"
+
+- name: What would a teardown release? Written to a reclaim plan, to review
+  whitesky.capvco.cluster:
+    spec: {cluster: {name: demo, location: be-gen-1}}
+    state: absent
+    plan_file: /var/tmp/demo-teardown-plan.json
+  check_mode: true
 
 - name: Tear it down
   whitesky.capvco.cluster:
@@ -167,6 +183,17 @@ cloudspaces_deleted:
   returned: state is absent
   type: list
   elements: str
+plan_file:
+  description: With O(plan_file), the absolute path of the reclaim plan written.
+  returned: when plan_file is given
+  type: str
+reclaim_plan:
+  description:
+    - With O(plan_file), the reclaim plan written - C(path), C(digest), C(created) (UTC), C(made_by), C(scope)
+      (C(kind) V(cluster), C(location), C(cluster), C(grace_period), C(permanently)) and C(summary) (C(count),
+      C(cost_per_hour), C(cost_so_far), C(currency)).
+  returned: when plan_file is given
+  type: dict
 spec_errors:
   description: Every error of an invalid spec, each naming its path.
   returned: failure, when the spec is invalid
@@ -190,6 +217,7 @@ def main():
             delete_cloudspace=dict(type="bool", default=True),
             max_hourly_cost=dict(type="float"),
             parallel=dict(type="int", default=32),
+            plan_file=dict(type="path"),
         ),
         secrets=lambda params: clusterspec.secrets(params.get("spec")),
     ).run(cluster.run)

@@ -18,6 +18,12 @@ description:
   - With O(cluster), a reservation to release that is attached to a machine whose marker does not name O(cluster)
     fails the call before anything is released, naming the machine.
   - In check mode it is a report of what would be released and kept.
+  - A reviewed reclaim is two runs. In check mode, O(plan_file) writes what would be released to a plan file on
+    the machine the module runs on (the controller, for these playbooks) - each reservation with its id, name,
+    profile, status, attached VM and cost, the scope it was planned under, when, and a digest. Then O(plan)
+    releases exactly that plan's reservations that still match, and reports the others as RV(skipped), each with
+    its reason. It never releases a reservation that is not in the plan. docs/gpus.md, "Reviewed reclaim", has
+    the file's format and the matching rules.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -26,23 +32,49 @@ options:
     type: str
     required: true
   scope:
-    description: V(cluster) releases all the cluster owns; V(orphans) only what escaped.
+    description:
+      - V(cluster) releases all the cluster owns; V(orphans) only what escaped.
+      - Required, unless O(plan) is given (the plan has its scope; when given too, it must be the plan's).
     type: str
     choices: [cluster, orphans]
-    required: true
   cluster:
     description:
       - The cluster. Required with O(scope=cluster); with O(scope=orphans) it limits the sweep to this cluster
         (all clusters otherwise).
+      - With O(plan), when given, it must be the plan's cluster.
     type: str
   grace_period:
-    description: With O(scope=orphans), the minimum age in seconds of a reservation before it is released.
+    description:
+      - With O(scope=orphans), the minimum age in seconds of a reservation before it is released.
+      - With O(plan), the plan's is used (its reservations were past it when it was made).
     type: int
     default: 900
   permanently:
-    description: Delete permanently (a vGPU in the recycle bin is assumed to still bill).
+    description:
+      - Delete permanently (a vGPU in the recycle bin is assumed to still bill).
+      - With O(plan), the plan's is used.
     type: bool
     default: true
+  plan_file:
+    description:
+      - Write what would be released to this file, a reclaim plan to review, and release nothing. Only in check
+        mode (C(check_mode) true on the task, or C(--check)); refused otherwise, before anything is read.
+      - The file is written on the machine the module runs on, mode 0600, whole or not at all (a temporary file
+        in the same folder, then linked into place). A file that exists is never replaced - the plan that was
+        reviewed must be the one applied - so the call fails, naming it. C(~) is expanded; a relative path is
+        relative to the module's working directory (that of C(ansible-playbook) for C(localhost)).
+    type: path
+  plan:
+    description:
+      - Release exactly the reservations of this reclaim plan (written by O(plan_file), or by the
+        M(whitesky.capvco.cluster) module's teardown in check mode) that still match - the same id, the same name
+        (so the same owner), not attached to another VM than when planned, and, for a plan of orphans, its machine
+        still gone. The others are returned in RV(skipped), with why. A reservation not in the plan is never
+        released.
+      - A plan that cannot be read, is not one, whose digest does not match its content, or that was made for
+        another O(location) (or O(scope), or O(cluster)) is refused before anything is read from the platform.
+      - In check mode, what would be released and skipped. Applied twice, the second run releases nothing.
+    type: path
   parallel:
     description: How many VMs' reservations are released at once (32 by default, a typical pool in one round).
     type: int
@@ -52,7 +84,8 @@ extends_documentation_fragment:
   - whitesky.capvco.connection.actiongroups
 attributes:
   check_mode:
-    description: A report; nothing is released.
+    description: A report; nothing is released. O(plan_file) is written in check mode only; with O(plan), what
+      would be released and skipped.
     support: full
   diff_mode:
     description: The owned reservation names before and after, a line C(vgpu <name>) each.
@@ -74,6 +107,21 @@ EXAMPLES = r"""
     scope: orphans
     grace_period: 3600
   check_mode: true
+
+- name: Plan - write the orphans that would be released to a file, to review
+  whitesky.capvco.vgpu_reclaim:
+    location: be-gen-1
+    scope: orphans
+    grace_period: 3600
+    plan_file: /var/tmp/orphans-plan.json
+  check_mode: true
+  register: planned
+
+- name: Act - release exactly the reviewed plan's reservations that still match
+  whitesky.capvco.vgpu_reclaim:
+    location: be-gen-1
+    plan: /var/tmp/orphans-plan.json
+  register: applied
 """
 
 RETURN = r"""
@@ -99,6 +147,38 @@ currency:
   description: The location's currency (when anything is released).
   returned: always
   type: str
+skipped:
+  description:
+    - With O(plan), the plan's reservations that are not released (in check mode, would not be), each with
+      C(vgpu_id), C(vgpu_name), C(reason) and C(message).
+    - C(reason) is V(gone) (no longer listed - released already - or, for a plan that does not release
+      permanently, in the recycle bin already), V(renamed) (its name changed, its owner did not), V(owner_changed)
+      (its name now says another cluster or machine), V(attached) (attached now to a VM other than when planned),
+      or V(not_orphaned) (a plan of orphans - its machine exists again).
+  returned: when plan is given
+  type: list
+  elements: dict
+  sample:
+    - {vgpu_id: vgpu-3f2a, vgpu_name: capvco.demo.demo-gpu-1.00.0tj8k2w, reason: not_orphaned,
+       message: "no longer orphaned: machine 'demo-gpu-1' exists again"}
+plan_file:
+  description: With O(plan_file), the absolute path of the plan file written.
+  returned: when plan_file is given
+  type: str
+reclaim_plan:
+  description:
+    - The plan written (with O(plan_file)) or applied (with O(plan)) - C(path), C(digest), C(created) (UTC),
+      C(made_by), C(scope) (C(kind), C(location), C(cluster), C(grace_period), C(permanently)) and C(summary)
+      (C(count), C(cost_per_hour), C(cost_so_far), C(currency)).
+  returned: when plan or plan_file is given
+  type: dict
+  sample:
+    path: /var/tmp/orphans-plan.json
+    digest: sha256:6f1c0e...
+    created: "2026-05-04T09:12:44Z"
+    made_by: whitesky.capvco.vgpu_reclaim
+    scope: {kind: orphans, location: be-gen-1, cluster: null, grace_period: 3600, permanently: true}
+    summary: {count: 2, cost_per_hour: 2.1918, cost_so_far: 7.3, currency: EUR}
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
@@ -109,13 +189,17 @@ def main():
     WhiteskyModule(
         dict(
             location=dict(type="str", required=True),
-            scope=dict(type="str", choices=["cluster", "orphans"], required=True),
+            scope=dict(type="str", choices=["cluster", "orphans"]),
             cluster=dict(type="str"),
             grace_period=dict(type="int", default=900),
             permanently=dict(type="bool", default=True),
             parallel=dict(type="int", default=32),
+            plan_file=dict(type="path"),
+            plan=dict(type="path"),
         ),
         required_if=[("scope", "cluster", ("cluster",))],
+        required_one_of=[("scope", "plan")],
+        mutually_exclusive=[("plan", "plan_file")],
     ).run(sweep.reclaim)
 
 
