@@ -117,8 +117,8 @@ def test_every_bad_machine_name_is_named_at_once():
 
 def test_creator_and_member_notes_name_the_clusters_of_a_cloudspace():
     notes = [
-        dict(zip(("title", "content"), ownership.creator_note("web"))),
-        dict(zip(("title", "content"), ownership.member_note("web-gpu"))),
+        dict(zip(("title", "content"), ownership.creator_note("web"), strict=True)),
+        dict(zip(("title", "content"), ownership.member_note("web-gpu"), strict=True)),
         {"title": "capvco/v1", "content": "member cluster=web-gpu"},  # twice is once
         {"title": "capvco/v1", "content": "lease cluster=db run=0123456789abcdef ttl=30"},  # a lease is not a member
         {"title": "capvco/v1", "content": "member cluster=bad.name"},
