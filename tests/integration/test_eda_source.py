@@ -1,0 +1,404 @@
+"""The event source whitesky.capvco.vgpu_events against the emulator, as ansible-rulebook runs it: the file loaded
+by its path (``runpy.run_path``) from the linked collection, ``main(queue, args)`` awaited with a queue of one slot;
+an event counts as delivered once the source's ``put`` returned (what a stop leaves in the queue is drained)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import inspect
+import json
+import logging
+import os
+import runpy
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import events, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
+
+from helpers import COLLECTIONS, CUSTOMER, ROOT, read_text
+from test_gpu import CS, LOC, ensure, reclaim, vms
+
+SOURCE = os.path.join(
+    COLLECTIONS, "ansible_collections", "whitesky", "capvco", "extensions", "eda", "plugins", "event_source"
+)
+RULEBOOK = os.path.join(ROOT, "extensions", "eda", "rulebooks", "vgpu_orphans.yml")
+#: The longest wait for anything the source does (an event, a poll), in seconds.
+DEADLINE = 30.0
+LISTING = "listCustomerVGPUS"
+
+
+def source_main():
+    """The source's ``main``, loaded afresh as ansible-rulebook loads it (a restart loads it again)."""
+    return runpy.run_path(os.path.join(SOURCE, "vgpu_events.py"))["main"]
+
+
+def source_args(emu, tmp_path, **more):
+    args = {
+        "api_url": emu.url if emu else "http://127.0.0.1:9/api/1",
+        "api_token": emu.token if emu else "capvco-demo-token",
+        "customer_id": CUSTOMER,
+        "location": LOC,
+        "interval": 0.1,
+        "cursor": str(tmp_path / "state" / "cursor.json"),
+    }
+    args.update(more)
+    return args
+
+
+def seed(emu, *names):
+    """Reservations made as another tool would (no VM), by name; their ids."""
+    return emu.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_names": list(names)})[
+        "vgpu_ids"
+    ]
+
+
+class Run:
+    """The source running as a task of the test's loop, on a queue of one slot (ansible-rulebook's)."""
+
+    def __init__(self, args):
+        self.queue = asyncio.Queue(maxsize=1)
+        self.task = asyncio.ensure_future(source_main()(self.queue, args))
+        self.got = []
+
+    async def next(self, timeout=DEADLINE):
+        """The next event, within ``timeout``; the source's error when it stopped instead."""
+        getter = asyncio.ensure_future(self.queue.get())
+        done, _ = await asyncio.wait({getter, self.task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            self.got.append(getter.result())
+            return self.got[-1]
+        getter.cancel()
+        if self.task in done:
+            self.task.result()
+            raise AssertionError("the source ended without an error")
+        raise AssertionError("no event within %ss (got %r)" % (timeout, self.got))
+
+    async def take(self, n):
+        return [await self.next() for _ in range(n)]
+
+    async def quiet(self, emu, polls=2):
+        """Wait until the source has read the listing ``polls`` times more after the poll in flight (if any), with no
+        event meanwhile: a poll is done when the next one starts."""
+        start = await asyncio.to_thread(emu.op_count, LISTING)
+        deadline = time.monotonic() + DEADLINE
+        while await asyncio.to_thread(emu.op_count, LISTING) < start + polls + 1:
+            assert self.queue.empty(), "an event came: %r" % (self.queue.get_nowait(),)
+            assert not self.task.done(), self.task.exception()
+            assert time.monotonic() < deadline, "the source did not poll %d times within %ss" % (polls, DEADLINE)
+            await asyncio.sleep(0.05)
+        assert self.queue.empty(), "an event came: %r" % (self.queue.get_nowait(),)
+
+    async def stop(self):
+        """Cancel the source (as ansible-rulebook's shutdown does); what it already put in the queue was delivered."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        while not self.queue.empty():
+            self.got.append(self.queue.get_nowait())
+        return self.got
+
+
+def cursor_file(args):
+    with open(args["cursor"], encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_each_orphan_is_delivered_once_across_restarts_with_its_payload(emulator, tmp_path):
+    now = int(time.time())
+    old = [ownership.encode("gone", "m%d" % i, i % 2, created=now - 7200 - i) for i in range(4)]
+    ids = dict(zip(old, seed(emulator, *old), strict=True))
+    seed(emulator, ownership.encode("gone", "young", 0, created=now), "made-by-hand-1")  # in its grace; not ours
+    vms(emulator, "c1-w0")
+    seed(emulator, ownership.encode("c1", "c1-w0", 0, created=now - 7200))  # its machine exists: no orphan
+    args = source_args(emulator, tmp_path, grace_period=900)
+
+    async def scenario():
+        first = Run(args)
+        await first.take(2)
+        await first.stop()  # a third may have been put already: delivered, never again
+        second = Run(args)
+        while len(first.got) + len(second.got) < len(old):
+            await second.next()
+        await second.quiet(emulator)
+        late = ownership.encode("gone", "late", 0, created=now - 3600)
+        ids[late] = (await asyncio.to_thread(seed, emulator, late))[0]
+        await second.next()
+        await second.stop()
+        return first.got + second.got, late
+
+    got, late = asyncio.run(scenario())
+    assert [e["seq"] for e in got] == list(range(1, len(old) + 2)), "numbered once each, across the restart"
+    assert [e["vgpu_name"] for e in got] == sorted(old, key=lambda n: ownership.decode(n).created) + [late]
+    assert {e["type"] for e in got} == {events.ORPHANED}
+    first = got[0]
+    owner = ownership.decode(first["vgpu_name"])
+    assert first["owner"] == {"cluster": "gone", "machine": owner.machine, "slot": owner.slot, "created": owner.created}
+    assert first["vgpu_id"] == ids[first["vgpu_name"]] and first["location"] == LOC
+    assert 7200 <= first["age"] <= time.time() - owner.created + 1 and first["grace_period"] == 900
+    assert first["cost_per_hour"] == 1.0 and first["currency"] == "EUR" and first["cost"] >= 0.0
+    assert first["vgpu_seconds"] >= 0.0 and first["status"] == "RESERVED" and not first["in_recycle_bin"]
+    assert first["vm_id"] is None and first["vm_name"] is None and first["withheld"] == []
+    cursor = cursor_file(args)
+    assert cursor["seq"] == len(got) and cursor["customer_id"] == CUSTOMER
+    assert sorted(cursor["locations"][LOC]["reported"]) == sorted(ids.values())
+    assert [n for n in os.listdir(os.path.dirname(args["cursor"])) if n.endswith(".tmp")] == []
+
+
+def test_reclaimed_once_by_reason_and_the_threshold_once_per_crossing(emulator, tmp_path):
+    vm_id = vms(emulator, "c1-w0")[0]
+    ensure(emulator, machine="c1-w0", count=2)
+    with emulator.client() as client:
+        client.delete_vm(CS, vm_id, detach_gpu=True)  # a forced delete: its two vGPUs escape, still billed
+    back = ownership.encode("c1", "c1-back", 0, created=int(time.time()) - 7200)
+    seed(emulator, back)
+    args = source_args(emulator, tmp_path, grace_period=0, cost_threshold=2.5)
+
+    async def scenario():
+        run = Run(args)
+        escaped = await run.take(4)
+        await run.quiet(emulator)  # still above the threshold: it is not said again
+        await asyncio.to_thread(vms, emulator, "c1-back")  # its machine is back
+        owner_back = await run.next()
+        soft = escaped[1]["vgpu_id"]
+        with emulator.client() as client:
+            await asyncio.to_thread(client.delete_vgpu, LOC, soft, permanently=False)
+        await run.quiet(emulator)  # in the recycle bin it still bills: nothing is reclaimed
+        swept = await asyncio.to_thread(reclaim, emulator, scope="orphans", cluster="c1")
+        released = await run.take(2)
+        await run.quiet(emulator)
+        now = int(time.time())
+        await asyncio.to_thread(seed, emulator, *(ownership.encode("c1", "c1-x%d" % i, 0, now - 60) for i in range(3)))
+        again = await run.take(4)
+        await run.stop()
+        return run.got, escaped, owner_back, swept, released, again
+
+    got, escaped, owner_back, swept, released, again = asyncio.run(scenario())
+    assert [e["type"] for e in escaped] == [events.ORPHANED] * 3 + [events.THRESHOLD]
+    assert escaped[0]["vgpu_name"] == back, "the oldest first"
+    threshold = escaped[3]
+    assert threshold["cost_per_hour"] == 3.0 and threshold["threshold"] == 2.5 and threshold["orphans"] == 3
+    assert threshold["currency"] == "EUR" and sorted(threshold["vgpu_names"]) == sorted(
+        e["vgpu_name"] for e in escaped[:3]
+    )
+    assert owner_back["type"] == events.RECLAIMED and owner_back["reason"] == "owner_back"
+    assert owner_back["vgpu_name"] == back and owner_back["orphaned_seq"] == escaped[0]["seq"]
+    assert owner_back["saved_per_hour"] == 0.0 and owner_back["cost_per_hour"] == 1.0
+    assert sorted(r["vgpu_id"] for r in swept["released"]) == sorted(e["vgpu_id"] for e in escaped[1:3])
+    assert [e["type"] for e in released] == [events.RECLAIMED] * 2
+    assert {e["reason"] for e in released} == {"released"} and {e["saved_per_hour"] for e in released} == {1.0}
+    assert sorted(e["vgpu_id"] for e in released) == sorted(e["vgpu_id"] for e in escaped[1:3])
+    assert [e["type"] for e in again] == [events.ORPHANED] * 3 + [events.THRESHOLD], "re-armed once it fell"
+    assert [e["type"] for e in got].count(events.THRESHOLD) == 2
+    assert [e["seq"] for e in got] == list(range(1, len(got) + 1))
+
+
+def jwt(exp):
+    part = base64.urlsafe_b64encode(json.dumps({"exp": exp}).encode()).decode().rstrip("=")
+    return "eyJhbGciOiJIUzI1NiJ9.%s.c2lnbmF0dXJl" % part
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"api_token": "wrong-token-s3cret"}, "HTTP 401"),
+        ({"api_token": jwt(int(time.time()) - 60)}, "expired"),
+        ({"customer_id": "someone-else"}, "HTTP 403"),
+    ],
+    ids=["refused", "expired", "forbidden"],
+)
+def test_a_refused_or_expired_credential_stops_the_source_saying_so(emulator, tmp_path, change, said):
+    seed(emulator, ownership.encode("gone", "m0", 0, created=int(time.time()) - 7200))
+    args = source_args(emulator, tmp_path, **change)
+
+    async def scenario():
+        return await asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE)
+
+    with pytest.raises(WhiteskyError) as err:
+        asyncio.run(scenario())
+    message = str(err.value)
+    assert "vgpu_events stops: the platform refused the credential" in message and said in message
+    assert "api_token" in message and args["api_token"] not in message
+    assert not os.path.exists(args["cursor"]), "nothing was delivered"
+
+
+def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path):
+    """A rulebook hands an event to a playbook as extra vars, which Ansible renders: a platform string that is not a
+    plain token (a template, a newline) is withheld, and a number that is not finite is null; the cursor keeps such
+    an id (JSON escapes it) and reads it back."""
+    name = ownership.encode("gone", "m0", 0, created=1700000000)
+    hostile = "{{ lookup('pipe', 'id') }}"
+    found = events.Found(hostile, name, ownership.decode(name), "ATTACHED\n", 7, "{% raw %}x")
+    reading = events.Reading(
+        LOC, 1700007200.0, frozenset([hostile]), (found,), {hostile: (1.0, float("nan"))}, 1.0, "{{ c }}"
+    )
+    place = events.Place()
+    (step,) = events.plan(place, reading, 900, None)
+    event = step.event
+    assert (
+        event["vgpu_id"] is None and event["status"] is None and event["vm_name"] is None and event["currency"] is None
+    )
+    assert sorted(event["withheld"]) == ["currency", "status", "vgpu_id", "vm_name"]
+    assert event["cost"] is None and event["vgpu_seconds"] == 1.0 and event["vm_id"] == 7 and event["age"] == 7200
+    assert "{{" not in json.dumps(event) and "{%" not in json.dumps(event)
+    assert len(events.plan(place, reading._replace(orphans=(found, found)), 900, None)) == 1, "one event per id"
+    cursor = events.Cursor(str(tmp_path / "c.json"), "http://127.0.0.1:9/api/1", CUSTOMER)
+    cursor.record(LOC, step, 1)
+    cursor.save()
+    back = events.load(cursor.path, cursor.api_url, CUSTOMER)
+    assert (
+        back.locations[LOC].reported[hostile].vgpu_name == name
+        and back.locations[LOC].reported[hostile].currency is None
+    )
+
+
+def valid_cursor(**changes):
+    doc = {
+        "kind": events.CURSOR_KIND,
+        "version": events.CURSOR_VERSION,
+        "api_url": "http://127.0.0.1:9/api/1",
+        "customer_id": CUSTOMER,
+        "seq": 1,
+        "locations": {
+            LOC: {
+                "above_threshold": False,
+                "reported": {
+                    "v-1": {
+                        "vgpu_name": ownership.encode("gone", "m0", 0, created=1700000000),
+                        "seq": 1,
+                        "orphaned_at": 1.0,
+                        "cost_per_hour": 1.0,
+                        "currency": "EUR",
+                        "cost": 0.5,
+                        "last_seen": 1.0,
+                    }
+                },
+            }
+        },
+    }
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{not json", "it is not JSON"),
+        ("", "it is not JSON"),
+        ('{"kind": "another tool", "entries": []}', "it is not a whitesky.capvco.vgpu_events cursor"),
+        (valid_cursor(version=2), "its version is 2"),
+        (valid_cursor(customer_id="someone-else"), "the cursor of customer 'someone-else'"),
+        (valid_cursor(seq="1"), "corrupt: the cursor.seq is missing or not int"),
+        (valid_cursor(seq=0), "corrupt: locations['be-gen-1'].reported['v-1'].seq is beyond the cursor's seq"),
+        (valid_cursor(extra=1), "corrupt: the cursor has the keys"),
+        (
+            valid_cursor().replace("capvco.gone", "other.gone"),
+            "corrupt: locations['be-gen-1'].reported['v-1'].vgpu_name is not the name of an owned reservation",
+        ),
+        (valid_cursor().replace('"cost":0.5', '"cost":NaN').replace('"cost": 0.5', '"cost": NaN'), "not JSON"),
+    ],
+    ids=["garbage", "empty", "foreign", "version", "customer", "type", "seq", "keys", "name", "nan"],
+)
+def test_a_corrupt_or_foreign_cursor_is_refused_naming_it_and_left_alone(tmp_path, content, said):
+    args = source_args(None, tmp_path)
+    os.makedirs(os.path.dirname(args["cursor"]))
+    with open(args["cursor"], "w", encoding="utf-8") as fh:
+        fh.write(content)
+    with pytest.raises(InputError) as err:
+        asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
+    assert "refusing the cursor file %s: " % args["cursor"] in str(err.value) and said in str(err.value)
+    assert read_text(args["cursor"]) == content, "never reset"
+
+
+def test_the_valid_cursor_sample_loads_and_a_cursor_in_use_is_refused(tmp_path):
+    args = source_args(None, tmp_path)
+    os.makedirs(os.path.dirname(args["cursor"]))
+    with open(args["cursor"], "w", encoding="utf-8") as fh:
+        fh.write(valid_cursor())
+    cursor = events.load(args["cursor"], "http://user:pw@127.0.0.1:9/", CUSTOMER)  # the address as the cursor has it
+    assert cursor.seq == 1 and cursor.locations[LOC].reported["v-1"].cost == 0.5
+    with events.locked(args["cursor"]), pytest.raises(InputError, match="is in use by another"):
+        asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
+
+
+def test_platform_errors_are_logged_scrubbed_and_polling_goes_on(emulator, tmp_path, caplog):
+    name = ownership.encode("gone", "m0", 0, created=int(time.time()) - 7200)
+    seed(emulator, name)
+    emulator.faults(fail_next={LISTING: [500, 3]})
+    args = source_args(emulator, tmp_path, max_backoff=0.4)
+
+    async def scenario():
+        run = Run(args)
+        event = await run.next()
+        await run.stop()
+        return event
+
+    with caplog.at_level(logging.WARNING, logger="whitesky.capvco.vgpu_events"):
+        event = asyncio.run(scenario())
+    assert event["vgpu_name"] == name and event["seq"] == 1
+    failed = [r.getMessage() for r in caplog.records if "reading location %s failed" % LOC in r.getMessage()]
+    assert len(failed) == 3 and all("HTTP 500" in m for m in failed)
+    assert any("next poll in 0.4s (3 failed poll(s) in a row)" in r.getMessage() for r in caplog.records)
+    assert not any(emulator.token in r.getMessage() for r in caplog.records)
+
+
+def test_arguments_are_checked_and_the_connection_comes_from_the_environment(tmp_path):
+    env = {
+        "WHITESKY_API_URL": "https://portal.example/api/1",
+        "WHITESKY_API_TOKEN": "t0ken",
+        "WHITESKY_CUSTOMER_ID": "acme",
+        "XDG_STATE_HOME": str(tmp_path),
+    }
+    got = events.settings({"location": LOC, "eda_feedback_queue": object()}, env)
+    assert (got.api_url, got.api_token, got.customer_id, got.locations) == (
+        env["WHITESKY_API_URL"],
+        "t0ken",
+        "acme",
+        (LOC,),
+    )
+    assert got.grace_period == events.DEFAULT_GRACE_PERIOD and got.interval == 60.0 and got.cost_threshold is None
+    assert got.cursor.startswith(os.path.join(str(tmp_path), "whitesky-capvco", "vgpu_events-acme-"))
+    assert "t0ken" not in repr(got)
+    typed = events.settings(
+        {"locations": [LOC, "nl-ams-1"], "interval": "5", "grace_period": 0, "cost_threshold": "2"}, env
+    )
+    assert typed.locations == (LOC, "nl-ams-1") and typed.interval == 5.0 and typed.cost_threshold == 2.0
+    for args, said in [
+        ({"location": LOC, "grace": 1}, "takes no argument(s) ['grace']"),
+        ({}, "give location (one platform location) or locations"),
+        ({"location": LOC, "locations": [LOC]}, "not both"),
+        ({"locations": [LOC, LOC]}, "names a location twice"),
+        ({"location": "../x"}, "invalid location"),
+        ({"location": LOC, "interval": 0}, "interval must be a number of more than 0.0"),
+        ({"location": LOC, "cost_threshold": True}, "cost_threshold must be a number"),
+        ({"location": LOC, "validate_certs": "maybe"}, "validate_certs must be true or false"),
+    ]:
+        with pytest.raises(InputError, match=None) as err:
+            events.settings(args, env)
+        assert said in str(err.value), (args, str(err.value))
+    with pytest.raises(InputError) as err:
+        events.settings({"location": LOC}, {"WHITESKY_API_URL": "https://p.example"})
+    assert "api_token, customer_id" in str(err.value) and "WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID" in str(err.value)
+
+
+def test_the_defaults_agree_with_the_orphan_sweep():
+    assert inspect.signature(sweep.reclaim).parameters["grace_period"].default == events.DEFAULT_GRACE_PERIOD
+    playbook = yaml.safe_load(read_text(os.path.join(ROOT, "playbooks", "gpu_orphans.yml")))
+    assert playbook[0]["vars"]["grace_period"] == events.DEFAULT_GRACE_PERIOD
+
+
+def test_the_sample_rulebook_runs_this_source_and_answers_its_events():
+    (ruleset,) = yaml.safe_load(read_text(RULEBOOK))
+    (source,) = ruleset["sources"]
+    assert events.SOURCE in source and set(source[events.SOURCE]) <= events.ARGUMENTS
+    conditions = [rule["condition"] for rule in ruleset["rules"]]
+    for kind in (events.ORPHANED, events.RECLAIMED, events.THRESHOLD):
+        assert any('event.type == "%s"' % kind in c for c in conditions), kind
+    (reclaim_rule,) = [r for r in ruleset["rules"] if "run_playbook" in r["action"]]
+    assert "vars.vgpu_reclaim == true" in reclaim_rule["condition"]
+    assert reclaim_rule["action"]["run_playbook"]["name"] == "whitesky.capvco.gpu_orphans"
+    assert reclaim_rule["action"]["run_playbook"]["extra_vars"]["reclaim"] is True
