@@ -66,7 +66,7 @@ OTHER = "other"
 WINDOW_MAX = 256
 #: The window the mutating class starts with.  Before its first 429 a lane knows nothing of the limit, and every
 #: request in flight when the platform's bucket runs dry is answered 429: the window bounds that first round's 429s
-#: (it grows by one per window's worth of successes, so it is still about this when the burst runs out).  16 keeps
+#: (it does not grow before the first 429: a burst's successes say nothing of the limit).  16 keeps
 #: the vGPU core's usual fan-out (a VM's reserves in turn, VMs side by side) at full speed with no limit.  Reads start
 #: at :data:`WINDOW_MAX`: their buckets are larger, and a listing's pages are asked for together.
 MUTATING_WINDOW = 16
@@ -254,7 +254,7 @@ class Lane:
         if self._ramped_at is not None and self.rate is not None and now - self._ramped_at >= RAMP_SECONDS:
             self.rate = min(RATE_CAP, self.rate * 2.0)
             self._ramped_at = now
-        if self._acked >= self.window:
+        if self._acked >= self.window and (self.epoch or self.window >= WINDOW_MAX):  # a start below stays, until a 429
             self.window = min(float(WINDOW_MAX), self.window + 1.0)
             self._acked = 0
         if self.rate is not None:
