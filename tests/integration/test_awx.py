@@ -4,6 +4,7 @@ asks only for variables its playbook reads."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -13,7 +14,7 @@ import sysconfig
 
 import yaml
 
-from helpers import COLLECTIONS, ROOT, build_collection, read_text
+from helpers import COLLECTIONS, CUSTOMER, ROOT, build_collection, read_text
 
 BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
@@ -155,3 +156,77 @@ def test_templates_that_change_a_cluster_run_one_job_at_a_time():
     register = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "register.yml")))
     task = [t for t in register[0]["tasks"] if "awx.awx.job_template" in t][0]
     assert task["awx.awx.job_template"]["allow_simultaneous"] == "{{ item.allow_simultaneous }}"
+
+
+def test_the_vm_inventory_source_is_registered_and_its_update_lists_the_vms_with_the_credential(emulator, monkeypatch):
+    """awx/register.yml's inventory of the VMs and its source (awx/inventory_source.yml) into the fake AWX, with the
+    credential they name; then the update AWX runs for that source: ``ansible-inventory`` of the source's file in
+    the project, with the environment AWX's injectors give the credential, and nothing else of whitesky."""
+    import awxfake
+
+    monkeypatch.setattr(awxfake, "KINDS", (*awxfake.KINDS, "inventory_sources"))  # what the registration adds
+    awx = awxfake.AwxFake()
+    project = awx.add("projects", {"name": "whitesky.capvco", "organization": 1})
+    ee = awx.add("execution_environments", {"name": "whitesky.capvco"})
+    with emulator.client() as client:
+        client.create_vm("cs-demo", name="awx-vm-0", description="made by hand", vcpus=1, memory=512)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_", "CONTROLLER_"))}
+    base.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    awx.start()
+    try:
+        register = subprocess.run(
+            [
+                os.path.join(BIN, "ansible-playbook"),
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                os.path.join(ROOT, "awx", "register.yml"),
+            ]
+            + ["--tags", "credential_type,credential,inventory_source"]
+            + ["-e", "ansible_python_interpreter=%s" % sys.executable]
+            + [
+                "-e",
+                json.dumps({"awx_api_url": emulator.url, "awx_customer_id": CUSTOMER, "awx_api_token": emulator.token}),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(base, CONTROLLER_HOST=awx.url, CONTROLLER_OAUTH_TOKEN=awxfake.TOKEN),
+            timeout=600,
+        )
+        assert register.returncode == 0, register.stdout[-4000:] + register.stderr[-2000:]
+    finally:
+        awx.stop()
+    wanted = yaml.safe_load(read_text(os.path.join(ROOT, "awx", "inventory_source.yml")))
+    (ctype,) = awx.objects["credential_types"]
+    (cred,) = awx.objects["credentials"]
+    (inventory,) = [i for i in awx.objects["inventories"] if i["name"] == wanted["awx_vm_inventory"]["name"]]
+    (source,) = awx.objects["inventory_sources"]
+    assert {k: source[k] for k in ("inventory", "credential", "source_project", "execution_environment")} == {
+        "inventory": inventory["id"],
+        "credential": cred["id"],
+        "source_project": project["id"],
+        "execution_environment": ee["id"],
+    }
+    for key, value in wanted["awx_vm_inventory_source"].items():
+        assert source[key] == value, key
+    path = os.path.join(ROOT, source["source_path"])
+    assert yaml.safe_load(read_text(path))["plugin"] == "whitesky.capvco.vms"
+
+    # the update: the project's file, the credential's environment
+    env = awxfake.render_injectors(ctype, cred.get("inputs") or {})
+    update = subprocess.run(
+        [os.path.join(BIN, "ansible-inventory"), "-i", path, "--list"],
+        capture_output=True,
+        text=True,
+        env=dict(base, ANSIBLE_INVENTORY_UNPARSED_FAILED="1", **env),
+        timeout=300,
+    )
+    assert update.returncode == 0, update.stderr[-4000:]
+    listed = json.loads(update.stdout)
+    assert "awx-vm-0" in listed["unowned"]["hosts"]
+    enabled = listed["_meta"]["hostvars"]["awx-vm-0"][source["enabled_var"]]
+    assert enabled in (source["enabled_value"], {"__ansible_unsafe": source["enabled_value"]}), (
+        "a running VM is enabled"
+    )
+    assert emulator.token not in update.stdout + update.stderr

@@ -1,0 +1,319 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: vms
+short_description: The VMs of a whitesky.cloud customer, grouped by cluster, pool and GPU type
+version_added: 0.1.0
+author:
+  - whitesky.capvco contributors (@whitesky)
+description:
+  - A host per VM of the customer's cloudspaces, read from the whitesky.cloud portal API.
+  - Each VM is in the groups C(cluster_<cluster>) and C(pool_<pool>) of the cluster that owns it, told by the
+    ownership marker in its description (C(capvco/v1 cluster=<cluster> pool=<pool>), written when the collection
+    creates the VM), or else in C(unowned); and in a C(gpu_<type>) group per GPU type of its vGPU reservations
+    (the profile's vendor and model in lower case, for example C(gpu_nvidia_a100)). Group names are made safe as
+    Ansible makes them (C(cluster_web-gpu) is C(cluster_web_gpu)).
+  - Host variables are prefixed with C(whitesky_) (see the examples for each).
+  - The calls are the listings and what ownership needs, never one per VM of others. A VM's marker is read
+    (C(getVirtualMachineInfo)) only when its name starts with the name and C(-) of a cluster that its cloudspace's
+    notes name; every other VM is C(unowned) without a read.
+  - Uses a YAML configuration file whose name ends with C(.whitesky.yml) or C(.whitesky.yaml) (or is
+    C(whitesky.yml)).
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+requirements:
+  - httpx >= 0.24
+options:
+  plugin:
+    description: The name of this plugin; it marks the file as this plugin's.
+    required: true
+    type: str
+    choices: [whitesky.capvco.vms]
+  api_url:
+    description:
+      - Base URL of the whitesky.cloud portal API, for example C(https://portal.example.com/api/1).
+      - C(/api/1) is appended when missing.
+      - Required, from this option or else the E(WHITESKY_API_URL) environment variable.
+    type: str
+    env:
+      - name: WHITESKY_API_URL
+  api_token:
+    description:
+      - The bearer token (a JWT) used in the C(Authorization) header.
+      - It is never printed, in host variables, warnings or errors (at any verbosity). Give it in the environment
+        (the AWX credential type of the collection injects it) or from a vault, rather than in the file.
+      - Required, from this option or else the E(WHITESKY_API_TOKEN) environment variable.
+    type: str
+    env:
+      - name: WHITESKY_API_TOKEN
+  customer_id:
+    description:
+      - The customer (account) whose cloudspaces are read.
+      - Required, from this option or else the E(WHITESKY_CUSTOMER_ID) environment variable.
+    type: str
+    env:
+      - name: WHITESKY_CUSTOMER_ID
+  validate_certs:
+    description: Whether to verify the portal's TLS certificate.
+    type: bool
+    default: true
+  timeout:
+    description:
+      - Timeout in seconds of each HTTP request; each call, with its retries, ends at the latest O(timeout) plus
+        a retry budget of 30 seconds after it started.
+    type: float
+    default: 30.0
+    env:
+      - name: WHITESKY_TIMEOUT
+  locations:
+    description:
+      - Only the cloudspaces in these locations.
+      - Default, every location the customer's cloudspaces are in.
+    type: list
+    elements: str
+    default: []
+  cloudspaces:
+    description:
+      - Only the cloudspaces of these names.
+      - Default, every cloudspace of the customer (in O(locations)).
+    type: list
+    elements: str
+    default: []
+  parallel:
+    description:
+      - How many platform reads are in flight at once, at most (the listings, the notes, the reservations' pages
+        and the markers; each waits only on what it needs).
+    type: int
+    default: 64
+  hostnames:
+    description:
+      - What names a host, in order of preference; the first that gives a value names the host.
+      - V(name), the VM's name; V(private_ip), its first address on the cloudspace's network; V(external_ip),
+        the address of its first NIC on an external network.
+      - A VM for which none gives a value is left out, with a warning; so is a VM whose name another host already
+        has (the hosts are taken by location, cloudspace and VM name).
+    type: list
+    elements: str
+    choices: [name, private_ip, external_ip]
+    default: [name]
+notes:
+  - O(cache=true) keeps what was read (not the token) for O(cache_timeout) seconds; a run that finds it makes no
+    call to the platform. The entry is read again when O(api_url), O(customer_id), O(locations) or
+    O(cloudspaces) changed, and with C(--flush-cache).
+  - The cache keeps the VMs as read; O(hostnames), O(compose), O(groups) and O(keyed_groups) apply to it on each run.
+"""
+
+EXAMPLES = r"""
+# demo.whitesky.yml: every VM; the connection from WHITESKY_API_URL, WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID
+plugin: whitesky.capvco.vms
+
+# ---
+# One location's GPU cluster, hosts named by their external address when they have one, connected to it
+plugin: whitesky.capvco.vms
+locations: [be-gen-1]
+cloudspaces: [web]
+hostnames: [external_ip, name]
+compose:
+  ansible_host: (whitesky_external_ips + whitesky_private_ips + [inventory_hostname]) | first
+keyed_groups:
+  - key: whitesky_location
+    prefix: location
+  - key: whitesky_status | lower
+    prefix: status
+groups:
+  costly: whitesky_cost_per_hour > 2
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/whitesky-inventory
+cache_timeout: 300
+
+# The host variables of a GPU machine of cluster web:
+#   whitesky_vm_id: 1042
+#   whitesky_name: web-gpu-0
+#   whitesky_cloudspace_id: cs-5f2a
+#   whitesky_cloudspace: web
+#   whitesky_location: be-gen-1
+#   whitesky_status: RUNNING
+#   whitesky_vcpus: 4
+#   whitesky_memory: 8192
+#   whitesky_private_ips: [192.168.103.12]
+#   whitesky_external_ips: [198.51.100.7]
+#   whitesky_cluster: web                 # null for a VM no cluster owns (group unowned)
+#   whitesky_pool: gpu
+#   whitesky_vgpus:
+#     - vgpu_id: 7c0e...
+#       name: capvco.web.web-gpu-0.00.0tj8k2w
+#       owner: {cluster: web, machine: web-gpu-0, slot: 0, created: 1767225600}   # null: a name not ours
+#       profile: nvidia-a100-40c
+#       type: NVIDIA A100
+#       status: ATTACHED
+#       cost_per_hour: 1.0
+#   whitesky_cost_per_hour: 1.0
+#   whitesky_currency: EUR
+# Its groups: cluster_web, pool_gpu, gpu_nvidia_a100
+"""
+
+# the documentation comes before the imports (ansible-doc reads it without importing)
+import os  # noqa: E402
+import re  # noqa: E402
+
+from ansible.errors import AnsibleParserError  # noqa: E402
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
+from ansible.release import __version__ as ansible_version  # noqa: E402
+from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import vm_inventory  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub  # noqa: E402
+
+#: The connection options that must have a value, and the environment variable each is read from.
+CONNECTION_ENV = {
+    "api_url": "WHITESKY_API_URL",
+    "api_token": "WHITESKY_API_TOKEN",
+    "customer_id": "WHITESKY_CUSTOMER_ID",
+}
+#: The longest message of an error or a warning.
+MESSAGE_LIMIT = 4096
+#: Before ansible-core 2.19 a string an inventory plugin sets is a template unless it is wrapped as unsafe; from 2.19
+#: on only a string marked as trusted is, and what a plugin sets never is (wrapping would only cost time).
+WRAP = tuple(int(p) for p in re.findall(r"\d+", ansible_version)[:2]) < (2, 19)
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """The inventory plugin: options and cache here, the reading in ``module_utils/vm_inventory.py``."""
+
+    NAME = "whitesky.capvco.vms"
+
+    def __init__(self):
+        super().__init__()
+        self._secret = ""  # the token, once known: cut out of every message
+
+    def verify_file(self, path):
+        if not super().verify_file(path):
+            return False
+        base = os.path.basename(path)
+        return base in ("whitesky.yml", "whitesky.yaml") or base.endswith((".whitesky.yml", ".whitesky.yaml"))
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        self._check_hostnames()
+        try:
+            conn = self._connection()
+            key = vm_inventory.fingerprint(
+                conn["api_url"], conn["customer_id"], self.get_option("locations"), self.get_option("cloudspaces")
+            )
+            got = self._cached(path, key) if cache and self.get_option("cache") else None
+            if got is None:
+                got = self._read(conn)
+                if self.get_option("cache"):
+                    self._cache[self.get_cache_key(path)] = vm_inventory.to_cache(got, key)
+        except WhiteskyError as exc:
+            raise AnsibleParserError(self._clean(exc)) from None
+        for warning in got.warnings:
+            self.display.warning(self._clean(warning))
+        self._populate(got.hosts)
+
+    def _clean(self, text):
+        """A message as it may be shown: without the token, controls escaped, cut."""
+        text = str(text)
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return scrub(text, MESSAGE_LIMIT)
+
+    def _connection(self):
+        """The connection options, templated (with the extra vars); a missing one fails naming its variable."""
+        self.templar.available_variables = self._vars
+        conn = {}
+        for option in CONNECTION_ENV:
+            value = self.get_option(option)
+            if isinstance(value, str) and self.templar.is_template(value):
+                value = self.templar.template(value)
+            conn[option] = str(value).strip() if value is not None else ""
+            if option == "api_token":
+                self._secret = conn[option]
+        missing = [o for o in CONNECTION_ENV if not conn[o]]
+        if missing:
+            raise AnsibleParserError(
+                "missing the platform connection: %s. Set %s in %s, or the environment variable%s %s."
+                % (
+                    ", ".join(missing),
+                    "the option" if len(missing) == 1 else "the options",
+                    self.NAME,
+                    "" if len(missing) == 1 else "s",
+                    ", ".join(CONNECTION_ENV[o] for o in missing),
+                )
+            )
+        return conn
+
+    def _check_hostnames(self):
+        unknown = [str(h) for h in self.get_option("hostnames") if h not in vm_inventory.HOSTNAME_SOURCES]
+        if unknown:
+            raise AnsibleParserError(
+                "hostnames: unknown %s; use %s" % (", ".join(unknown), ", ".join(vm_inventory.HOSTNAME_SOURCES))
+            )
+
+    def _cached(self, path, key):
+        try:
+            entry = self._cache[self.get_cache_key(path)]
+        except KeyError:
+            return None
+        return vm_inventory.from_cache(entry, key)
+
+    def _read(self, conn):
+        # the client (and httpx) is imported only when the platform is read: a run that finds its cache needs neither
+        from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+        from ansible_collections.whitesky.capvco.plugins.module_utils.transport import HTTPX_IMPORT_ERROR
+
+        if HTTPX_IMPORT_ERROR:
+            raise AnsibleParserError("%s needs the Python library httpx (pip install httpx)" % self.NAME)
+        client = WhiteskyClient(
+            conn["api_url"],
+            conn["api_token"],
+            conn["customer_id"],
+            validate_certs=self.get_option("validate_certs"),
+            timeout=self.get_option("timeout"),
+        )
+        with client:
+            for warning in client.warnings:
+                self.display.warning(self._clean(warning))
+            return vm_inventory.read(
+                client,
+                self.get_option("locations"),
+                self.get_option("cloudspaces"),
+                parallel=max(1, self.get_option("parallel")),
+            )
+
+    def _populate(self, hosts):
+        order = self.get_option("hostnames")
+        strict = self.get_option("strict")
+        compose, groups, keyed = (self.get_option(o) for o in ("compose", "groups", "keyed_groups"))
+        taken = {}
+        for host in hosts:
+            name = vm_inventory.hostname(host, order)
+            what = "VM %r (id %s) of cloudspace %r" % (host["name"], host["vm_id"], host["cloudspace"])
+            if name is None:
+                self.display.warning(
+                    self._clean("%s is left out: none of hostnames %s gives it a name" % (what, order))
+                )
+                continue
+            if name in taken:
+                self.display.warning(self._clean("%s is left out: %s already names %s" % (what, name, taken[name])))
+                continue
+            taken[name] = what
+            self.inventory.add_host(name)
+            for group in vm_inventory.groups(host):
+                self.inventory.add_child(self.inventory.add_group(self._sanitize_group_name(group)), name)
+            for var, value in vm_inventory.host_vars(host).items():
+                # what the platform says (a VM's name, anyone's) is data, never a template
+                self.inventory.set_variable(name, var, wrap_var(value) if WRAP else value)
+            if compose or groups or keyed:
+                hostvars = self.inventory.get_host(name).get_vars()
+                self._set_composite_vars(compose, hostvars, name, strict=strict)
+                self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
+                self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)

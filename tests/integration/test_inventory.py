@@ -1,0 +1,506 @@
+"""The inventory plugin whitesky.capvco.vms against the emulator, through the real ``ansible-inventory``.
+
+A cluster made by ``playbooks/cluster_create.yml`` (a GPU pool), a neighbour whose name the first one's is a prefix
+of (``web`` and ``web-gpu``, in the same cloudspace), VMs made by hand (one named like a cluster's machine without
+its marker, one with a cluster's marker and a name that is not its cluster's) and a VM in another location: the
+groups, the host variables, ``hostnames``, the constructed options, the cache, the filters, the token that is never
+printed, and the calls, counted by the emulator against the bound (the pages, the notes and the markers of the VMs
+whose names may be a noted cluster's; never one per VM of others).  ``benchmarks/inventory_bench.py`` measures the
+same over 1,000 VMs with latency.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, ownership, vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
+
+from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_playbook
+
+BIN = os.path.dirname(sys.executable)
+SAMPLE = os.path.join(ROOT, "awx", "demo.whitesky.yml")
+LOC, AMS = "be-gen-1", "nl-ams-1"
+WEB = {
+    "cluster": {"name": "web", "location": LOC, "cloudspace": "shop"},
+    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+    "pools": [
+        {
+            "name": "gpu",
+            "replicas": 1,
+            "vcpus": 4,
+            "memory": 8192,
+            "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
+        }
+    ],
+}
+#: the neighbour in the same cloudspace: its machines' names start with "web-" too
+WEB_GPU = {
+    "cluster": {"name": "web-gpu", "location": LOC, "cloudspace": "shop"},
+    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+}
+#: made by hand in the cluster's cloudspace: (name, description)
+HAND_MADE = [
+    ("handmade-0", "made by hand"),
+    ("web-db", "made by hand, named like web's machines"),
+    ("db-0", ownership.machine_marker("web", "gpu")),  # web's marker on a name that is not web's
+]
+
+
+# --- helpers (benchmarks/inventory_bench.py uses them too) ----------------------------------------------------------
+
+
+def inventory_env(emu, env=None):
+    """The environment of an ``ansible-inventory`` run against ``emu``: nothing of the caller's Ansible or
+    whitesky settings; an inventory source that fails to parse fails the run."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_"))}
+    base.update(
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
+    )
+    if emu is not None:
+        base.update(emu.env())
+    base.update(env or {})
+    return base
+
+
+def inventory(emu, source, *args, env=None, timeout=300):
+    """``ansible-inventory -i source ARGS`` against ``emu``: the completed process."""
+    return subprocess.run(
+        [os.path.join(BIN, "ansible-inventory"), "-i", str(source), *args],
+        capture_output=True,
+        text=True,
+        env=inventory_env(emu, env),
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def listed(emu, source, *args, env=None):
+    """``ansible-inventory --list``: (its JSON, its stderr)."""
+    proc = inventory(emu, source, "--list", *args, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(proc.stdout, object_hook=_plain), proc.stderr
+
+
+def members(data, group):
+    return sorted(data.get(group, {}).get("hosts", []))
+
+
+def _plain(obj):
+    """A value of ``--list``'s JSON as it was set: Ansible's legacy inventory profile writes a string that is data,
+    never a template, as ``{"__ansible_unsafe": value}`` (the plugin's host variables all are)."""
+    return obj["__ansible_unsafe"] if set(obj) == {"__ansible_unsafe"} else obj
+
+
+def calls(emu):
+    return {op: v["count"] for op, v in emu.stats()["operations"].items() if v["count"]}
+
+
+def source_file(path, **options):
+    """An inventory file of the plugin with ``options``."""
+    path.write_text(yaml.safe_dump(dict({"plugin": "whitesky.capvco.vms"}, **options)))
+    return path
+
+
+def _selected(snapshot, locations=(), cloudspaces=()):
+    return [
+        cs
+        for cs in snapshot["cloudspaces"]
+        if cs["deleted_at"] is None
+        and (not locations or cs["location"] in locations)
+        and (not cloudspaces or cs["name"] in cloudspaces)
+    ]
+
+
+def _noted(snapshot, cs_id):
+    return ownership.clusters_in(n for n in snapshot["notes"] if n["cloudspace_id"] == cs_id)
+
+
+def _live_vms(snapshot, cs_id):
+    return [vm for vm in snapshot["vms"] if vm["cloudspace_id"] == cs_id and vm["deleted_at"] is None]
+
+
+def expected_calls(snapshot, locations=(), cloudspaces=()):
+    """The calls of a read of the inventory, from the emulator's snapshot: the cloudspaces' listing; per cloudspace
+    its VM listing and its notes; per location the reservations' pages, the profiles and the prices; and one
+    marker per VM whose name may be a machine of a cluster its cloudspace's notes name."""
+    spaces = _selected(snapshot, locations, cloudspaces)
+    markers = sum(
+        1
+        for cs in spaces
+        for vm in _live_vms(snapshot, cs["cloudspace_id"])
+        if vm_inventory.may_be_owned(_noted(snapshot, cs["cloudspace_id"]), vm["name"])
+    )
+    where = {cs["location"] for cs in spaces}
+    pages = sum(
+        max(
+            1,
+            math.ceil(
+                sum(1 for r in snapshot["vgpus"] if r["location"] == loc and r["deleted_at"] is None) / PAGE_LIMIT
+            ),
+        )
+        for loc in where
+    )
+    out = {
+        "listCloudspaces": 1,
+        "listCloudspaceVirtualMachines": len(spaces),
+        "getCloudspaceNotes": len(spaces),
+        "getVirtualMachineInfo": markers,
+        "listCustomerVGPUS": pages,
+        "listAvailableGPUProfiles": len(where),
+        "getCustomerLocationPricing": len(where),
+    }
+    return {op: n for op, n in out.items() if n}
+
+
+def expected_owners(snapshot):
+    """``{vm name: cluster or None}`` by the rule: a VM is a cluster's when its name may be a machine of a cluster
+    that its cloudspace's notes name, and its marker names a cluster whose name and ``-`` its name starts with."""
+    out = {}
+    for cs in _selected(snapshot):
+        noted = _noted(snapshot, cs["cloudspace_id"])
+        for vm in _live_vms(snapshot, cs["cloudspace_id"]):
+            marker = ownership.parse_marker(vm["description"])
+            read = vm_inventory.may_be_owned(noted, vm["name"])
+            mine = read and marker is not None and ownership.may_own(marker.cluster, vm["name"])
+            out[vm["name"]] = marker.cluster if mine else None
+    return out
+
+
+def create_vms(client, vms, threads=16):
+    """Create ``[(cloudspace_id, name, description)]`` in parallel (small, as made by hand)."""
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda v: client.create_vm(v[0], name=v[1], description=v[2], vcpus=1, memory=512), vms))
+
+
+# --- the world: two clusters, VMs by hand, another location --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("inventory")
+    emu = Emulator(tmp / "emulator-state").start()
+    try:
+        rc, out, _data = run_playbook(os.path.join(ROOT, "playbooks", "cluster_create.yml"), emu, extra_vars=WEB)
+        assert rc == 0, out[-3000:]
+        with emu.client(timeout=60) as client:
+            cluster.run(client, spec=WEB_GPU)
+            (shop,) = [cs["cloudspace_id"] for cs in client.cloudspaces() if cs["name"] == "shop"]
+            create_vms(client, [(shop, name, description) for name, description in HAND_MADE])
+            create_vms(client, [("cs-ams", "ams-0", "made by hand")])
+            gpu0 = next(vm for vm in client.vms(shop) if vm["name"] == "web-gpu-0")
+            client.attach_nic(shop, gpu0["vm_id"], 101)  # sriov-ext, of be-gen-1
+            (ip,) = [n["ip_address"] for n in client.nics(shop, gpu0["vm_id"])]
+        yield {"emu": emu, "tmp": tmp, "shop": shop, "ip": ip}
+    finally:
+        emu.stop()
+
+
+SHOP = ["db-0", "handmade-0", "web-cp-0", "web-db", "web-gpu-0", "web-gpu-cp-0"]
+
+
+def test_the_sample_groups_the_clusters_machines_by_their_markers_with_bounded_calls(world):
+    emu = world["emu"]
+    emu.reset_stats()
+    proc = inventory(emu, SAMPLE, "--graph")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for group in ("@cluster_web:", "@cluster_web_gpu:", "@pool_gpu:", "@pool_cp:", "@gpu_nvidia_a100:", "@unowned:"):
+        assert group in proc.stdout, proc.stdout
+    snapshot = emu.snapshot()
+    assert calls(emu) == expected_calls(snapshot)
+    # web's candidates: web-cp-0, web-gpu-0, web-gpu-cp-0 (web-gpu's), web-db (none's); nothing else is read
+    assert calls(emu)["getVirtualMachineInfo"] == 4
+
+    data, _ = listed(emu, SAMPLE)
+    assert members(data, "cluster_web") == ["web-cp-0", "web-gpu-0"]
+    assert members(data, "cluster_web_gpu") == ["web-gpu-cp-0"], "the neighbour whose name web's is a prefix of"
+    assert members(data, "pool_gpu") == ["web-gpu-0"]
+    assert members(data, "pool_cp") == ["web-cp-0", "web-gpu-cp-0"]
+    assert members(data, "gpu_nvidia_a100") == ["web-gpu-0"]
+    # by hand; named like web's without its marker; web's marker on a name not web's; another location
+    assert members(data, "unowned") == ["ams-0", "db-0", "handmade-0", "web-db"]
+    assert expected_owners(snapshot) == {
+        "web-cp-0": "web",
+        "web-gpu-0": "web",
+        "web-gpu-cp-0": "web-gpu",
+        "handmade-0": None,
+        "web-db": None,
+        "db-0": None,
+        "ams-0": None,
+    }
+    # the sample's keyed groups and compose
+    assert members(data, "location_be_gen_1") == SHOP and members(data, "location_nl_ams_1") == ["ams-0"]
+    assert members(data, "cloudspace_shop") == SHOP
+
+    hv = data["_meta"]["hostvars"]
+    gpu0 = hv["web-gpu-0"]
+    assert gpu0["ansible_host"] == world["ip"] and hv["web-cp-0"]["ansible_host"] == "web-cp-0"
+    assert {
+        k: gpu0["whitesky_" + k] for k in ("name", "cloudspace", "cloudspace_id", "location", "cluster", "pool")
+    } == {
+        "name": "web-gpu-0",
+        "cloudspace": "shop",
+        "cloudspace_id": world["shop"],
+        "location": LOC,
+        "cluster": "web",
+        "pool": "gpu",
+    }
+    assert gpu0["whitesky_external_ips"] == [world["ip"]] and gpu0["whitesky_private_ips"] == []
+    assert gpu0["whitesky_status"] == "RUNNING" and isinstance(gpu0["whitesky_vm_id"], int)
+    (vgpu,) = gpu0["whitesky_vgpus"]
+    assert vgpu["owner"]["cluster"] == "web" and vgpu["owner"]["machine"] == "web-gpu-0" and vgpu["owner"]["slot"] == 0
+    assert vgpu["name"].startswith("capvco.web.web-gpu-0.00.") and vgpu["status"] == "ATTACHED"
+    assert vgpu["type"] == "NVIDIA A100" and vgpu["profile"].startswith("nvidia-a100")
+    assert vgpu["cost_per_hour"] == 1.0, "730 EUR a month in be-gen-1: 1 EUR per vGPU-hour"
+    assert gpu0["whitesky_cost_per_hour"] == 1.0 and gpu0["whitesky_currency"] == "EUR"
+    assert hv["handmade-0"]["whitesky_cluster"] is None and hv["handmade-0"]["whitesky_vgpus"] == []
+    assert hv["web-gpu-cp-0"]["whitesky_cluster"] == "web-gpu" and hv["web-gpu-cp-0"]["whitesky_pool"] == "cp"
+
+
+def test_hostnames_in_order_then_compose_groups_and_keyed_groups(world, tmp_path):
+    emu, ip = world["emu"], world["ip"]
+    source = source_file(
+        tmp_path / "named.whitesky.yml",
+        hostnames=["external_ip", "name"],
+        compose={"vgpu_count": "whitesky_vgpus | length", "machine": "whitesky_name"},
+        groups={"billed": "whitesky_cost_per_hour > 0"},
+        keyed_groups=[{"key": "whitesky_pool", "prefix": "in", "default_value": "no_pool"}],
+    )
+    data, _ = listed(emu, source)
+    hv = data["_meta"]["hostvars"]
+    assert sorted(hv) == sorted(["ams-0", ip, *[n for n in SHOP if n != "web-gpu-0"]]), "the external address first"
+    assert hv[ip]["whitesky_name"] == "web-gpu-0" and hv[ip]["machine"] == "web-gpu-0"
+    assert hv[ip]["vgpu_count"] == 1
+    assert members(data, "billed") == [ip]
+    assert members(data, "in_gpu") == [ip] and members(data, "in_cp") == ["web-cp-0", "web-gpu-cp-0"]
+    assert members(data, "in_no_pool") == ["ams-0", "db-0", "handmade-0", "web-db"]
+    assert members(data, "cluster_web") == [ip, "web-cp-0"]
+
+    # no VM of the emulator has a private address: with private_ip and external_ip only, one host is left
+    source = source_file(tmp_path / "addresses.whitesky.yml", hostnames=["private_ip", "external_ip"])
+    data, err = listed(emu, source)
+    assert sorted(data["_meta"]["hostvars"]) == [ip]
+    assert "'handmade-0'" in err and "is left out" in err
+
+    proc = inventory(emu, source_file(tmp_path / "bad.whitesky.yml", hostnames=["dns"]), "--list")
+    assert proc.returncode != 0 and "hostnames" in proc.stderr and "dns" in proc.stderr
+
+
+def test_a_warm_cache_makes_no_call(world, tmp_path):
+    emu = world["emu"]
+    cache = {"cache": True, "cache_plugin": "ansible.builtin.jsonfile", "cache_connection": str(tmp_path / "cache")}
+    source = source_file(tmp_path / "cached.whitesky.yml", **cache)
+    emu.reset_stats()
+    cold, _ = listed(emu, source)
+    assert calls(emu) == expected_calls(emu.snapshot())
+    emu.reset_stats()
+    warm, _ = listed(emu, source)
+    assert calls(emu) == {}, "a warm cache reads nothing"
+    assert warm == cold
+    # the cache keeps what was read: hostnames and the constructed options apply to it on each run
+    source_file(source, hostnames=["external_ip", "name"], groups={"gpus": "whitesky_vgpus | length > 0"}, **cache)
+    named, _ = listed(emu, source)
+    assert calls(emu) == {} and members(named, "gpus") == [world["ip"]]
+    emu.reset_stats()
+    listed(emu, source, "--flush-cache")
+    assert calls(emu) == expected_calls(emu.snapshot()), "--flush-cache reads again"
+    # another filter is another read, whatever the cache holds
+    source_file(source, locations=[AMS], **cache)
+    emu.reset_stats()
+    ams, _ = listed(emu, source)
+    assert sorted(ams["_meta"]["hostvars"]) == ["ams-0"]
+    assert calls(emu) == expected_calls(emu.snapshot(), locations=[AMS])
+
+
+def test_filters_by_location_and_cloudspace(world, tmp_path):
+    emu = world["emu"]
+    emu.reset_stats()
+    data, _ = listed(emu, source_file(tmp_path / "ams.whitesky.yml", locations=[AMS]))
+    assert sorted(data["_meta"]["hostvars"]) == ["ams-0"]
+    assert calls(emu) == expected_calls(emu.snapshot(), locations=[AMS]), "nothing of be-gen-1 is read"
+    assert "listCustomerVGPUS" in calls(emu)
+
+    emu.reset_stats()
+    data, err = listed(emu, source_file(tmp_path / "shop.whitesky.yml", cloudspaces=["shop", "nope"]))
+    assert sorted(data["_meta"]["hostvars"]) == SHOP
+    assert calls(emu) == expected_calls(emu.snapshot(), cloudspaces=["shop"])
+    assert "cloudspace 'nope' not found" in err and "shop" in err
+
+    data, err = listed(emu, source_file(tmp_path / "none.whitesky.yml", locations=["xx-nowhere-1"]))
+    assert data["_meta"]["hostvars"] == {} and "xx-nowhere-1" in err
+
+
+def test_the_token_is_never_printed(world, tmp_path):
+    emu = world["emu"]
+    for args in (("--list", "-vvv"), ("--graph", "-vvv"), ("--host", "web-gpu-0", "-vvv")):
+        proc = inventory(emu, SAMPLE, *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert TOKEN not in proc.stdout + proc.stderr
+
+    # the token in the file, not in the environment
+    source = source_file(tmp_path / "token.whitesky.yml", api_token=TOKEN)
+    proc = inventory(emu, source, "--list", "-vvv", env={"WHITESKY_API_TOKEN": ""})
+    assert proc.returncode == 0 and "web-gpu-0" in proc.stdout, proc.stderr[-3000:]
+    assert TOKEN not in proc.stdout + proc.stderr
+
+    # an option templated with the extra vars (ansible-inventory --list shows extra vars as every host's, so a
+    # token given so would be shown by Ansible itself: the URL here)
+    source = source_file(tmp_path / "vars.whitesky.yml", api_url="{{ portal }}")
+    proc = inventory(emu, source, "--list", "-e", json.dumps({"portal": emu.url}), env={"WHITESKY_API_URL": ""})
+    assert proc.returncode == 0 and "web-gpu-0" in proc.stdout, proc.stderr[-3000:]
+
+    # a token the platform refuses: the run fails, saying why, without it
+    secret = "s3cret-not-the-platforms-token"
+    proc = inventory(emu, SAMPLE, "--list", "-vvv", env={"WHITESKY_API_TOKEN": secret})
+    assert proc.returncode != 0 and "401" in proc.stderr, proc.stderr[-3000:]
+    assert secret not in proc.stdout + proc.stderr
+
+    proc = inventory(emu, SAMPLE, "--list", env={"WHITESKY_CUSTOMER_ID": ""})
+    assert proc.returncode != 0 and "customer_id" in proc.stderr and "WHITESKY_CUSTOMER_ID" in proc.stderr
+
+
+def test_two_hundred_vms_cost_the_pages_the_notes_and_the_markers_of_cluster_named_vms_only(emulator, tmp_path):
+    """4 cloudspaces, each noted as a cluster's; of their 50 VMs each, 10 are the cluster's machines, 5 are named
+    like them without the marker (read, unowned), 5 carry the marker on a name that does not start with the
+    cluster's name and "-" (not read, unowned: the name rule), 30 are made by hand (not read)."""
+    vms = []
+    with emulator.client(timeout=60) as client:
+        for i in range(4):
+            cs = client.create_cloudspace("space-%d" % i, LOC)
+            client.create_cloudspace_note(cs, *ownership.creator_note("c%d" % i))
+            marker = ownership.machine_marker("c%d" % i, "workers")
+            vms += [(cs, "c%d-w-%d" % (i, j), marker) for j in range(10)]
+            vms += [(cs, "c%d-x-%d" % (i, j), "made by hand") for j in range(5)]
+            vms += [(cs, "c%dx-%d" % (i, j), marker) for j in range(5)]
+            vms += [(cs, "vm-%d-%d" % (i, j), "made by hand") for j in range(30)]
+        create_vms(client, vms + [("cs-demo", "vm-0-0", "made by hand")])  # a name that another cloudspace has too
+    emulator.reset_stats()
+    data, err = listed(emulator, SAMPLE)
+    got = calls(emulator)
+    want = expected_calls(emulator.snapshot())
+    assert got == want
+    # the default world's two cloudspaces (two locations) and these four
+    assert got["getVirtualMachineInfo"] == 4 * 15 and got["listCloudspaceVirtualMachines"] == 6
+    assert sum(got.values()) == 1 + 2 * 6 + 4 * 15 + 3 * 2  # the cloudspaces; 6 x (VMs, notes); markers; locations
+    for i in range(4):
+        assert members(data, "cluster_c%d" % i) == sorted("c%d-w-%d" % (i, j) for j in range(10))
+    assert len(members(data, "unowned")) == 200 - 40, "one of the two VMs named vm-0-0 is left out"
+    assert data["_meta"]["hostvars"]["vm-0-0"]["whitesky_cloudspace"] == "capvco-demo", "the first by cloudspace name"
+    assert "VM 'vm-0-0'" in err and "of cloudspace 'space-0' is left out: vm-0-0 already names" in err
+    assert members(data, "pool_workers") == sorted(n for _cs, n, d in vms if "-w-" in n)
+
+
+def test_ansible_doc_renders_the_plugin():
+    proc = subprocess.run(
+        [os.path.join(BIN, "ansible-doc"), "-t", "inventory", "whitesky.capvco.vms"],
+        capture_output=True,
+        text=True,
+        env=inventory_env(None),
+    )
+    assert proc.returncode == 0, proc.stderr
+    for what in ("EXAMPLES", "api_token", "WHITESKY_API_TOKEN", "hostnames", "keyed_groups", "cache_plugin"):
+        assert what in proc.stdout, what
+
+
+# --- the core's contract, without a platform ------------------------------------------------------------------------
+
+
+def host(**kw):
+    base = {
+        "vm_id": 1,
+        "name": "web-gpu-0",
+        "cloudspace_id": "cs-1",
+        "cloudspace": "shop",
+        "location": LOC,
+        "status": "RUNNING",
+        "vcpus": 4,
+        "memory": 8192,
+        "private_ips": [],
+        "external_ips": [],
+        "cluster": None,
+        "pool": None,
+        "vgpus": [],
+        "cost_per_hour": 0.0,
+        "currency": "EUR",
+    }
+    base.update(kw)
+    return base
+
+
+def test_hostname_takes_the_first_source_that_gives_a_value():
+    h = host(private_ips=["192.168.103.5"], external_ips=["198.51.100.7", "198.51.100.8"])
+    assert vm_inventory.hostname(h, ["external_ip", "name"]) == "198.51.100.7"
+    assert vm_inventory.hostname(h, ["private_ip", "external_ip"]) == "192.168.103.5"
+    assert vm_inventory.hostname(host(), ["private_ip", "external_ip", "name"]) == "web-gpu-0"
+    assert vm_inventory.hostname(host(), ["private_ip", "external_ip"]) is None
+    with pytest.raises(ValueError, match="unknown hostname source 'dns'"):
+        vm_inventory.hostname(h, ["dns"])
+
+
+def test_addresses_split_external_nics_from_the_cloudspaces_network():
+    vm = {
+        "vm_id": 1,
+        "name": "a",
+        "network_interfaces": [
+            {"ip_address": "192.168.103.5", "external_network_type": "cloudspace"},
+            {"ip_address": "198.51.100.7", "external_network_type": "external"},
+            {"ip_address": "10.0.0.2"},
+            {"ip_address": "203.0.113.9", "nic_type": "EXTERNAL"},
+            {"ip_address": ""},
+            "not a NIC",
+        ],
+    }
+    assert vm_inventory.addresses(vm) == (["192.168.103.5", "10.0.0.2"], ["198.51.100.7", "203.0.113.9"])
+
+
+def test_groups_are_safe_names_and_a_gpu_type_is_its_vendor_and_model():
+    vgpu = {"vgpu_id": "v", "name": "n", "owner": None, "profile": "p-1", "status": "ATTACHED", "cost_per_hour": 1.0}
+    h = host(
+        cluster="web-gpu",
+        pool="big-pool",
+        vgpus=[dict(vgpu, type="NVIDIA A100"), dict(vgpu, type="NVIDIA  A100 "), dict(vgpu, type=None)],
+    )
+    assert vm_inventory.groups(h) == ["cluster_web_gpu", "pool_big_pool", "gpu_nvidia_a100", "gpu_p_1"]
+    assert vm_inventory.groups(host()) == ["unowned"]
+    assert vm_inventory.groups(host(cluster="web")) == ["cluster_web"]
+    assert set(vm_inventory.host_vars(h)) == {"whitesky_" + k for k in h}
+
+
+def test_a_cache_entry_of_another_read_or_shape_is_not_used():
+    key = vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], [])
+    entry = vm_inventory.to_cache(vm_inventory.Read([host()], ["w"]), key)
+    assert vm_inventory.from_cache(json.loads(json.dumps(entry)), key) == vm_inventory.Read([host()], ["w"])
+    assert key == vm_inventory.fingerprint("http://x/api/1/", "acme", [LOC, LOC], [])
+    for other in (
+        vm_inventory.fingerprint("http://x/api/1", "acme", [], []),
+        vm_inventory.fingerprint("http://x/api/1", "other", [LOC], []),
+        vm_inventory.fingerprint("http://y/api/1", "acme", [LOC], []),
+        vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], ["shop"]),
+    ):
+        assert vm_inventory.from_cache(entry, other) is None
+    for bad in (None, [], dict(entry, format=0), dict(entry, hosts=[{"name": "x"}]), dict(entry, hosts={})):
+        assert vm_inventory.from_cache(bad, key) is None
+
+
+def test_select_warns_of_a_filter_that_selects_nothing():
+    listed_ = [
+        {"cloudspace_id": "a", "name": "shop", "location": LOC},
+        {"cloudspace_id": "b", "name": "lab", "location": AMS},
+    ]
+    spaces, warnings = vm_inventory.select(listed_, [LOC, "xx-1"], ["shop", "lab"])
+    assert [cs["cloudspace_id"] for cs in spaces] == ["a"]
+    assert warnings == [
+        "location 'xx-1' holds none of the customer's cloudspaces",
+        "cloudspace 'lab' not found in be-gen-1, xx-1; the customer has: shop",
+    ]
+    assert vm_inventory.select(listed_) == (listed_, [])
