@@ -125,11 +125,11 @@ def _gave_up(last: ApiError, attempts: int, spent: float, why: str) -> ApiError:
     )
 
 
-def _decode(method: str, path: str, resp: httpx.Response) -> Any:
+def _decode(method: str, path: str, resp: httpx.Response, object_hook: Callable[[dict], Any] | None = None) -> Any:
     if not resp.content:
         return None
     try:
-        return resp.json()
+        return json.loads(resp.content, object_hook=object_hook)
     except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
         raise ApiError(method, path, resp.status_code, "response is not JSON: %s" % scrub(resp.text, 200)) from None
 
@@ -389,8 +389,10 @@ class Transport:
         retry: bool | None = None,
         retry_if: Callable[[ApiError], bool] | None = None,
         resolve: Callable[[ApiError], Any] | None = None,
+        object_hook: Callable[[dict], Any] | None = None,
     ) -> Any:
-        """One platform call, retried here and nowhere else; returns the decoded JSON body (or None).
+        """One platform call, retried here and nowhere else; returns the decoded JSON body (or None), each object
+        of it through ``object_hook`` when one is given (``json.loads``'s: what a large answer keeps of itself).
 
         Retried, while attempts and the call's deadline last: a request that was never sent (no connection), 429
         (not processed: the governor paces what follows, and it is no attempt against ``max_attempts``), and for
@@ -425,7 +427,7 @@ class Transport:
                     wait_hint, waiting = None, False
                 else:
                     if resp.status_code < 400:
-                        return _decode(method, path, resp)
+                        return _decode(method, path, resp, object_hook)
                     if resp.status_code == 429:  # not processed: the governor waits it out before the next attempt
                         last = ApiError(method, path, 429, _message(resp))
                         free += 1
