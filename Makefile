@@ -99,12 +99,14 @@ molecule: link deps-e2e image
 	for s in $(SCENARIOS); do CAPVCO_REQUIRE_ALL=1 $(BIN)/molecule test -s $$s || exit 1; done
 
 # The long forms of the chaos suite, of the stateful ownership test (random seeds), of the cluster spec's property
-# test and of the pairs of concurrent runs (make test runs short forms of all four).
+# test, of the pairs of concurrent runs and of the reviewed reclaim's property test (make test runs short forms of
+# all five).
 # The benchmarks (not part of `make test`): each prints its figures beside its goals, measured in one run, and
 # fails when a goal is missed. The CNI one needs root (network namespaces).
 bench: link deps-e2e
-	$(BIN)/python benchmarks/gpu_bench.py; gpu=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
-	  test $$gpu = 0 && test $$cni = 0
+	$(BIN)/python benchmarks/gpu_bench.py; gpu=$$?; $(BIN)/python benchmarks/scale_bench.py; scale=$$?; \
+	  $(BIN)/python benchmarks/inventory_bench.py; inv=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
+	  test $$gpu = 0 && test $$scale = 0 && test $$inv = 0 && test $$cni = 0
 
 chaos: link
 	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)
@@ -112,6 +114,8 @@ chaos: link
 	  $(BIN)/python -m pytest -q -s tests/integration/test_ownership_stateful.py
 	CAPVCO_SPEC_EXAMPLES=$(or $(SPEC_EXAMPLES),1000) $(BIN)/python -m pytest -q -s tests/integration/test_cluster_spec_property.py
 	CAPVCO_PAIRS=$(or $(PAIRS),200) CAPVCO_PAIRS_SEED=$$RANDOM $(BIN)/python -m pytest -q -s tests/integration/test_two_at_once.py -k pairs
+	CAPVCO_RECLAIM_PLAN_RANDOM=1 CAPVCO_RECLAIM_PLAN_EXAMPLES=$(or $(EXAMPLES),40) \
+	  $(BIN)/python -m pytest -q -s tests/integration/test_reclaim_plan.py -k reviewed
 
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist

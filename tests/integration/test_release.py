@@ -35,7 +35,7 @@ DEV_ONLY = (
     "requirements-dev.txt",
 )
 #: The folders whose every file a user of the installed collection gets.
-SHIPPED_DIRS = ("plugins", "roles", "playbooks", "docs", "awx", "meta")
+SHIPPED_DIRS = ("plugins", "roles", "playbooks", "docs", "awx", "meta", "extensions")
 SHIPPED_FILES = (
     "MANIFEST.json",
     "FILES.json",
