@@ -109,10 +109,9 @@ notes:
 """
 
 EXAMPLES = r"""
-# demo.whitesky.yml: every VM; the connection from WHITESKY_API_URL, WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID
-plugin: whitesky.capvco.vms
-
-# ---
+# demo.whitesky.yml, every VM, the connection from WHITESKY_API_URL, WHITESKY_API_TOKEN, WHITESKY_CUSTOMER_ID, is
+# the one line "plugin: whitesky.capvco.vms".
+#
 # One location's GPU cluster, hosts named by their external address when they have one, connected to it
 plugin: whitesky.capvco.vms
 locations: [be-gen-1]
