@@ -503,6 +503,7 @@ class Addresses:
         self._lock = threading.Lock()
         self._free: dict[int, set[str]] = {}  # network id -> set of addresses
         self._read_at: dict[int, float] = {}  # network id -> when its list was read (time.monotonic)
+        self._pending: dict[int, set[str]] = {}  # network id -> chosen by an ADD not yet confirmed: never chosen again
         self._kept: dict[int, set[str]] = {}  # network id -> addresses of unsettled entries: never chosen
 
     def _read(self, net_id: int) -> set[str]:
@@ -515,24 +516,29 @@ class Addresses:
         return free
 
     def choose(self, net_id: int, refresh: bool = False) -> str:
+        """An address for an ADD that has just arrived (it is confirmed once the ADD holds the VM's lock)."""
         with self._lock:  # one read for a burst of first ADDs
-            return self._choose(net_id, refresh)
+            ip = self._choose(net_id, refresh)
+            self._pending.setdefault(net_id, set()).add(ip)
+            return ip
 
     def confirm(self, net_id: int, ip: str) -> str:
-        """``ip`` (chosen earlier) when a list at most :data:`FRESH_SECONDS` old still has it free, else another
-        choice from that list."""
+        """The address to attach at, for an ADD that chose ``ip`` and now holds the VM's lock: ``ip`` when the list
+        it was chosen from is at most :data:`FRESH_SECONDS` old, or when the list read again has it free; else
+        another choice from the list read again."""
         with self._lock:
+            self._pending.get(net_id, set()).discard(ip)
             read_at = self._read_at.get(net_id)
-            if read_at is None or time.monotonic() - read_at > FRESH_SECONDS:
-                self._free[net_id] = self._read(net_id)
-            free = self._free[net_id]
+            if read_at is not None and time.monotonic() - read_at <= FRESH_SECONDS:
+                return ip
+            free = self._free[net_id] = self._read(net_id)
             if ip in free and ip not in self._kept.get(net_id, set()):
                 free.discard(ip)
                 return ip
             return self._choose(net_id, False)
 
     def _choose(self, net_id: int, refresh: bool) -> str:
-        kept = self._kept.get(net_id, set())
+        kept = self._kept.get(net_id, set()) | self._pending.get(net_id, set())
         free = self._free.get(net_id)
         if free is None or refresh or not free - kept:
             free = self._free[net_id] = self._read(net_id)

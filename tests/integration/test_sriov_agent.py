@@ -457,3 +457,31 @@ def test_an_answered_attach_whose_read_failed_is_detached_by_the_next_read(node,
     assert err.value.code == shim.IO_FAILURE
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
     assert platform(node) == [] and node.ledger.items() == {}
+
+
+def test_a_choice_is_confirmed_against_a_fresh_list_once_the_vm_is_held(node, emulator):
+    """An ADD chooses its address when it arrives and confirms it once it holds the VM's lock: against the list it
+    has when that is at most FRESH_SECONDS old, else against the platform's list read again, so an address another
+    node took meanwhile is replaced before the attach (a refused attach would cost a token of the budget)."""
+    from capvco_sriov.sriov import FRESH_SECONDS
+
+    addresses = node.addresses
+    net = node.network("sriov-ext")["external_network_id"]
+    emulator.reset_stats()
+    ip = addresses.choose(net)
+    with emulator.client() as client:  # another node takes that very address meanwhile
+        other = client.create_vm(CS, name="node-b", description="node", vcpus=2, memory=2048)
+        client.attach_nic(CS, other, net, ip_address=ip)
+    assert addresses.confirm(net, ip) == ip, "a fresh list is not read again (the platform's 409 says it is taken)"
+    assert emulator.op_count("getExternalNetworkAddresses") == 1
+    addresses.choose(net)  # the next ADD's choice, from the same list
+    addresses._read_at[net] -= FRESH_SECONDS + 1  # the list is older than FRESH_SECONDS now
+    again = addresses.confirm(net, ip)
+    assert again != ip and emulator.op_count("getExternalNetworkAddresses") == 2
+    # a whole ADD whose choice was taken meanwhile attaches elsewhere, with no refused attach
+    addresses._read_at[net] -= FRESH_SECONDS + 1
+    emulator.reset_stats()
+    result = cni(node, "ADD")
+    assert result["ips"][0]["address"].split("/")[0] not in (ip,)
+    statuses = emulator.stats()["operations"]["attachExternalNetworksVirtualMachine"]["statuses"]
+    assert statuses == {"200": 1}
