@@ -503,7 +503,9 @@ class Addresses:
         self._lock = threading.Lock()
         self._free: dict[int, set[str]] = {}  # network id -> set of addresses
         self._read_at: dict[int, float] = {}  # network id -> when its list was read (time.monotonic)
-        self._pending: dict[int, set[str]] = {}  # network id -> chosen by an ADD not yet confirmed: never chosen again
+        #: network id -> {address chosen by an ADD not yet confirmed: when the list it came from was read}; such an
+        #: address is never chosen again
+        self._pending: dict[int, dict[str, float]] = {}
         self._kept: dict[int, set[str]] = {}  # network id -> addresses of unsettled entries: never chosen
 
     def _read(self, net_id: int) -> set[str]:
@@ -519,26 +521,28 @@ class Addresses:
         """An address for an ADD that has just arrived (it is confirmed once the ADD holds the VM's lock)."""
         with self._lock:  # one read for a burst of first ADDs
             ip = self._choose(net_id, refresh)
-            self._pending.setdefault(net_id, set()).add(ip)
+            self._pending.setdefault(net_id, {})[ip] = self._read_at[net_id]
             return ip
 
     def confirm(self, net_id: int, ip: str) -> str:
-        """The address to attach at, for an ADD that chose ``ip`` and now holds the VM's lock: ``ip`` when the list
-        it was chosen from is at most :data:`FRESH_SECONDS` old, or when the list read again has it free; else
-        another choice from the list read again."""
+        """The address to attach at, for an ADD that chose ``ip`` and now holds the VM's lock: the agent's list is
+        read again when it is older than :data:`FRESH_SECONDS`; ``ip`` stands when that list is the one it was
+        chosen from, or has it free; else another choice from it."""
         with self._lock:
-            self._pending.get(net_id, set()).discard(ip)
+            chosen_from = self._pending.get(net_id, {}).pop(ip, None)
             read_at = self._read_at.get(net_id)
-            if read_at is not None and time.monotonic() - read_at <= FRESH_SECONDS:
+            if read_at is None or time.monotonic() - read_at > FRESH_SECONDS:
+                self._free[net_id] = self._read(net_id)
+            elif chosen_from == read_at:  # chosen from this very list, which is fresh
                 return ip
-            free = self._free[net_id] = self._read(net_id)
+            free = self._free[net_id]
             if ip in free and ip not in self._kept.get(net_id, set()):
                 free.discard(ip)
                 return ip
             return self._choose(net_id, False)
 
     def _choose(self, net_id: int, refresh: bool) -> str:
-        kept = self._kept.get(net_id, set()) | self._pending.get(net_id, set())
+        kept = self._kept.get(net_id, set()) | set(self._pending.get(net_id, ()))
         free = self._free.get(net_id)
         if free is None or refresh or not free - kept:
             free = self._free[net_id] = self._read(net_id)
