@@ -86,10 +86,11 @@ BETA = 0.75
 #: limit).  At a limit of 5 a second: 0.15 a second per second, a sawtooth of about 14 s, one 429 in about 70 calls.
 ALPHA = 0.05
 ALPHA_SHARE = 0.02
-#: The lowest rate a lane paces at (requests a second): at most 5 s between two requests of a class.  A process that
+#: The lowest rate a lane paces at (requests a second): at most 2 s between two requests of a class.  A process that
 #: sends one request at a time (a node agent) measures few successes, and each 429 cuts its rate: a lower floor let
-#: an unlucky agent among 20 sharing 5 a second fall to one request in 10 s and finish far behind the others.
-RATE_FLOOR = 0.2
+#: an unlucky agent among 20 sharing 5 a second fall to one request in 10 s and finish far behind the others (one
+#: attempt in 2 s, with the Retry-After, keeps 20 such agents near their shares at the price of more 429s).
+RATE_FLOOR = 0.5
 #: The highest rate a lane paces at: as good as unpaced.
 RATE_CAP = 1000.0
 #: The longest recent window (seconds) the success rate is measured over on a 429.
