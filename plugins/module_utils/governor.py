@@ -73,7 +73,7 @@ MUTATING_WINDOW = 16
 #: After the first 429's wait, a lane paces at one request per ``Retry-After`` (the bucket gives at least that) and
 #: doubles its rate every :data:`RAMP_SECONDS` until the next 429, which finds the limit (its rate is then measured):
 #: a first estimate from the successes before the first 429 counts the burst, and overshoots by far.
-RAMP_SECONDS = 1.0
+RAMP_SECONDS = 0.5
 #: The multiplicative decrease of the rate on a 429 (TCP halves, CUBIC keeps 0.7).  A shallower cut saves fewer tokens
 #: below the limit (they must fit in the burst to be spent later) and moves each process's rate less (processes
 #: sharing a credential end nearer their fair shares); a deeper one costs fewer 429s.  Chosen with the simulation in

@@ -40,7 +40,9 @@ def test_retry_on_429_honours_retry_after(emulator):
     client = emulator.client(backoff=0.01, sleep=slept.append)
     emulator.faults(fail_next={"listAvailableGPUProfiles": [429, 2]}, retry_after=3)
     client.gpu_profiles(LOC)
-    assert len(slept) == 2 and all(3.0 <= s < 3.1 for s in slept), slept
+    # each Retry-After is waited out at least (the first one exactly, with its jitter); after the first 429 the
+    # class is also paced at one call per Retry-After, cut at the next 429 (the governor), so the second may be longer
+    assert len(slept) == 2 and 3.0 <= slept[0] < 3.1 and slept[1] >= 3.0, slept
 
 
 def test_retries_give_up_with_a_clear_error(emulator):

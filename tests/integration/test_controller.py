@@ -18,7 +18,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot, firstboot_sh
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot, firstboot_sh, machines
 
 from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
@@ -214,7 +214,9 @@ def test_machine_create_rerun_and_delete_through_the_finalizer(kube, emulator):
     with emulator.client() as client:
         client.detach_vgpu(cs, obj["status"]["vmID"], reservations[0]["vgpuID"])
     reconcile(kube, emulator, "vcomachine_reconcile.yml", vm)
-    assert all(r["status"] == "ATTACHED" for r in live(emulator, "gpu1"))
+    with emulator.client() as client:
+        attached = {vgpu for vm in client.vms(cs) for vgpu in machines.vm_view(vm)["vgpus"]}
+    assert attached == {r["vgpuID"] for r in reservations}
     assert all(r["attached"] for r in kube.get(vm)["status"]["gpu"]["reservations"])
 
     # deletion: the API server marks it, the operator runs the finalizer playbook

@@ -89,7 +89,9 @@ def test_reads_and_mutations_of_two_clients_of_one_credential_are_paced_apart(em
         t.join(60)
     (write_took, made), (read_took, got) = out["write"], out["read"]
     limited = emulator.stats()["rate_limited"]
-    floors = {"mutating": (creates + 1 - 20) / 10, "read": (reads - 40) / 20}
+    # the budget's floor as the benchmark has it (calls / rate): a lane learns the limit from its first 429, then
+    # ramps up from one call per Retry-After, so a short run spends part of its burst finding it
+    floors = {"mutating": (creates + 1) / 10, "read": reads / 20}
     print(
         "\nmutations %.1fs (floor %.1fs), reads %.1fs (floor %.1fs), 429s %s"
         % (write_took, floors["mutating"], read_took, floors["read"], limited)

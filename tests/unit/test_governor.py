@@ -394,9 +394,9 @@ def test_one_429_per_epoch_halves_the_window_then_ramps_from_one_per_retry_after
     assert lane.poll(t, 0.7) == (gov.SLEEP, blocked)
     assert lane.poll(t, blocked) == (gov.GO, blocked)
     now = blocked
-    for _ in range(4):  # ramping: each RAMP_SECONDS of successes doubles the rate
+    for _ in range(3):  # ramping: each RAMP_SECONDS of successes doubles the rate
         now += gov.RAMP_SECONDS
-        lane.done(now - 0.1, gov.OK, now)
+        lane.done(now - 0.01, gov.OK, now)
     assert lane.rate == pytest.approx(8.0, rel=0.1)
     before = lane.rate
     lane.done(now, gov.LIMITED, now + 0.1, retry_after=1.0)  # the next 429 ends the ramp: cut below what passed
