@@ -76,9 +76,11 @@ MUTATING_WINDOW = 16
 RAMP_SECONDS = 0.5
 #: The multiplicative decrease of the rate on a 429 (TCP halves, CUBIC keeps 0.7).  A shallower cut saves fewer tokens
 #: below the limit (they must fit in the burst to be spent later) and moves each process's rate less (processes
-#: sharing a credential end nearer their fair shares); a deeper one costs fewer 429s.  Chosen with the simulation in
-#: ``tests/unit/test_governor.py``.
-BETA = 0.75
+#: sharing a credential end nearer their fair shares); a deeper one costs fewer 429s.  0.6: at 5 a second with a
+#: burst of 50 the tokens saved below the limit (about 13) fit in the burst, a sawtooth lasts about 25 s (one 429),
+#: and 20 agents sharing the limit still end near their shares (``benchmarks/scale_bench.py``, ``cni_bench.py``;
+#: ``tests/unit/test_governor.py`` simulates it).
+BETA = 0.6
 #: The increase per second of sending: :data:`ALPHA` requests a second plus :data:`ALPHA_SHARE` of the rate.  The
 #: additive part makes processes sharing a credential converge to fair shares (the slower one gains relatively more);
 #: the proportional part lets a lane regain a large limit (50 a second) before its burst's worth of saved tokens
