@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
@@ -124,15 +124,15 @@ class Lease:
             self._take_back()
             raise
         self.waited = round(self._clock() - started, 3)
-        self._say_member()
         self._renewer = threading.Thread(target=self._renew, name="capvco-lease", daemon=True)
         self._renewer.start()
         return self
 
     def _say_member(self) -> None:
         """Write the cluster's member note on the cloudspace unless a creator or member note names it already (the
-        notes were just read): once per cluster and cloudspace.  A failure here fails the run before it changes
-        anything; its lease note is taken back by the caller's ``except``."""
+        notes were just read): once per cluster and cloudspace.  The renewing thread writes it, beside the run's
+        work (it only tells the inventory whose markers to read); a failure is left to the next run that holds the
+        lease."""
         if self.cluster in ownership.clusters_in(self._last_notes):
             return
         title, content = ownership.member_note(self.cluster)
@@ -140,11 +140,8 @@ class Lease:
         def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: is the note there after all?
             return Resolved(True) if self.cluster in ownership.clusters_in(self._notes()) else None
 
-        try:
+        with suppress(WhiteskyError):
             self.client.create_cloudspace_note(self.cloudspace_id, title, content, resolve=resolve)
-        except BaseException:
-            self._take_back()
-            raise
 
     def release(self) -> None:
         """Stop renewing and delete the note (already gone with its cloudspace counts as done)."""
@@ -209,6 +206,7 @@ class Lease:
         return now - seen[1] > ttl
 
     def _renew(self) -> None:
+        self._say_member()
         note_id = str(self.note_id)  # known once acquire() saw the note
         while not self._stop.wait(self.ttl / 4.0):
             try:
