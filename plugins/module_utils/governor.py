@@ -69,7 +69,7 @@ WINDOW_MAX = 256
 #: (it does not grow before the first 429: a burst's successes say nothing of the limit).  16 keeps
 #: the vGPU core's usual fan-out (a VM's reserves in turn, VMs side by side) at full speed with no limit.  Reads start
 #: at :data:`WINDOW_MAX`: their buckets are larger, and a listing's pages are asked for together.
-MUTATING_WINDOW = 16
+MUTATING_WINDOW = 20
 #: After the first 429's wait, a lane paces at one request per ``Retry-After`` (the bucket gives at least that) and
 #: doubles its rate every :data:`RAMP_SECONDS` until the next 429, which finds the limit (its rate is then measured):
 #: a first estimate from the successes before the first 429 counts the burst, and overshoots by far.

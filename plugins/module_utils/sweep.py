@@ -25,7 +25,9 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import ownership, 
 from ansible_collections.whitesky.capvco.plugins.module_utils.billing import (
     Billed,
     Figures,
+    Streamed,
     costs,
+    detached_cost,
     fetch,
     oldest,
     price_per_hour,
@@ -105,10 +107,12 @@ def info(
         listing: Iterator[Reservation] = iter(client.vgpus(location, include_deleted=True))
         first = next(listing, None)
         early: tuple[float, Future[Figures]] | None = None
+        streamed: Streamed | None = None
         if with_cost and first is not None:  # the listing is oldest first: the report can start there
             owner = ownership.decode(first.get("vgpu_name"))
             start = oldest([Billed(first["vgpu_id"], None, None, owner.created if owner else None)], now)
             early = (start, pool.submit(fetch, client, location, start, now))
+            streamed = Streamed(*early)
         head = [first] if first is not None else []
         summary, rows, billed = scan(
             itertools.chain(head, listing),
@@ -117,20 +121,28 @@ def info(
             machine=machine,
             max_rows=max_rows,
             orphans_only=orphans_only,
+            keep=streamed.keep if streamed is not None else None,
         )
     result: dict[str, Any] = {"reservations": rows, "summary": summary, "truncated": summary["count"] - len(rows)}
     if with_cost:
         fetched = (early[0], early[1].result()) if early else None
         figures, currency, per_hour = costs(client, location, billed, now, fetched)
+        if streamed is not None and streamed.count and fetched is not None:  # what streamed: priced by that report
+            currency, per_hour = fetched[1].price.get("currency"), price_per_hour(fetched[1].price)
+            for name, cost in streamed.by_cluster.items():
+                summary["by_cluster"][name]["cost"] = cost
         for row in rows:
-            row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"], (0.0, 0.0))
+            row["vgpu_seconds"], row["cost"] = figures.get(row["vgpu_id"]) or (
+                detached_cost(fetched[1], row["vgpu_id"]) if fetched is not None and not row["vm_id"] else (0.0, 0.0)
+            )
         for record in billed:
             if record.cluster is not None:
                 per = summary["by_cluster"][record.cluster]
                 per["cost"] = round(per.get("cost", 0.0) + figures.get(record.vgpu_id, (0.0, 0.0))[1], 4)
         result["currency"] = currency
         result["cost_per_hour"] = round(per_hour * summary["count"], 4)
-        result["total_cost"] = round(sum(cost for _s, cost in figures.values()), 4)
+        streamed_total = streamed.total if streamed is not None else 0.0
+        result["total_cost"] = round(sum(cost for _s, cost in figures.values()) + streamed_total, 4)
     result["report"] = report_lines(rows, result)
     return result
 
@@ -143,6 +155,7 @@ def scan(
     machine: str | None = None,
     max_rows: int | None = None,
     orphans_only: bool = False,
+    keep: Callable[[Billed], bool] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[Billed]]:
     """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
     orphan = OrphanCheck(vms.result()) if vms is not None else None
@@ -175,7 +188,9 @@ def scan(
             per = summary["by_cluster"].setdefault(owner.cluster, {"count": 0})
             per["count"] += 1
         cluster_name = clusters.setdefault(owner.cluster, owner.cluster) if owner is not None else None
-        billed.append(Billed(item["vgpu_id"], attached_to(item), cluster_name, owner.created if owner else None))
+        record = Billed(item["vgpu_id"], attached_to(item), cluster_name, owner.created if owner else None)
+        if keep is None or keep(record):  # else its cost was added up as it streamed
+            billed.append(record)
         if max_rows is None or len(rows) < max_rows:
             row = view(item)
             if owner is not None:
