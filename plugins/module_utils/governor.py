@@ -66,7 +66,7 @@ OTHER = "other"
 WINDOW_MAX = 256
 #: The window the mutating class starts with.  Before its first 429 a lane knows nothing of the limit, and every
 #: request in flight when the platform's bucket runs dry is answered 429: the window bounds that first round's 429s
-#: (it does not grow before the first 429: a burst's successes say nothing of the limit).  16 keeps
+#: (it does not grow before the first 429: a burst's successes say nothing of the limit).  20 keeps
 #: the vGPU core's usual fan-out (a VM's reserves in turn, VMs side by side) at full speed with no limit.  Reads start
 #: at :data:`WINDOW_MAX`: their buckets are larger, and a listing's pages are asked for together.
 MUTATING_WINDOW = 20
