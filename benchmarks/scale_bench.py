@@ -34,6 +34,7 @@ import yaml
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import api, cluster, machines
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
+from capvco_lab.specs import cluster_spec
 
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "integration")]
 from helpers import KubeFake, operator_vars, read_text, run_playbook  # noqa: E402  (the tests' fake API server)
@@ -73,19 +74,8 @@ def calls(emu):
 
 
 def spec(name, cloudspace, replicas=2, gpus=1):
-    return {
-        "cluster": {"name": name, "location": LOC, "cloudspace": cloudspace},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
-        "pools": [
-            {
-                "name": "gpu",
-                "replicas": replicas,
-                "vcpus": 4,
-                "memory": 8192,
-                "gpu": {"type": "NVIDIA A100", "count": gpus, "driverVersion": "550"},
-            }
-        ],
-    }
+    """A control plane and a pool ``gpu`` of ``replicas`` x ``gpus`` A100s (the tests' spec)."""
+    return cluster_spec(name, cloudspace, gpu_replicas=replicas, count=gpus)
 
 
 def neighbours(tmp, foreign):

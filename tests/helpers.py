@@ -19,6 +19,15 @@ from capvco_lab.emulator import COLLECTIONS, CUSTOMER, ROOT, TOKEN, Emulator, Se
 SPEC_ABSENT = "../shared/reference/whitesky-api.json is not present"
 
 
+def save_figures(filename, figures, label):
+    """Write a property test's figures to ``tests/output/FILENAME`` and print them (a CI log shows them whole)."""
+    out = os.path.join(ROOT, "tests", "output")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, filename), "w") as fh:
+        json.dump(figures, fh, indent=1)
+    print("\n%s: %s" % (label, json.dumps(figures)))
+
+
 def require(ok, why):
     """Skip the test unless ``ok``; fail it instead under ``CAPVCO_REQUIRE_ALL=1`` (see tests/conftest.py)."""
     if ok:

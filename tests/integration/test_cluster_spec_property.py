@@ -17,7 +17,6 @@ written to tests/output/spec-property.json and printed.
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +25,7 @@ from hypothesis import strategies as st
 from ansible_collections.whitesky.capvco.plugins.module_utils import cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, InsufficientCapacity
 
-from helpers import ROOT, Emulator
+from helpers import Emulator, save_figures
 from test_gpu import live
 
 EXAMPLES = int(os.environ.get("CAPVCO_SPEC_EXAMPLES", "100"))
@@ -203,9 +202,5 @@ def test_specs_drawn_against_a_live_cluster(tmp_path):
     finally:
         client.close() if "client" in locals() else None
         emu.stop()
-        out = os.path.join(ROOT, "tests", "output")
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "spec-property.json"), "w") as fh:
-            json.dump(FIGURES, fh, indent=1)
-        print("spec property:", json.dumps(FIGURES))
+        save_figures("spec-property.json", FIGURES, "spec property")
     assert FIGURES["invalid"] and FIGURES["valid_applied"], FIGURES

@@ -43,7 +43,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_l
 from capvco_lab.runs import kill_all
 from capvco_lab.specs import cluster_spec
 
-from helpers import COLLECTIONS, ROOT, Emulator, wait_for
+from helpers import COLLECTIONS, ROOT, Emulator, save_figures, wait_for
 
 LOC = "be-gen-1"
 CLUSTERS = ("web", "web-gpu", "web-gpu-with-a-name-over-twenty")
@@ -616,8 +616,4 @@ def test_ownership_holds_under_every_lifecycle_step():
     finally:
         FIGURES["seconds"] = round(time.monotonic() - started, 1)
         FIGURES["seed"] = "random" if RANDOM else SEED
-        out = os.path.join(ROOT, "tests", "output")
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "stateful-ownership.json"), "w") as fh:
-            json.dump(FIGURES, fh, indent=1)
-        print("stateful ownership:", json.dumps(FIGURES))
+        save_figures("stateful-ownership.json", FIGURES, "stateful ownership")

@@ -45,7 +45,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim_plan impor
     RENAMED,
 )
 
-from helpers import ROOT, Emulator, run_playbook, task_results
+from helpers import ROOT, Emulator, run_playbook, save_figures, task_results
 from test_gpu import ensure, live, mutations, vms
 
 LOC, CS, OTHER_LOC = "be-gen-1", "cs-demo", "nl-ams-1"
@@ -303,11 +303,7 @@ def figures():
     yield FIGURES
     FIGURES["seconds"] = round(time.monotonic() - started, 1)
     FIGURES["seed"] = "random" if RANDOM else SEED
-    out = os.path.join(ROOT, "tests", "output")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "reclaim-plan.json"), "w") as fh:
-        json.dump(FIGURES, fh, indent=1)
-    print("\nreclaim plan:", json.dumps(FIGURES))
+    save_figures("reclaim-plan.json", FIGURES, "reclaim plan")
 
 
 def _property(data):
