@@ -77,12 +77,14 @@ class FakeClock:
 
     def __init__(self):
         self.now = 0.0
+        self.slept = []
 
     def __call__(self):
         return self.now
 
     def sleep(self, seconds):
-        self.now += seconds
+        self.slept.append(seconds)
+        self.now += max(0.0, seconds)
 
 
 def fake_client(handler=None, **kw):

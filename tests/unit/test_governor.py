@@ -20,6 +20,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_hostile import mock_client  # beside this file: a client on a fake clock, no network
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils import errors
@@ -419,26 +420,9 @@ def test_the_rate_grows_by_alpha_per_second_of_sending():
 # -- the governor in the transport -------------------------------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += max(0.0, seconds)
-
-
 def fake_client(handler, **kw):
-    clock = FakeClock()
-    kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 0.1, "max_backoff": 0.1}, **kw)
-    c = core.WhiteskyClient("http://127.0.0.1:9", "t0ken-never-shown", "cust", sleep=clock.sleep, clock=clock, **kw)
-    c._http.close()
-    c._http = httpx.Client(transport=httpx.MockTransport(handler))
-    return c, clock
+    """A client on a fake clock (``test_hostile``'s), with a token that must never show."""
+    return mock_client(handler, token="t0ken-never-shown", **kw)
 
 
 def limited(retry_after="2"):

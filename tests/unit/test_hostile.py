@@ -326,10 +326,10 @@ def test_a_running_first_boot_has_no_verdict_whatever_else_it_says():
 CS, VM_ID = "cs-1", 7
 
 
-def mock_client(handler, **kw):
+def mock_client(handler, token="t", **kw):
     clock = FakeClock()
     kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 0.1, "max_backoff": 0.1}, **kw)
-    c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock, **kw)
+    c = core.WhiteskyClient("http://127.0.0.1:9", token, "cust", sleep=clock.sleep, clock=clock, **kw)
     c._http.close()
     c._http = httpx.Client(transport=httpx.MockTransport(handler))
     return c, clock
