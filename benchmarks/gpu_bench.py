@@ -34,6 +34,8 @@ import tempfile
 import time
 from datetime import datetime
 
+from goals import report  # beside this file: a script's own folder is on its path
+
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
@@ -319,16 +321,7 @@ def main():
             rc3,
         )
     )
-    print("%-62s %10s %8s" % ("goal", "measured", "bound"))
-    missed = []
-    for name, value, bound in goals:
-        ok = value <= bound
-        missed += [] if ok else [name]
-        print("%-62s %10.3f %8.2f %s" % (name, value, bound, "ok" if ok else "MISSED"))
-    if rc0 or rc0b or rc1 or rc2:
-        missed.append("a lifecycle playbook failed")
-    print("goals: %s" % ("all met" if not missed else "MISSED: " + "; ".join(missed)))
-    return 1 if missed else 0
+    return report(goals, ["a lifecycle playbook failed"] if rc0 or rc0b or rc1 or rc2 else [], width=62)
 
 
 if __name__ == "__main__":
