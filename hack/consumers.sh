@@ -5,6 +5,7 @@
 # ansible-core, requirements.txt, the emulator installed the plain way); on each:
 #   tests/consumers/check_diff.py  every module that reports a diff, through --diff and the default callback
 #   tests/consumers/check_awx.py   awx/register.yml into a fake AWX, its injectors rendered by AWX's rules, a job
+#   tests/consumers/check_inventory.py  the inventory plugin with hostile VM names (Jinja, all, ungrouped, unowned)
 # awx.awx comes from the development venv's ansible package (Galaxy is not reachable).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +24,7 @@ run=("$oldest/ansible/bin/python")
 args=(--ansible-bin "$oldest/ansible/bin" --tools-bin "$oldest/emulator/bin")
 "${run[@]}" tests/consumers/check_diff.py "${args[@]}" || failed+=("diff (oldest)")
 "${run[@]}" tests/consumers/check_awx.py "${args[@]}" --collections "$collections" || failed+=("awx (oldest)")
+"${run[@]}" tests/consumers/check_inventory.py "${args[@]}" || failed+=("inventory (oldest)")
 
 echo "=== the newest ansible-core (Debian trixie, in a container) ==="
 hack/debian-image.sh trixie "$image" python3,python3-venv,ca-certificates
@@ -38,7 +40,8 @@ podman run --rm --network host "${mounts[@]}" -e HOME=/root -e PIP_CERT="$ca" -e
     args="--ansible-bin /root/venv/ansible/bin --tools-bin /root/venv/emulator/bin"
     /root/venv/ansible/bin/python tests/consumers/check_diff.py $args || rc=1
     /root/venv/ansible/bin/python tests/consumers/check_awx.py $args --collections /collections || rc=$((rc + 2))
-    exit $rc' || failed+=("newest (rc $?: 1 diff, 2 awx, 3 both)")
+    /root/venv/ansible/bin/python tests/consumers/check_inventory.py $args || rc=$((rc + 4))
+    exit $rc' || failed+=("newest (rc $?: the sum of 1 diff, 2 awx, 4 inventory)")
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "consumers: FAILED: ${failed[*]}" >&2

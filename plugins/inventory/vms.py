@@ -161,7 +161,7 @@ cache_timeout: 300
 import os  # noqa: E402
 import re  # noqa: E402
 
-from ansible.errors import AnsibleParserError  # noqa: E402
+from ansible.errors import AnsibleError, AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible.release import __version__ as ansible_version  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
@@ -288,10 +288,25 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 parallel=max(1, self.get_option("parallel")),
             )
 
+    def _sanitize_group_name(self, name):
+        """Every group name this plugin makes (its own, ``keyed_groups``' and ``groups``') as letters, digits and
+        ``_`` only, whatever TRANSFORM_INVALID_GROUP_CHARS says: a group name built from what the platform says
+        (a VM's name, anyone's) is never a template, on any ansible-core."""
+        return vm_inventory.safe_group(str(name))
+
+    def _data(self, value):
+        """A value the platform (or the cache) gave, as Ansible must hold it: data, never a template."""
+        return wrap_var(value) if WRAP else value
+
     def _populate(self, hosts):
         order = self.get_option("hostnames")
         strict = self.get_option("strict")
         compose, groups, keyed = (self.get_option(o) for o in ("compose", "groups", "keyed_groups"))
+        # a host may not take a group's name: Ansible would read it as that group (a loop, or a group added to
+        # itself) and the whole source would fail to parse
+        reserved = set(vm_inventory.RESERVED_GROUPS) | set(self.inventory.groups)
+        for host in hosts:
+            reserved.update(vm_inventory.groups(host))
         taken = {}
         for host in hosts:
             name = vm_inventory.hostname(host, order)
@@ -301,18 +316,34 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     self._clean("%s is left out: none of hostnames %s gives it a name" % (what, order))
                 )
                 continue
+            if name in reserved or name in self.inventory.groups:
+                self.display.warning(self._clean("%s is left out: %r is the name of a group" % (what, name)))
+                continue
             if name in taken:
                 self.display.warning(self._clean("%s is left out: %s already names %s" % (what, name, taken[name])))
                 continue
             taken[name] = what
+            name = self._data(name)  # a VM's name is anyone's: inventory_hostname is data, never a template
             self.inventory.add_host(name)
             for group in vm_inventory.groups(host):
                 self.inventory.add_child(self.inventory.add_group(self._sanitize_group_name(group)), name)
             for var, value in vm_inventory.host_vars(host).items():
-                # what the platform says (a VM's name, anyone's) is data, never a template
-                self.inventory.set_variable(name, var, wrap_var(value) if WRAP else value)
+                self.inventory.set_variable(name, var, self._data(value))
             if compose or groups or keyed:
-                hostvars = self.inventory.get_host(name).get_vars()
-                self._set_composite_vars(compose, hostvars, name, strict=strict)
-                self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
-                self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
+                self._construct(name, compose, groups, keyed, strict)
+
+    def _construct(self, name, compose, groups, keyed, strict):
+        """``compose``, ``groups`` and ``keyed_groups`` for one host: what they compose from the platform's values
+        is data too; a constructed group that would take a host's name leaves that host out of it, with a warning."""
+        hostvars = self.inventory.get_host(name).get_vars()
+        self._set_composite_vars(compose, hostvars, name, strict=strict)
+        for var in compose or {}:
+            host = self.inventory.get_host(name)
+            if var in host.vars:
+                self.inventory.set_variable(name, var, self._data(host.vars[var]))
+        hostvars = self.inventory.get_host(name).get_vars()
+        try:
+            self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
+            self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
+        except AnsibleError as exc:
+            self.display.warning(self._clean("host %r: a constructed group is left out: %s" % (name, exc)))

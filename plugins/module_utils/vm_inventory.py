@@ -51,6 +51,8 @@ HOSTNAME_SOURCES = ("name", "private_ip", "external_ip")
 VAR_PREFIX = "whitesky_"
 #: The group of the VMs no cluster owns.
 UNOWNED = "unowned"
+#: The names no host may take: Ansible's own groups and this plugin's fixed one.
+RESERVED_GROUPS = ("all", "ungrouped", UNOWNED)
 #: The shape of what :func:`to_cache` keeps; a cache entry of another shape is read again from the platform.
 CACHE_FORMAT = 1
 

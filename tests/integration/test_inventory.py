@@ -504,3 +504,16 @@ def test_select_warns_of_a_filter_that_selects_nothing():
         "cloudspace 'lab' not found in be-gen-1, xx-1; the customer has: shop",
     ]
     assert vm_inventory.select(listed_) == (listed_, [])
+
+
+def test_hostile_vm_names_are_data_and_a_group_named_vm_is_left_out():
+    """tests/consumers/check_inventory.py with this venv's Ansible (``make consumers`` runs it on the oldest and the
+    newest ansible-core): Jinja in a VM's name runs nothing, ``all``/``ungrouped``/``unowned`` are left out."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_inventory.py"), "--ansible-bin", BIN],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "every hostile name held" in proc.stdout
