@@ -32,6 +32,9 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 __all__ = ["OPERATIONS", "WhiteskyClient", "check_id"]
 
+#: The writes of the lease itself (its note, renewed and taken back): never fenced by the lease they keep.
+_LEASE_OPERATIONS = frozenset({"createCloudspaceNote", "updateCloudspaceNote", "deleteCloudspaceNote"})
+
 
 def check_id(kind: str, value: Any) -> str:
     """A customer or location id as it enters: letters, digits, ``.``, ``_`` and ``-``, at most 128."""
@@ -91,8 +94,12 @@ class WhiteskyClient(Transport):
             raise WhiteskyError("%s takes no parameter(s) %s" % (operation, sorted(unknown | unknown_body)))
         if "location" in path_params:
             check_id("location", path_params["location"])
-        if retry_if is None and method not in ("GET", "HEAD") and "vm_id" in path_params:
-            retry_if = vm_locked(self, path_params.get("cloudspace_id"), path_params["vm_id"])
+        if method not in ("GET", "HEAD"):
+            if self.leases and operation not in _LEASE_OPERATIONS:
+                for held in list(self.leases.values()):
+                    held.fence(operation)  # a run that cannot prove it holds its lease writes nothing
+            if retry_if is None and "vm_id" in path_params:
+                retry_if = vm_locked(self, path_params.get("cloudspace_id"), path_params["vm_id"])
         values = dict(path_params, customer_id=self.customer_id)
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
         return self.request(

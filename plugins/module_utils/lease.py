@@ -10,9 +10,20 @@ the cluster (creation time, then id: every run sees the same order).  Until then
 ``wait`` seconds; then it takes its note back and fails, naming the run that holds the cluster.
 
 A holder renews its note (an update, which moves the note's ``last_update_time``) every quarter of its time to
-live, from a thread; it deletes its note when it is done.  A run killed while holding the lease leaves its note:
-a waiter counts a note as expired once it has seen the same ``last_update_time`` for longer than the note's own
-time to live on its own clock (no two clocks are compared), deletes it, and goes on.
+live, from a thread (and while it waits for its turn, so that no waiter behind it takes its note for a dead
+one); it deletes its note when it is done.  A run killed while holding the lease leaves its note: a waiter counts a
+note as expired once it has seen the same ``last_update_time`` for longer than the note's time to live on its own
+clock (no two clocks are compared), deletes it, and goes on.  A note's time to live is never believed beyond the
+collection's own (:data:`TTL`): a note that claims a day is a note that claims :data:`TTL`.
+
+**Fencing.**  A holder that was stopped (a paused process or VM, a suspended laptop, a hung call) may find on its
+return that its lease was taken over.  So a holder writes nothing once it cannot prove it still holds the lease:
+before each mutating call of its client (``client.call``), :meth:`Lease.fence` checks that the last write of its
+note that succeeded was sent less than :data:`FENCE` of the time to live ago, on its own clock (``CLOCK_BOOTTIME``
+where the system has it, so that a suspend counts), and that no renewal found the note gone.  A holder that cannot
+raises :class:`LeaseLost`: the run stops, says what it did, and fails.  A waiter takes over only after the full time
+to live, so the two never write at once; the window left is a call already sent when the holder stopped
+(docs/known-limitations.md).
 
 Reads made before a run held the lease may be stale: whoever holds it reads again before it plans what it
 writes (``cluster``, ``gpu``, ``pools``, ``machines``).  A run that holds the lease already (the cluster core
@@ -44,8 +55,12 @@ if TYPE_CHECKING:
 
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 
-#: Seconds a lease lives without renewal (a killed holder's lease is taken over after this, plus a poll).
+#: Seconds a lease lives without renewal (a killed holder's lease is taken over after this, plus a poll); the
+#: longest a lease note is believed, whatever it says.
 TTL = 30
+#: The part of the time to live after the last renewal within which a holder still writes (the rest is the margin
+#: for a renewal that is slow, and for the two clocks' rates).
+FENCE = 2.0 / 3.0
 #: Seconds a run waits for another run's lease before it fails.
 WAIT = 900.0
 #: Seconds between two reads of the notes while waiting.
@@ -54,6 +69,17 @@ POLL = 0.5
 
 class ClusterBusy(WhiteskyError):
     """Another run holds the cluster's lease and did not let go within the wait."""
+
+
+class LeaseLost(WhiteskyError):
+    """This run can no longer prove that it holds the cluster's lease (it was stopped past its time to live, or its
+    note was taken over): it writes nothing more."""
+
+
+def _clock() -> float:
+    """Seconds on a clock that counts a suspend (``CLOCK_BOOTTIME``), else the monotonic clock."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 class CloudspaceGone(WhiteskyError):
@@ -72,7 +98,7 @@ class Lease:
         *,
         wait: float = WAIT,
         ttl: int = TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = _clock,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client = client
@@ -85,8 +111,10 @@ class Lease:
         self.note_id: str | None = None
         self.waited = 0.0
         self.holders: list[str] = []
-        self.lost = False
-        self.left_behind = False
+        self.lost = False  # a renewal found the note gone (taken over, or the cloudspace went): no more renewals
+        self.proven: float | None = None  # when the last write of the note that succeeded was sent (this clock)
+        self.fenced = False  # fence() refused a write of this run
+        self.silent: dict[str, float] = {}  # run -> seconds its note has been seen unchanged (while waiting)
         self._clock = clock
         self._sleep = sleep
         self._seen: dict[str, tuple[object, float]] = {}  # note id -> (its last_update_time, when first seen so)
@@ -99,6 +127,7 @@ class Lease:
         started = self._clock()
         try:
             self._write()
+            self.proven = started
         except ApiError as exc:
             if exc.status == 404:
                 raise CloudspaceGone(
@@ -115,11 +144,13 @@ class Lease:
                         self.holders.append(run)
                 if self._clock() - started >= self.wait:
                     raise ClusterBusy(
-                        "cluster %r is held by another run (run %s) and it did not let go within %.0fs; nothing was "
-                        "changed by this run" % (self.cluster, ", ".join(ahead), self.wait),
+                        "cluster %r is held by another run (%s) and it did not let go within %.0fs; nothing was "
+                        "changed by this run" % (self.cluster, self._holders(ahead), self.wait),
                         {"lease_holders": ahead},
                     )
                 self._sleep(POLL)
+                if self._clock() - float(self.proven or started) >= self.ttl / 4.0:
+                    self._renew_once()
         except BaseException:
             self._take_back()
             raise
@@ -127,6 +158,33 @@ class Lease:
         self._renewer = threading.Thread(target=self._renew, name="capvco-lease", daemon=True)
         self._renewer.start()
         return self
+
+    def _holders(self, runs: list[str]) -> str:
+        """The runs ahead, each with how long its note has been silent (unchanged) on this run's clock."""
+        return ", ".join("run %s, its note unchanged for %.0fs" % (r, self.silent.get(r, 0.0)) for r in runs)
+
+    def fence(self, operation: str = "") -> None:
+        """Raise :class:`LeaseLost` unless this run can prove it still holds the lease: the last write of its note
+        that succeeded was sent less than :data:`FENCE` of the time to live ago.  (A renewal that finds the note
+        gone renews nothing more, so a run whose note was taken over is fenced at the latest then.)"""
+        age = self._clock() - self.proven if self.proven is not None else float("inf")
+        if age >= self.ttl * FENCE:
+            self.fenced = True
+            raise LeaseLost(
+                "this run no longer holds the lease of cluster %r (run %s): its last renewal was %.0fs ago, past "
+                "%.0fs of its %ds time to live (was the run stopped?%s); it stopped before %s and wrote nothing more. "
+                "Run it again: it reads the cluster anew."
+                % (
+                    self.cluster,
+                    self.run,
+                    age,
+                    self.ttl * FENCE,
+                    self.ttl,
+                    " its note is gone: another run took the cluster over" if self.lost else "",
+                    operation or "its next change",
+                ),
+                {"lease_lost": True},
+            )
 
     def _say_member(self) -> None:
         """Write the cluster's member note on the cloudspace unless a creator or member note names it already (the
@@ -190,33 +248,43 @@ class Lease:
         key = _order(mine)
         ahead = []
         for note, held in leases:
-            if self._expired(note, held.ttl):
+            if self._expired(note, held):
                 gone_is_done(self.client.delete_cloudspace_note, self.cloudspace_id, str(note.get("id")))
             elif _order(note) < key:
                 ahead.append(held.run)
         return ahead
 
-    def _expired(self, note: dict, ttl: int) -> bool:
-        """Whether ``note`` kept one ``last_update_time`` for longer than its time to live, on this run's clock."""
+    def _expired(self, note: dict, held: Held) -> bool:
+        """Whether ``note`` kept one ``last_update_time`` for longer than its time to live (never more than the
+        collection's own), on this run's clock."""
         note_id, stamp, now = str(note.get("id")), note.get("last_update_time"), self._clock()
         seen = self._seen.get(note_id)
         if seen is None or seen[0] != stamp:
-            self._seen[note_id] = (stamp, now)
-            return False
-        return now - seen[1] > ttl
+            self._seen[note_id] = seen = (stamp, now)
+        self.silent[held.run] = now - seen[1]
+        return now - seen[1] > min(held.ttl, max(self.ttl, TTL))
 
     def _renew(self) -> None:
         self._say_member()
-        note_id = str(self.note_id)  # known once acquire() saw the note
         while not self._stop.wait(self.ttl / 4.0):
-            try:
-                self.client.update_cloudspace_note(self.cloudspace_id, note_id, self.title, self.content)
-            except ApiError as exc:
-                if exc.status == 404:  # taken over (this run stalled past its time to live) or the cloudspace went
-                    self.lost = True
-                    return
-            except WhiteskyError:
-                continue  # the next renewal tries again; the lease lives a whole TTL
+            if not self._renew_once():
+                return
+
+    def _renew_once(self) -> bool:
+        """Renew the note once; False when it is gone (taken over: this run stalled past its time to live, or the
+        cloudspace went), which fences this run.  A renewal that fails otherwise is tried again at the next."""
+        sent = self._clock()
+        try:
+            self.client.update_cloudspace_note(self.cloudspace_id, str(self.note_id), self.title, self.content)
+        except ApiError as exc:
+            if exc.status == 404:
+                self.lost = True
+                return False
+            return True
+        except WhiteskyError:
+            return True
+        self.proven = sent
+        return True
 
     def _take_back(self) -> None:
         """Delete this run's note; one that cannot be deleted now expires after its time to live."""
@@ -227,7 +295,7 @@ class Lease:
             if self.note_id is not None:
                 gone_is_done(self.client.delete_cloudspace_note, self.cloudspace_id, self.note_id)
         except WhiteskyError:
-            self.left_behind = True
+            pass  # it expires after its time to live
 
 
 class Held(NamedTuple):
@@ -272,11 +340,6 @@ def waited_message(lease: Lease) -> str:
     )
 
 
-def holding(client: WhiteskyClient, cloudspace_id: str, cluster: str) -> bool:
-    """Whether this client (this run) holds the cluster's lease on the cloudspace already."""
-    return (cloudspace_id, cluster) in _held(client)
-
-
 def _held(client: WhiteskyClient) -> dict[tuple[str, str], Lease]:
     """The leases this run holds (a run's leases live as long as its client)."""
     held: dict[tuple[str, str], Lease] = client.leases
@@ -299,3 +362,5 @@ def held(client: WhiteskyClient, cloudspace_id: str, cluster: str, wait: float =
     finally:
         del leases[key]
         lease.release()
+    if lease.fenced:  # a run fenced on the way fails, even where the refusal was taken as an answer
+        lease.fence()

@@ -13,8 +13,12 @@ connections) with a random offset, against the emulator with latency, waits for 
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -22,8 +26,10 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, lease, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+from capvco_lab.emulator import wait_for
+from capvco_lab.runs import run_pids
 
-from helpers import ROOT, run_playbook
+from helpers import COLLECTIONS, ROOT, run_playbook
 
 LOC = "be-gen-1"
 PAIRS = int(os.environ.get("CAPVCO_PAIRS", "20"))
@@ -202,7 +208,6 @@ def test_two_create_playbooks_at_once_never_double_bill(emulator):
     for rc, out, _data in results:
         assert rc == 0, out[-3000:]
     assert emulator.ledger()["double_reservations"] == 0
-    check_invariant(emulator, [(converge(s), {}, time.monotonic())])
 
 
 def test_a_killed_holders_lease_expires_and_a_waiter_goes_on(emulator):
@@ -225,3 +230,136 @@ def test_a_killed_holders_lease_expires_and_a_waiter_goes_on(emulator):
         with busy, lease.held(client, cs, "duo", wait=1.5):
             pass
         assert emulator.snapshot()["notes"] == before["notes"], "the waiter took its own note back"
+
+
+def _lease_notes(emu, name):
+    return [n for n in emu.snapshot()["notes"] if (lease.parse_lease(n["title"], n["content"]) or (0,))[0] == name]
+
+
+def test_a_holder_stopped_past_its_lease_writes_nothing_when_it_resumes(emulator):
+    """A cluster_create that holds the lease is stopped (SIGSTOP of its whole run: ansible-playbook, the worker and
+    the module's process, which left the group) for longer than the lease's time to live; a second run waits the
+    time to live, takes the cluster over and converges; the first, resumed, fails saying it lost the lease and
+    writes nothing more: one reservation per slot (3 machines x 2 A100: 6, never 12)."""
+    s = spec(3)
+    s["pools"][0]["gpu"]["count"] = 2
+    emulator.faults(latency_ms=150)
+    marker = "stall-%d" % os.getpid()
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+        ANSIBLE_NOCOLOR="1",
+        CAPVCO_RUN=marker,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        **emulator.env(),
+    )
+    play = os.path.join(ROOT, "playbooks", "cluster_create.yml")
+    first = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), play, "-e", json.dumps(s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    stopped = []
+    try:
+        held = wait_for(
+            lambda: (
+                first.poll() is not None
+                or (
+                    _lease_notes(emulator, "duo")
+                    and [
+                        v
+                        for v in emulator.snapshot()["vms"]
+                        if v["name"].startswith("duo-") and v["deleted_at"] is None
+                    ]
+                )
+            ),
+            timeout=120,
+        )
+        assert held and first.poll() is None, "the first run neither held the lease with a VM made nor ran on"
+        stopped = run_pids(marker)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        rc, out, _data = run_playbook(play, emulator, extra_vars=s)
+        took_over = time.monotonic() - t0
+        assert rc == 0, out[-3000:]
+        assert took_over >= lease.TTL, "the second run went on after %.1fs, before the time to live" % took_over
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    out, _ = first.communicate(timeout=600)
+    emulator.faults()
+    assert first.returncode != 0, out[-3000:]
+    assert "no longer holds the lease of cluster 'duo'" in out, out[-3000:]
+    slots = live_slots(emulator, "duo")
+    assert len(slots) == 6 and all(len(v) == 1 for v in slots.values()), slots
+    assert emulator.ledger()["double_reservations"] == 0
+
+
+class FakeClock:
+    """A clock that moves only when a waiter sleeps, or when the test says so."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_a_lease_note_that_claims_a_day_is_believed_for_the_collections_time_to_live_only(emulator):
+    """A note ``ttl=99999`` written by anyone who can write notes holds the cluster for :data:`lease.TTL` seconds of
+    silence, not 27.7 hours; a run that waits names the holder and how long its note has been silent."""
+    s = spec(1)
+    clock = FakeClock()
+    with emulator.client() as client:
+        cluster.run(client, spec=s)
+        cs = [c["cloudspace_id"] for c in client.cloudspaces() if c["name"] == "duo-cs"][0]
+        client.create_cloudspace_note(cs, "capvco/v1", "lease cluster=duo run=0123456789abcdef ttl=99999")
+        busy = pytest.raises(
+            lease.ClusterBusy, match=r"run 0123456789abcdef, its note unchanged for 1[0-9]s\) and it did not let go"
+        )
+        with busy:
+            lease.Lease(client, cs, "duo", wait=15, clock=clock, sleep=clock.sleep).acquire()
+        got = lease.Lease(client, cs, "duo", clock=clock, sleep=clock.sleep).acquire()
+        try:
+            assert got.holders == ["0123456789abcdef"] and lease.TTL <= got.waited <= lease.TTL + 2
+        finally:
+            got.release()
+        assert not [n for n in client.cloudspace_notes(cs) if lease.parse_lease(n["title"], n["content"])]
+
+
+def test_a_holder_past_its_fence_writes_nothing_and_its_run_fails(emulator):
+    """Once the last renewal that succeeded is FENCE of the time to live old, every mutating call of the holder's
+    client is refused before it is sent, and the ``with`` block fails even where the refusal was swallowed."""
+    s = spec(1)
+    clock = FakeClock()
+    with emulator.client() as client:
+        cluster.run(client, spec=s)
+        cs = [c["cloudspace_id"] for c in client.cloudspaces() if c["name"] == "duo-cs"][0]
+        got = lease.Lease(client, cs, "duo", clock=clock, sleep=clock.sleep).acquire()
+        client.leases[(cs, "duo")] = got
+        try:
+            client.create_cloudspace_note(cs, "scratch", "a note write is the lease's own: never fenced")
+            clock.now += lease.TTL * lease.FENCE - 1
+            got.fence()  # still proven
+            clock.now += 1
+            before = emulator.snapshot()
+            with pytest.raises(lease.LeaseLost, match=r"last renewal was 20s ago, past 20s of its 30s time to live"):
+                client.create_vm(cs, name="duo-x", description="", vcpus=1, memory=512)
+            assert emulator.snapshot()["vms"] == before["vms"]
+        finally:
+            del client.leases[(cs, "duo")]
+            got.release()
+        with pytest.raises(lease.LeaseLost), lease.held(client, cs, "duo") as inner:
+            inner._clock = clock
+            inner.proven = clock.now - lease.TTL
+            with pytest.raises(lease.LeaseLost):
+                client.create_vm(cs, name="duo-x", description="", vcpus=1, memory=512)
