@@ -10,6 +10,8 @@ and an hour is 1/730 of a month.
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,16 +22,68 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.errors import Inpu
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 
-#: ``{vgpu_id: (vgpu_seconds, cost)}``
-Costs = dict[str, tuple[float, float]]
+#: ``{vgpu_id: (vgpu_seconds, cost)}``; the cost is None when the location's price is not known
+Costs = dict[str, tuple[float, float | None]]
 
 HOURS_PER_MONTH = 730.0
 SECONDS_PER_VGU = 3600.0
 
 
-def price_per_hour(price: dict[str, Any] | None) -> float:
-    """The hourly price of one vGPU from a ``getCustomerLocationPricing`` answer (0.0 when it has none)."""
-    return float(((price or {}).get("resources") or {}).get("vgu") or 0.0) / HOURS_PER_MONTH
+#: What a price that is not known shows as, wherever a price is written for a person.
+UNKNOWN = "unknown"
+
+
+def _monthly(price: Any) -> Any:
+    """The ``vgu`` of a ``getCustomerLocationPricing`` answer as the platform gave it (None when it gave none)."""
+    resources = price.get("resources") if isinstance(price, dict) else None
+    return resources.get("vgu") if isinstance(resources, dict) else None
+
+
+def price_per_hour(price: Any) -> float | None:
+    """The hourly price of one vGPU from a ``getCustomerLocationPricing`` answer, or None when the answer has no
+    price that is a finite number of 0 or more (missing, null, negative, a string, a list: never taken as free)."""
+    monthly = _monthly(price)
+    if isinstance(monthly, bool) or not isinstance(monthly, (int, float)) or not 0 <= monthly < math.inf:
+        return None
+    return float(monthly) / HOURS_PER_MONTH
+
+
+def price_problem(price: Any) -> str | None:
+    """Why the answer's price is not known (naming what the platform answered, shortened), or None when it is."""
+    if price_per_hour(price) is not None:
+        return None
+    monthly = _monthly(price)
+    shown = "no vgu price" if monthly is None else "vgu price %s" % json_text(monthly)
+    return "the platform's price list has %s (not a finite number of 0 or more)" % shown
+
+
+def json_text(value: Any, limit: int = 80) -> str:
+    """``value`` as JSON text, at most ``limit`` characters (what is shown of an answer in a message)."""
+    try:
+        text = json.dumps(value, default=str, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def currency_of(price: Any) -> str | None:
+    """The price list's currency, when it is a short string."""
+    currency = price.get("currency") if isinstance(price, dict) else None
+    return currency if isinstance(currency, str) and 0 < len(currency) <= 16 else None
+
+
+def times(count: float, per_hour: float | None, digits: int = 4) -> float | None:
+    """``count`` times an hourly price, rounded; None when the price is not known (and ``count`` is not 0)."""
+    if per_hour is None:
+        return 0.0 if count == 0 else None
+    return round(count * per_hour, digits)
+
+
+def shown(amount: float | None, currency: str | None) -> str:
+    """A price for a person: ``2.1918 EUR``, or ``unknown``."""
+    if amount is None:
+        return UNKNOWN
+    return ("%s %s" % (amount, currency)) if currency else str(amount)
 
 
 class Billed(NamedTuple):
@@ -85,7 +139,7 @@ def figures(report: dict[str, Any] | None, price: dict[str, Any] | None) -> Figu
     for space in report.get("cloudspaces") or []:
         for vm in space.get("vms") or []:
             vms[vm["vm_id"]] = _vgu(vm.get("consumption"))
-    return Figures(unassigned, vms, price or {})
+    return Figures(unassigned, vms, price if isinstance(price, dict) else {})
 
 
 def fetch(client: WhiteskyClient, location: str, start: float, now: float) -> Figures:
@@ -97,10 +151,10 @@ def fetch(client: WhiteskyClient, location: str, start: float, now: float) -> Fi
         return figures(report, price_f.result())
 
 
-def detached_cost(figures: Figures, vgpu_id: str) -> tuple[float, float]:
+def detached_cost(figures: Figures, vgpu_id: str) -> tuple[float, float | None]:
     """``(vgpu_seconds, cost)`` of a reservation attached to no VM, from the report's figures."""
     vgu = figures.unassigned.get(vgpu_id, 0.0)
-    return round(vgu * SECONDS_PER_VGU, 1), round(vgu * price_per_hour(figures.price), 4)
+    return round(vgu * SECONDS_PER_VGU, 1), times(vgu, price_per_hour(figures.price))
 
 
 class Streamed:
@@ -112,19 +166,24 @@ class Streamed:
     def __init__(self, start: float, report: Future[Figures]) -> None:
         self.start = start
         self.report = report
-        self.total = 0.0
-        self.by_cluster: dict[str, float] = {}
+        self.total: float | None = 0.0
+        self.by_cluster: dict[str, float | None] = {}
         self.count = 0
 
     def keep(self, record: Billed) -> bool:
         if record.vm_id is not None or record.created is None or record.created < self.start or not self.report.done():
             return True
         _seconds, cost = detached_cost(self.report.result(), record.vgpu_id)
-        self.total += cost
+        self.total = add(self.total, cost)
         if record.cluster is not None:
-            self.by_cluster[record.cluster] = round(self.by_cluster.get(record.cluster, 0.0) + cost, 4)
+            self.by_cluster[record.cluster] = add(self.by_cluster.get(record.cluster, 0.0), cost)
         self.count += 1
         return False
+
+
+def add(total: float | None, cost: float | None) -> float | None:
+    """A sum of costs, rounded; None once one of them is not known."""
+    return None if total is None or cost is None else round(total + cost, 4)
 
 
 def oldest(items: Sequence[Billed], now: float) -> float:
@@ -138,7 +197,7 @@ def costs(
     items: Sequence[Billed],
     now: float,
     fetched: tuple[float, Figures] | None = None,
-) -> tuple[Costs, str | None, float]:
+) -> tuple[Costs, str | None, float | None]:
     """``{vgpu_id: (vgpu_seconds, cost)}`` from the platform's consumption and prices.
 
     A vGPU's own figure comes from ``unassigned_vgpus`` while it was detached;
@@ -160,8 +219,8 @@ def costs(
         vgu = got.unassigned.get(item.vgpu_id, 0.0)
         if item.vm_id is not None:
             vgu += got.vms.get(item.vm_id, 0.0) / sharing[item.vm_id]
-        out[item.vgpu_id] = (round(vgu * SECONDS_PER_VGU, 1), round(vgu * per_hour, 4))
-    return out, got.price.get("currency"), per_hour
+        out[item.vgpu_id] = (round(vgu * SECONDS_PER_VGU, 1), times(vgu, per_hour))
+    return out, currency_of(got.price), per_hour
 
 
 def billing(
@@ -181,7 +240,7 @@ def billing(
         "start": start,
         "end": end,
         "vgpu_seconds": round(vgu * SECONDS_PER_VGU, 1),
-        "cost": round(vgu * per_hour, 4),
-        "currency": price.get("currency"),
+        "cost": times(vgu, per_hour),
+        "currency": currency_of(price),
         "unassigned_vgpus": len(report.get("unassigned_vgpus") or []),
     }

@@ -31,7 +31,12 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import (
     sweep,
     userdata,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import (
+    currency_of,
+    price_per_hour,
+    price_problem,
+    times,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.cloudspaces import cloudspaces_named
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
@@ -137,15 +142,30 @@ def _boot(spec: Spec) -> userdata.Boot:
 def _price(world: ClusterWorld, before: int, reserve: int, release: int) -> Price:
     per_hour = price_per_hour(world.get("price"))
     return {
-        "currency": (world.get("price") or {}).get("currency"),
-        "per_vgpu_hour": round(per_hour, 4),
+        "currency": currency_of(world.get("price")),
+        "per_vgpu_hour": times(1, per_hour),
         "vgpus_before": before,
         "vgpus_after": before + reserve - release,
-        "hourly_before": round(before * per_hour, 4),
-        "hourly_added": round(reserve * per_hour, 4),
-        "hourly_removed": round(release * per_hour, 4),
-        "hourly_after": round((before + reserve - release) * per_hour, 4),
+        "hourly_before": times(before, per_hour),
+        "hourly_added": times(reserve, per_hour),
+        "hourly_removed": times(release, per_hour),
+        "hourly_after": times(before + reserve - release, per_hour),
     }
+
+
+def _check_cap(price: Price, max_hourly_cost: float | None, world: ClusterWorld, location: str) -> None:
+    """Refuse a plan whose vGPUs cost more per hour than ``max_hourly_cost``, or whose price is not known."""
+    if max_hourly_cost is not None and price["hourly_after"] is None:
+        raise InputError(
+            "max_hourly_cost %s cannot be checked: %s for location %r, so the price of the plan's %d vGPU(s) is not "
+            "known; nothing was changed"
+            % (max_hourly_cost, price_problem(world.get("price")), location, price["vgpus_after"])
+        )
+    if max_hourly_cost is not None and price["hourly_after"] is not None and price["hourly_after"] > max_hourly_cost:
+        raise InputError(
+            "the plan costs %.4f %s per hour in vGPUs once applied (%d vGPU(s)), over max_hourly_cost %s; nothing was "
+            "changed" % (price["hourly_after"], price["currency"] or "", price["vgpus_after"], max_hourly_cost)
+        )
 
 
 def plan(spec: Spec, world: ClusterWorld, max_hourly_cost: float | None = None) -> ClusterPlan:
@@ -214,11 +234,7 @@ def plan(spec: Spec, world: ClusterWorld, max_hourly_cost: float | None = None) 
         r["profile"] = alloc[r["machine"]]
     billed = inventory.owned(cluster)
     price = _price(world, len(billed), len(reserve), len(release))
-    if max_hourly_cost is not None and price["hourly_after"] > max_hourly_cost:
-        raise InputError(
-            "the plan costs %.4f %s per hour in vGPUs once applied (%d vGPU(s)), over max_hourly_cost %s; nothing was "
-            "changed" % (price["hourly_after"], price["currency"] or "", price["vgpus_after"], max_hourly_cost)
-        )
+    _check_cap(price, max_hourly_cost, world, location)
     return {
         "cloudspace": {
             "name": spec["cluster"]["cloudspace"],

@@ -42,12 +42,12 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import Billed, Costs, costs
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import Billed, Costs, add, costs, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.client import check_id
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import attached_to
@@ -287,7 +287,7 @@ class Reading(NamedTuple):
     listed: frozenset[str]
     orphans: tuple[Found, ...]
     costs: Costs
-    per_hour: float
+    per_hour: float | None  # None: the location's price is not known
     currency: str | None
 
     def escaped(self, grace_period: float) -> list[Found]:
@@ -296,9 +296,9 @@ class Reading(NamedTuple):
         out.sort(key=lambda o: (o.owner.created, o.vgpu_name))
         return out
 
-    def at_risk(self, grace_period: float) -> float:
-        """The money at risk per hour: the escaped orphans times one vGPU's hourly price."""
-        return round(self.per_hour * len(self.escaped(grace_period)), 4)
+    def at_risk(self, grace_period: float) -> float | None:
+        """The money at risk per hour: the escaped orphans times one vGPU's hourly price (None: not known)."""
+        return times(len(self.escaped(grace_period)), self.per_hour)
 
 
 def read(client: WhiteskyClient, location: str, now: float | None = None) -> Reading:
@@ -333,9 +333,9 @@ class Reported(NamedTuple):
     vgpu_name: str
     seq: int
     orphaned_at: float
-    cost_per_hour: float
+    cost_per_hour: float | None  # None: the price was not known
     currency: str | None
-    cost: float
+    cost: float | None
     last_seen: float
 
 
@@ -489,11 +489,16 @@ def _reported(data: object, where: str) -> Reported:
         vgpu_name=name,
         seq=seq,
         orphaned_at=float(_field(fields, "orphaned_at", _NUM, where)),
-        cost_per_hour=float(_field(fields, "cost_per_hour", _NUM, where)),
+        cost_per_hour=_number_or_none(fields, "cost_per_hour", where),
         currency=currency,
-        cost=float(_field(fields, "cost", _NUM, where)),
+        cost=_number_or_none(fields, "cost", where),
         last_seen=float(_field(fields, "last_seen", _NUM, where)),
     )
+
+
+def _number_or_none(fields: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A finite number of the cursor's, or None (a price that was not known)."""
+    return None if fields[key] is None else float(_field(fields, key, _NUM, where))
 
 
 def _parse(data: Mapping[str, Any], cursor: Cursor) -> None:
@@ -601,7 +606,7 @@ def _withheld(event: dict[str, Any], raw: Mapping[str, object]) -> dict[str, Any
 
 
 def orphaned_event(found: Found, reading: Reading, grace_period: float) -> dict[str, Any]:
-    seconds, cost = reading.costs.get(found.vgpu_id, (0.0, 0.0))
+    seconds, cost = reading.costs.get(found.vgpu_id, (0.0, times(0, reading.per_hour)))
     event: dict[str, Any] = {
         "type": ORPHANED,
         "location": reading.location,
@@ -633,10 +638,18 @@ def reclaimed_event(vgpu_id: str, reported: Reported, reason: str, reading: Read
         "last_seen": reported.last_seen,
         "cost": finite(reported.cost),
         "cost_per_hour": finite(reported.cost_per_hour),
-        "saved_per_hour": finite(reported.cost_per_hour if reason == "released" else 0.0),
+        "saved_per_hour": finite(reported.cost_per_hour) if reason == "released" else 0.0,
         "detected_at": round(reading.now, 3),
     }
     return _withheld(event, {"vgpu_id": vgpu_id, "currency": reported.currency})
+
+
+def _sum_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum of costs; None once one of them is not known."""
+    total: float | None = 0.0
+    for cost in costs:
+        total = add(total, cost)
+    return total
 
 
 def threshold_event(reading: Reading, grace_period: float, threshold: float) -> dict[str, Any]:
@@ -647,7 +660,7 @@ def threshold_event(reading: Reading, grace_period: float, threshold: float) -> 
         "cost_per_hour": reading.at_risk(grace_period),
         "threshold": threshold,
         "orphans": len(escaped),
-        "cost": finite(sum(reading.costs.get(o.vgpu_id, (0.0, 0.0))[1] for o in escaped)),
+        "cost": _sum_costs(reading.costs.get(o.vgpu_id, (0.0, 0.0))[1] for o in escaped),
         "vgpu_names": [o.vgpu_name for o in escaped[:THRESHOLD_NAMES]],
         "grace_period": grace_period,
         "detected_at": round(reading.now, 3),
@@ -676,13 +689,14 @@ def plan(place: Place, reading: Reading, grace_period: float, cost_threshold: fl
             vgpu_name=found.vgpu_name,
             seq=0,  # the event's, once it is delivered
             orphaned_at=round(reading.now, 3),
-            cost_per_hour=finite(reading.per_hour) or 0.0,
+            cost_per_hour=finite(reading.per_hour),
             currency=plain(reading.currency),
-            cost=finite(cost) or 0.0,
+            cost=finite(cost),
             last_seen=round(reading.now, 3),
         )
         steps.append(Step(orphaned_event(found, reading, grace_period), report=(found.vgpu_id, reported)))
-    if cost_threshold is not None and not place.above and reading.at_risk(grace_period) > cost_threshold:
+    at_risk = reading.at_risk(grace_period)  # unknown (no price): no threshold is crossed on a guess
+    if cost_threshold is not None and not place.above and at_risk is not None and at_risk > cost_threshold:
         steps.append(Step(threshold_event(reading, grace_period, cost_threshold), above=True))
     return steps
 
@@ -697,5 +711,6 @@ def settle(place: Place, reading: Reading, grace_period: float, cost_threshold: 
             place.reported[found.vgpu_id] = reported._replace(
                 cost=reported.cost if cost is None else cost, last_seen=round(reading.now, 3)
             )
-    if place.above and (cost_threshold is None or reading.at_risk(grace_period) <= cost_threshold):
+    at_risk = reading.at_risk(grace_period)
+    if place.above and (cost_threshold is None or (at_risk is not None and at_risk <= cost_threshold)):
         place.above = False

@@ -152,9 +152,11 @@ def scope_of(
     }
 
 
-def entry(item: Reservation, cost: tuple[float, float] | None, per_hour: float, currency: str | None) -> PlanEntry:
+def entry(
+    item: Reservation, cost: tuple[float, float | None] | None, per_hour: float | None, currency: str | None
+) -> PlanEntry:
     """The plan's record of an owned reservation, with its cost (``(seconds, cost so far)`` from
-    ``billing.costs``, or None) when the location's currency is known."""
+    ``billing.costs``, or None) when the location's currency and price are known (None: the cost is unknown)."""
     row = view(item)
     if not row["owned"]:
         raise InputError("reservation %r is not this collection's: it cannot be planned" % item["vgpu_name"])
@@ -170,18 +172,19 @@ def entry(item: Reservation, cost: tuple[float, float] | None, per_hour: float, 
         "slot": row["slot"],
         "created": row["created"],
         "cost": None
-        if currency is None
+        if currency is None or per_hour is None
         else {"so_far": None if cost is None else cost[1], "per_hour": round(per_hour, 4), "currency": currency},
     }
 
 
 def summary(entries: Sequence[PlanEntry]) -> PlanSummary:
-    """The totals of the entries (``cost_*`` None when no entry has a cost)."""
+    """The totals of the entries (``cost_*`` 0 for no entry, None when an entry's cost is not known)."""
     costs = [e["cost"] for e in entries if e["cost"] is not None]
+    known = len(costs) == len(entries)
     return {
         "count": len(entries),
-        "cost_per_hour": round(sum(c["per_hour"] for c in costs), 4) if costs else None,
-        "cost_so_far": round(sum(c["so_far"] or 0.0 for c in costs), 4) if costs else None,
+        "cost_per_hour": round(sum(c["per_hour"] for c in costs), 4) if known else None,
+        "cost_so_far": round(sum(c["so_far"] or 0.0 for c in costs), 4) if known else None,
         "currency": costs[0]["currency"] if costs else None,
     }
 

@@ -219,16 +219,17 @@ class ClusterWorld(TypedDict):
 
 
 class Price(TypedDict):
-    """What the cluster's vGPUs cost per hour before and after a plan (``cluster._price``)."""
+    """What the cluster's vGPUs cost per hour before and after a plan (``cluster._price``); each price is None when
+    the location's price is not known (``billing.price_per_hour``)."""
 
     currency: str | None
-    per_vgpu_hour: float
+    per_vgpu_hour: float | None
     vgpus_before: int
     vgpus_after: int
-    hourly_before: float
-    hourly_added: float
-    hourly_removed: float
-    hourly_after: float
+    hourly_before: float | None
+    hourly_added: float | None
+    hourly_removed: float | None
+    hourly_after: float | None
 
 
 class CloudspacePlan(TypedDict):

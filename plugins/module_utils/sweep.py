@@ -26,11 +26,15 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.billing import (
     Billed,
     Figures,
     Streamed,
+    add,
     costs,
+    currency_of,
     detached_cost,
     fetch,
     oldest,
     price_per_hour,
+    shown,
+    times,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import (
@@ -128,7 +132,7 @@ def info(
         fetched = (early[0], early[1].result()) if early else None
         figures, currency, per_hour = costs(client, location, billed, now, fetched)
         if streamed is not None and streamed.count and fetched is not None:  # what streamed: priced by that report
-            currency, per_hour = fetched[1].price.get("currency"), price_per_hour(fetched[1].price)
+            currency, per_hour = currency_of(fetched[1].price), price_per_hour(fetched[1].price)
             for name, cost in streamed.by_cluster.items():
                 summary["by_cluster"][name]["cost"] = cost
         for row in rows:
@@ -138,11 +142,13 @@ def info(
         for record in billed:
             if record.cluster is not None:
                 per = summary["by_cluster"][record.cluster]
-                per["cost"] = round(per.get("cost", 0.0) + figures.get(record.vgpu_id, (0.0, 0.0))[1], 4)
+                per["cost"] = add(per.get("cost", 0.0), figures.get(record.vgpu_id, (0.0, 0.0))[1])
         result["currency"] = currency
-        result["cost_per_hour"] = round(per_hour * summary["count"], 4)
-        streamed_total = streamed.total if streamed is not None else 0.0
-        result["total_cost"] = round(sum(cost for _s, cost in figures.values()) + streamed_total, 4)
+        result["cost_per_hour"] = times(summary["count"], per_hour)
+        total: float | None = streamed.total if streamed is not None else 0.0
+        for _s, cost in figures.values():
+            total = add(total, cost)
+        result["total_cost"] = total
     result["report"] = report_lines(rows, result)
     return result
 
@@ -217,18 +223,16 @@ def report_lines(rows: Sequence[dict[str, Any]], totals: dict[str, Any]) -> list
                 r.get("slot", "-"),
                 r.get("age", "-"),
                 r.get("vm_name") or "-",
-                "%s" % r["cost"] if "cost" in r else "-",
+                shown(r["cost"], None) if "cost" in r else "-",
             )
         )
     if totals.get("truncated"):
         lines.append("... and %d more" % totals["truncated"])
     summary = "%d reservation(s)" % (len(rows) + totals.get("truncated", 0))
-    if totals.get("currency"):  # none when nothing was priced (no reservation)
-        summary += ", costing %s %s per hour, %s %s so far" % (
-            totals["cost_per_hour"],
-            totals["currency"],
-            totals["total_cost"],
-            totals["currency"],
+    if "cost_per_hour" in totals and (totals.get("currency") or totals["cost_per_hour"] is None):
+        summary += ", costing %s per hour, %s so far" % (
+            shown(totals["cost_per_hour"], totals.get("currency")),
+            shown(totals["total_cost"], totals.get("currency")),
         )
     return lines + [summary]
 
@@ -287,8 +291,8 @@ def reclaim(
         "released": [view(i) for i in chosen],
         "kept": kept,
         "ignored": len(inventory.items) - len(candidates),
-        "saved_per_hour": round(per_hour * sum(1 for i in chosen if not deleted(i) or permanently), 4),
-        "currency": price.get("currency"),
+        "saved_per_hour": times(sum(1 for i in chosen if not deleted(i) or permanently), per_hour),
+        "currency": currency_of(price),
         "diff": names_diff(
             "vgpu",
             sorted(i["vgpu_name"] for i in candidates),
@@ -388,13 +392,13 @@ def apply_plan(
     result: dict[str, Any] = {
         "changed": bool(chosen),
         "released": [view(i) for i in chosen],
-        "skipped": skipped,
+        "not_released": skipped,
         "kept": [],
         "ignored": sum(1 for i in inventory.items if i["vgpu_id"] not in planned_ids),
-        "saved_per_hour": round(
-            price_per_hour(price) * sum(1 for i in chosen if not deleted(i) or planned["permanently"]), 4
+        "saved_per_hour": times(
+            sum(1 for i in chosen if not deleted(i) or planned["permanently"]), price_per_hour(price)
         ),
-        "currency": price.get("currency"),
+        "currency": currency_of(price),
         "reclaim_plan": _plan_view(reclaim_plan.resolve(path), plan),
         "diff": names_diff(
             "vgpu", sorted(still), sorted(s["vgpu_name"] for s in skipped if s["reason"] != reclaim_plan.GONE)
@@ -404,7 +408,7 @@ def apply_plan(
         try:
             release(client, location, chosen, planned["permanently"], parallel)
         except PartialFailure as exc:
-            exc.details["skipped"] = skipped
+            exc.details["not_released"] = skipped
             raise
     return result
 

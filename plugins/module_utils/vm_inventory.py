@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.billing import price_per_hour
+from ansible_collections.whitesky.capvco.plugins.module_utils.billing import currency_of, price_per_hour, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.vms import describe
@@ -83,8 +83,8 @@ class VgpuRecord(TypedDict):
     type: str | None
     #: ``RESERVED``, ``ATTACHED`` or ``DELETED``
     status: str
-    #: the location's price of one vGPU-hour (``billing.price_per_hour``)
-    cost_per_hour: float
+    #: the location's price of one vGPU-hour (``billing.price_per_hour``); None when it is not known
+    cost_per_hour: float | None
 
 
 class HostRecord(TypedDict):
@@ -109,8 +109,8 @@ class HostRecord(TypedDict):
     #: the pool its marker names (None: none, or no cluster owns it)
     pool: str | None
     vgpus: list[VgpuRecord]
-    #: what its vGPUs cost per hour, together
-    cost_per_hour: float
+    #: what its vGPUs cost per hour, together; None when the location's price is not known
+    cost_per_hour: float | None
     #: the currency of the location's prices
     currency: str | None
 
@@ -280,6 +280,16 @@ def vgpu_owner(item: Reservation) -> VgpuOwner | None:
     return {"cluster": decoded.cluster, "machine": decoded.machine, "slot": decoded.slot, "created": decoded.created}
 
 
+def _total(prices: Iterable[float | None]) -> float | None:
+    """The sum of hourly prices (0.0 for none), None once one is not known."""
+    total = 0.0
+    for price in prices:
+        if price is None:
+            return None
+        total += price
+    return round(total, 6)
+
+
 def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], price: object) -> _Location:
     """A location's reservations by the VM each is attached to, with their profiles' types and cost per hour."""
     types = {
@@ -300,11 +310,10 @@ def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], p
                 "profile": item["gpu_id"],
                 "type": types.get(item["gpu_id"]),
                 "status": item["status"],
-                "cost_per_hour": round(per_hour, 6),
+                "cost_per_hour": times(1, per_hour, 6),
             }
         )
-    currency = prices.get("currency")
-    return _Location(by_vm, currency if isinstance(currency, str) else None)
+    return _Location(by_vm, currency_of(prices))
 
 
 def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Location) -> HostRecord:
@@ -326,7 +335,7 @@ def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Loca
         "cluster": cluster,
         "pool": pool,
         "vgpus": vgpus,
-        "cost_per_hour": round(sum(v["cost_per_hour"] for v in vgpus), 6),
+        "cost_per_hour": _total(v["cost_per_hour"] for v in vgpus),
         "currency": where.currency,
     }
 

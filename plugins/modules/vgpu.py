@@ -163,10 +163,6 @@ planned:
   description: In check mode, per machine, how many slots would be reserved, released and fixed.
   returned: in check mode
   type: dict
-changed:
-  description: Whether anything was (or, in check mode, would be) reserved, attached or released.
-  returned: always
-  type: bool
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils import gpu

@@ -21,7 +21,7 @@ description:
   - A reviewed reclaim is two runs. In check mode, O(plan_file) writes what would be released to a plan file on
     the machine the module runs on (the controller, for these playbooks) - each reservation with its id, name,
     profile, status, attached VM and cost, the scope it was planned under, when, and a digest. Then O(plan)
-    releases exactly that plan's reservations that still match, and reports the others as RV(skipped), each with
+    releases exactly that plan's reservations that still match, and reports the others as RV(not_released), each with
     its reason. It never releases a reservation that is not in the plan. docs/gpus.md, "Reviewed reclaim", has
     the file's format and the matching rules.
 author:
@@ -69,7 +69,7 @@ options:
       - Release exactly the reservations of this reclaim plan (written by O(plan_file), or by the
         M(whitesky.capvco.cluster) module's teardown in check mode) that still match - the same id, the same name
         (so the same owner), not attached to another VM than when planned, and, for a plan of orphans, its machine
-        still gone. The others are returned in RV(skipped), with why. A reservation not in the plan is never
+        still gone. The others are returned in RV(not_released), with why. A reservation not in the plan is never
         released.
       - A plan that cannot be read, is not one, whose digest does not match its content, or that was made for
         another O(location) (or O(scope), or O(cluster)) is refused before anything is read from the platform.
@@ -147,7 +147,7 @@ currency:
   description: The location's currency (when anything is released).
   returned: always
   type: str
-skipped:
+not_released:
   description:
     - With O(plan), the plan's reservations that are not released (in check mode, would not be), each with
       C(vgpu_id), C(vgpu_name), C(reason) and C(message).

@@ -438,3 +438,60 @@ def test_machine_delete_of_a_machine_that_is_not_there_says_so(emulator):
         os.path.join(PLAYS, "machine_delete.yml"), emulator, extra_vars=dict(spec(), machine="ty-gpu-9")
     )
     assert rc == 0 and "machine 'ty-gpu-9' is in no cloudspace 'ty-cs' of cluster 'ty': nothing to delete" in out
+
+
+def set_price(emu, vgu, location="be-gen-1", drop=False):
+    """The location's price list as a hostile platform might answer it: the emulator's store, written directly."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(os.path.join(emu.state_dir, "state.db"), timeout=30)
+    try:
+        (text,) = db.execute("SELECT prices FROM locations WHERE name=?", (location,)).fetchone()
+        prices = json.loads(text)
+        prices.pop("vgu", None) if drop else prices.update(vgu=vgu)
+        db.execute("UPDATE locations SET prices=? WHERE name=?", (json.dumps(prices), location))
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("vgu", [None, -730, "abc", [730], True, "730"], ids=repr)
+def test_a_price_that_is_not_a_finite_number_of_zero_or_more_refuses_a_capped_run(emulator, vgu):
+    """null, negative and garbage prices: the plan's price is unknown (None), never free or negative; a run with
+    max_hourly_cost is refused naming the platform's answer, and nothing changes; without a cap the plan still
+    says "unknown" instead of crashing."""
+    set_price(emulator, vgu)
+    plan = converge(emulator, spec(), check=True)
+    price = plan["plan"]["price"]
+    assert price["per_vgpu_hour"] is None and price["hourly_after"] is None and price["vgpus_after"] == 2
+    before = emulator.snapshot()
+    with pytest.raises(InputError, match=r"max_hourly_cost 0.5 cannot be checked: the platform's price list has"):
+        converge(emulator, spec(), max_hourly_cost=0.5)
+    assert emulator.snapshot() == before
+    rc, out, _data = run_playbook(
+        os.path.join(ROOT, "playbooks", "cluster_create.yml"), emulator, extra_vars=dict(spec(), max_hourly_cost=0.5)
+    )
+    assert rc != 0 and "cannot be checked" in out and "could not convert" not in out, out[-3000:]
+    assert emulator.snapshot() == before
+
+
+def test_an_unknown_price_shows_as_unknown_in_the_orphan_report(emulator):
+    set_price(emulator, None)
+    converge(emulator, spec(gpu_replicas=1))
+    with emulator.client() as client:
+        vm = [v for v in client.vms(client.cloudspaces()[-1]["cloudspace_id"]) if v["name"] == "ty-gpu-0"][0]
+    rc, out, _data = run_playbook(
+        os.path.join(ROOT, "playbooks", "machine_delete.yml"),
+        emulator,
+        extra_vars=dict(spec(gpu_replicas=1), machine="ty-gpu-0", force=True),
+    )
+    assert rc == 0, out[-3000:]
+    rc, out, _data = run_playbook(
+        os.path.join(ROOT, "playbooks", "gpu_orphans.yml"),
+        emulator,
+        extra_vars={"location": "be-gen-1", "grace_period": 0},
+        env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"},
+    )
+    assert rc == 2 and vm and "costing unknown per hour, unknown so far" in out, out[-3000:]
+    assert "(unknown" in out and "None" not in out.split("TASK [Fail while any reservation escapes]")[-1], out[-3000:]

@@ -29,6 +29,7 @@ import sqlite3
 import stat
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -276,9 +277,9 @@ def check_apply(world, path, plan, interleaving):
     got = apply(world.emu, path)
     released = {r["vgpu_id"] for r in got["released"]}
     assert released == want, (interleaving, model, got)
-    assert {s["vgpu_id"]: s["reason"] for s in got["skipped"]} == {
+    assert {s["vgpu_id"]: s["reason"] for s in got["not_released"]} == {
         i: why for i, why in model.items() if why is not None
-    }, (interleaving, got["skipped"])
+    }, (interleaving, got["not_released"])
     after = rows(world.emu)
     for vgpu_id, row in before.items():
         if vgpu_id in want:  # released as the plan says: permanently, or into the recycle bin
@@ -290,10 +291,10 @@ def check_apply(world, path, plan, interleaving):
     assert vm_rows(world.emu) == vms_before, "a VM changed"
     again = apply(world.emu, path)
     assert again["released"] == [] and not again["changed"]
-    assert {s["reason"] for s in again["skipped"] if s["vgpu_id"] in want} <= {GONE}
+    assert {s["reason"] for s in again["not_released"] if s["vgpu_id"] in want} <= {GONE}
     assert rows(world.emu) == after
     FIGURES["released"] += len(released)
-    for s in got["skipped"]:
+    for s in got["not_released"]:
         FIGURES["skipped"][s["reason"]] = FIGURES["skipped"].get(s["reason"], 0) + 1
 
 
@@ -450,7 +451,7 @@ def test_cluster_delete_check_writes_a_plan_that_is_reviewed_then_applied(emulat
         client.delete_vgpu(LOC, first, detach=True, permanently=True)
     got = apply(emulator, plan_path, scope="cluster", cluster="rv")
     assert [r["vgpu_id"] for r in got["released"]] == [plan["entries"][1]["vgpu_id"]]
-    assert [(s["vgpu_id"], s["reason"]) for s in got["skipped"]] == [(first, GONE)]
+    assert [(s["vgpu_id"], s["reason"]) for s in got["not_released"]] == [(first, GONE)]
     assert live(emulator, "rv") == [] and len(live(emulator, "other")) == 1
     with pytest.raises(InputError, match="not of cluster 'other'"):
         apply(emulator, plan_path, cluster="other")
@@ -567,7 +568,7 @@ def test_apply_twice_and_the_skip_reasons(emulator, tmp_path):
     vms(emulator, "c1-g4")
     got = apply(emulator, path)
     assert [r["vgpu_id"] for r in got["released"]] == [ids[5]]
-    reasons = {s["vgpu_id"]: (s["reason"], s["message"]) for s in got["skipped"]}
+    reasons = {s["vgpu_id"]: (s["reason"], s["message"]) for s in got["not_released"]}
     assert reasons[ids[0]] == (GONE, "no longer listed: released already")
     assert reasons[ids[1]][0] == RENAMED
     assert reasons[ids[2]][0] == OWNER_CHANGED and "'c2'" in reasons[ids[2]][1]
@@ -577,7 +578,7 @@ def test_apply_twice_and_the_skip_reasons(emulator, tmp_path):
     assert still == set(ids[1:5]) | set(made_since)
     again = apply(emulator, path)
     assert again["released"] == [] and not again["changed"]
-    assert {s["vgpu_id"]: s["reason"] for s in again["skipped"]}[ids[5]] == GONE
+    assert {s["vgpu_id"]: s["reason"] for s in again["not_released"]}[ids[5]] == GONE
 
 
 def test_the_apply_goes_through_the_release_path_lost_answers_included(emulator, tmp_path):
@@ -592,7 +593,93 @@ def test_the_apply_goes_through_the_release_path_lost_answers_included(emulator,
     assert emulator.stats()["faults"]["dropped"] == 1
     emulator.faults()
     assert [r["vgpu_id"] for r in got["released"]] == [ids[0]]
-    assert {s["vgpu_id"]: s["reason"] for s in got["skipped"]} == {ids[1]: NOT_ORPHANED}
+    assert {s["vgpu_id"]: s["reason"] for s in got["not_released"]} == {ids[1]: NOT_ORPHANED}
     assert [r["vgpu_id"] for r in live(emulator)] == [ids[1]]
     again = apply(emulator, path)
-    assert {s["vgpu_id"]: s["reason"] for s in again["skipped"]} == {ids[0]: GONE, ids[1]: NOT_ORPHANED}
+    assert {s["vgpu_id"]: s["reason"] for s in again["not_released"]} == {ids[0]: GONE, ids[1]: NOT_ORPHANED}
+
+
+def test_a_plan_that_releases_one_and_skips_one_is_changed_never_skipping(emulator, tmp_path):
+    """The result of a reviewed reclaim names what it did not release ``not_released``: ``skipped`` is Ansible's
+    flag of a task that did not run (the default callback printed ``skipping:``, and ``r is skipped`` was true
+    while a reservation was released)."""
+    spec = {"cluster": {"name": "rv", "location": LOC, "cloudspace": "capvco-demo"}}
+    vms(emulator, "rv-g0", "rv-g1", cluster="rv")
+    ensure(emulator, machines=["rv-g0", "rv-g1"], cluster="rv", count=1)
+    plan_path = tmp_path / "teardown.json"
+    rc, out, _data = run_playbook(
+        os.path.join(PLAYBOOKS, "cluster_delete.yml"),
+        emulator,
+        extra_vars=dict(spec, plan_file=str(plan_path)),
+        check=True,
+    )
+    assert rc == 0, out[-3000:]
+    first = json.loads(plan_path.read_text())["entries"][0]["vgpu_id"]
+    with emulator.client() as client:
+        client.delete_vgpu(LOC, first, detach=True, permanently=True)
+    play = tmp_path / "reclaim.yml"
+    play.write_text(
+        """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Release the plan
+      whitesky.capvco.vgpu_reclaim:
+        location: %s
+        scope: cluster
+        cluster: rv
+        plan: %s
+      register: r
+    - name: What Ansible made of it
+      ansible.builtin.assert:
+        that: [r is changed, r is not skipped, r.released | length == 1, r.not_released | length == 1]
+"""
+        % (LOC, plan_path)
+    )
+    rc, out, _data = run_playbook(str(play), emulator, env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"})
+    assert rc == 0 and "changed: [localhost]" in out and "skipping:" not in out, out[-3000:]
+    assert live(emulator, "rv") == []
+
+
+def test_no_module_returns_a_key_that_ansible_reserves():
+    """Every module's RETURN keys avoid the keys of a task result that Ansible reads itself."""
+    import glob
+    import re
+
+    import yaml
+
+    reserved = {
+        "changed",
+        "failed",
+        "skipped",
+        "msg",
+        "rc",
+        "results",
+        "invocation",
+        "warnings",
+        "deprecations",
+        "diff",
+        "ansible_facts",
+        "exception",
+        "stdout",
+        "stderr",
+        "stdout_lines",
+        "stderr_lines",
+        "skip_reason",
+        "unreachable",
+        "module_stdout",
+        "module_stderr",
+        "attempts",
+        "backup_file",
+        "checksum",
+        "item",
+    }
+    offenders = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py"))):
+        found = re.search(r'^RETURN = r?"""(.*?)"""', Path(path).read_text(encoding="utf-8"), re.S | re.M)
+        if found is None:
+            continue
+        body = found.group(1)
+        keys = set((yaml.safe_load(body) or {}).keys())
+        if keys & reserved:
+            offenders[os.path.basename(path)] = sorted(keys & reserved)
+    assert not offenders, offenders

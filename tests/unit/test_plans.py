@@ -212,3 +212,41 @@ def test_select_releases_what_the_scope_allows_and_keeps_the_rest_with_a_reason(
             i for i in items if i not in in_bin_kept and not _live(i, live) and NOW - i["owner"].created >= grace
         ]
         assert chosen == expected
+
+
+@pytest.mark.parametrize(
+    "price",
+    [
+        None,
+        {},
+        [],
+        "abc",
+        {"resources": None},
+        {"resources": []},
+        {"resources": {}},
+        {"resources": {"vgu": None}},
+        {"resources": {"vgu": -730}},
+        {"resources": {"vgu": "abc"}},
+        {"resources": {"vgu": "730"}},
+        {"resources": {"vgu": [730]}},
+        {"resources": {"vgu": True}},
+        {"resources": {"vgu": float("nan")}},
+        {"resources": {"vgu": float("inf")}},
+    ],
+    ids=repr,
+)
+def test_a_price_that_is_not_a_finite_number_of_zero_or_more_is_unknown_never_free(price):
+    from ansible_collections.whitesky.capvco.plugins.module_utils import billing
+
+    assert billing.price_per_hour(price) is None
+    assert billing.price_problem(price).startswith("the platform's price list has")
+    assert billing.times(2, billing.price_per_hour(price)) is None and billing.times(0, None) == 0.0
+    assert billing.shown(None, "EUR") == "unknown"
+
+
+def test_a_known_price_is_per_hour():
+    from ansible_collections.whitesky.capvco.plugins.module_utils import billing
+
+    assert billing.price_per_hour({"resources": {"vgu": 730}}) == 1.0
+    assert billing.price_per_hour({"resources": {"vgu": 0}}) == 0.0
+    assert billing.price_problem({"resources": {"vgu": 730.0}}) is None
