@@ -22,9 +22,12 @@ Pure Python, but for :func:`write` and :func:`read`, which do the file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
+import math
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,6 +47,8 @@ VERSION = 1
 KINDS = ("orphans", "cluster")
 #: The largest plan file read (a plan of 100,000 reservations is about 50 MB).
 MAX_BYTES = 128 * 1024 * 1024
+#: The deepest a plan's JSON nests (the document, its entries, an entry, its cost): a deeper one is no plan.
+MAX_DEPTH = 6
 
 #: Why a planned reservation is not released (:func:`match`), each a ``reason`` of ``skipped``.
 GONE = "gone"
@@ -304,14 +309,50 @@ def _check_scope(scope: object, path: str) -> PlanScope:
     return typed
 
 
+def _no_constant(name: str) -> float:
+    raise ValueError("%s is not a number a plan holds" % name)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("%s is out of range" % text[:40])
+    return value
+
+
+def _depth(doc: object) -> int:
+    """How deep a parsed document nests (a scalar is 0), without recursion, stopping past :data:`MAX_DEPTH`."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        value, level = todo.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        todo.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _document(text: str, path: str) -> Any:
+    """The JSON of a plan file, bounded: finite numbers only (no NaN, no 1e400), at most :data:`MAX_DEPTH` deep."""
+    try:
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise _refuse(path, "is not a plan: it nests deeper than any plan") from None
+    except ValueError as exc:
+        raise _refuse(path, "is not a plan: it is not JSON of finite numbers (%s)" % str(exc)[:200]) from None
+    if _depth(doc) > MAX_DEPTH:
+        raise _refuse(path, "is not a plan: it nests deeper than %d levels" % MAX_DEPTH)
+    return doc
+
+
 def loads(text: str, path: str, location: str) -> Plan:
     """The plan in ``text`` (the file ``path``, named in every refusal), made for ``location``: refused whole
     (:class:`InputError`) when it is not a plan of this format, its digest does not match its content, an entry is
     malformed or not the scope's, or it is of another location."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise _refuse(path, "is not a plan: it is not JSON (%s)" % exc) from None
+    doc = _document(text, path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _refuse(path, 'is not a plan: it has no "format": %r' % FORMAT)
     if isinstance(doc.get("version"), bool) or doc.get("version") != VERSION:
@@ -360,13 +401,29 @@ def resolve(path: str) -> str:
 
 
 def read(path: str, location: str) -> Plan:
-    """The plan in file ``path``, made for ``location`` (:func:`loads`); an unreadable file is refused, naming it."""
+    """The plan in file ``path``, made for ``location`` (:func:`loads`); an unreadable file is refused, naming it.
+
+    Who can write the plan decides what is released, and its digest can be recomputed by whoever edits it (it
+    detects accidents, not forgery).  So, as ssh does with its keys, a plan file is refused when it is a symbolic
+    link, not a regular file, writable by its group or by others, or owned by another user than the one applying
+    it (or root)."""
     path = resolve(path)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(path, "is a symbolic link: give the plan file itself") from None
+        raise _refuse(path, "cannot be read (%s)" % (exc.strerror or exc)) from None
+    try:
+        _check_file(path, os.fstat(fd))
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise _refuse(path, "cannot be read (%s)" % (exc.strerror or exc)) from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(raw) > MAX_BYTES:
         raise _refuse(path, "is over %d bytes: not a plan this collection wrote" % MAX_BYTES)
     try:
@@ -374,6 +431,21 @@ def read(path: str, location: str) -> Plan:
     except UnicodeDecodeError:
         raise _refuse(path, "is not a plan: it is not UTF-8 text") from None
     return loads(text, path, location)
+
+
+def _check_file(path: str, st: os.stat_result) -> None:
+    """Refuse a plan file that another user could have written (see :func:`read`)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, "is not a regular file")
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        raise _refuse(path, "is owned by uid %d, not by the user applying it (uid %d)" % (st.st_uid, me))
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _refuse(
+            path,
+            "is writable by %s (mode %04o): anyone who can write it decides what is released; chmod go-w it, "
+            "or make the plan again" % ("others" if st.st_mode & stat.S_IWOTH else "its group", st.st_mode & 0o7777),
+        )
 
 
 def check_new(path: str, check_mode: bool) -> None:

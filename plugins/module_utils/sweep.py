@@ -404,6 +404,21 @@ def apply_plan(
             "vgpu", sorted(still), sorted(s["vgpu_name"] for s in skipped if s["reason"] != reclaim_plan.GONE)
         ),
     }
+    live = _live_machines(chosen) if planned["kind"] == "cluster" else []
+    if live:
+        result["warnings"] = [
+            "reclaim plan %s is a teardown of cluster %r, and %d of its reservations are attached to machines that "
+            "exist (%s): %s"
+            % (
+                reclaim_plan.resolve(path),
+                planned["cluster"],
+                sum(1 for i in chosen if attached_to(i) is not None),
+                ", ".join(live[:10]) + (" and %d more" % (len(live) - 10) if len(live) > 10 else ""),
+                "applying it would take their vGPUs from them (check mode: nothing was released)"
+                if check_mode
+                else "their vGPUs were taken from them",
+            )
+        ]
     if not check_mode and chosen:
         try:
             release(client, location, chosen, planned["permanently"], parallel)
@@ -411,6 +426,16 @@ def apply_plan(
             exc.details["not_released"] = skipped
             raise
     return result
+
+
+def _live_machines(chosen: Iterable[Reservation]) -> list[str]:
+    """The names of the VMs the reservations are attached to (VMs that exist: the listing names them)."""
+    names = set()
+    for item in chosen:
+        vm = item.get("virtual_machine")
+        if vm:
+            names.add(str(vm.get("name")))
+    return sorted(names)
 
 
 def release_cluster(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -683,3 +684,91 @@ def test_no_module_returns_a_key_that_ansible_reserves():
         if keys & reserved:
             offenders[os.path.basename(path)] = sorted(keys & reserved)
     assert not offenders, offenders
+
+
+def _deep(n):
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("[" * 100000, "nests deeper than any plan"),
+        ('{"format": "x", "entries": %s}' % _deep(100000), "nests deeper than any plan"),
+        ('{"format": "x", "entries": %s}' % _deep(50), "nests deeper than 6 levels"),
+        ('{"a": NaN}', "NaN is not a number a plan holds"),
+        ('{"a": -Infinity}', "-Infinity is not a number a plan holds"),
+        ('{"a": 1e400}', "1e400 is out of range"),
+    ],
+    ids=["brackets", "deep-entries", "50-deep", "nan", "infinity", "1e400"],
+)
+def test_a_hostile_plan_is_refused_whole_naming_the_file(emulator, tmp_path, text, words):
+    orphaned(emulator, "c1-gone")
+    path = tmp_path / "hostile.json"
+    path.write_text(text)
+    emulator.reset_stats()
+    with pytest.raises(InputError) as err:
+        apply(emulator, path)
+    assert str(path) in str(err.value) and words in str(err.value) and "nothing was released" in str(err.value)
+    assert emulator.stats()["operations"] == {} and len(live(emulator)) == 1
+
+
+def test_a_plan_with_a_nan_cost_or_an_infinite_created_is_refused(emulator, tmp_path):
+    orphaned(emulator, "c1-gone")
+    path = tmp_path / "plan.json"
+    plan_orphans(emulator, path)
+    for bad, words in (('"per_hour": NaN', "NaN is not a number"), ('"created": 1e400', "1e400 is out of range")):
+        doc = path.read_text()
+        key = bad.split(":")[0]
+        text = re.sub(r"%s: [^,\n}]+" % re.escape(key), bad, doc, count=1)
+        assert text != doc
+        hostile = tmp_path / ("hostile-%s.json" % key.strip('"'))
+        hostile.write_text(text)
+        with pytest.raises(InputError, match=words):
+            apply(emulator, hostile)
+    assert len(live(emulator)) == 1
+
+
+def test_a_plan_file_another_user_could_write_is_refused(emulator, tmp_path):
+    """As ssh does with its keys: a symbolic link, a file writable by its group or by others, one owned by another
+    user, or one that is not a regular file decides nothing."""
+    orphaned(emulator, "c1-gone")
+    path = tmp_path / "plan.json"
+    plan_orphans(emulator, path)
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    with pytest.raises(InputError, match="%s is a symbolic link" % link):
+        apply(emulator, link)
+    for mode, who in ((0o620, "its group"), (0o602, "others"), (0o666, "others")):
+        os.chmod(path, mode)
+        with pytest.raises(InputError, match=r"is writable by %s \(mode %04o\)" % (who, mode)):
+            apply(emulator, path)
+    os.chmod(path, 0o600)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+        with pytest.raises(InputError, match=r"is owned by uid 65534, not by the user applying it \(uid 0\)"):
+            apply(emulator, path)
+        os.chown(path, 0, 0)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is not a regular file"):
+        apply(emulator, fifo)
+    assert len(live(emulator)) == 1
+    got = apply(emulator, path)  # the file as written: applied
+    assert len(got["released"]) == 1 and live(emulator) == []
+
+
+def test_a_teardown_plan_of_a_cluster_with_live_machines_says_so_before_it_is_applied(emulator, tmp_path):
+    """A plan of scope cluster for a live cluster (a forged one, or one made long before) takes the vGPUs of
+    running machines: check mode and the run say so, naming them."""
+    spec = {"cluster": {"name": "rv", "location": LOC, "cloudspace": "capvco-demo"}}
+    vms(emulator, "rv-g0", "rv-g1", cluster="rv")
+    ensure(emulator, machines=["rv-g0", "rv-g1"], cluster="rv", count=1)
+    plan_path = tmp_path / "teardown.json"
+    with emulator.client() as client:
+        cluster_core.run(client, spec=spec, state="absent", plan_file=str(plan_path), check_mode=True)
+    got = apply(emulator, plan_path, check=True, scope="cluster", cluster="rv")
+    (warning,) = got["warnings"]
+    assert "is a teardown of cluster 'rv', and 2 of its reservations are attached to machines that exist" in warning
+    assert "rv-g0, rv-g1" in warning and "check mode: nothing was released" in warning
+    assert len(live(emulator, "rv")) == 2
