@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 OWN = "/proc/self/ns/net"
 RTMGRP_LINK = 1
+IFF_LOWER_UP = 0x10000
+#: Seconds an ADD waits, once the pod's interface is up, for the kernel to say it runs (carrier, and operstate UP:
+#: until then a packet the pod sends is dropped); a link that never runs (a VF without a cable) is answered anyway.
+RUNNING_WAIT = 3.0
 
 T = TypeVar("T")
 
@@ -119,8 +123,9 @@ class Netlink:
 
     def configure(
         self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
-    ) -> None:
-        self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
+    ) -> bool:
+        """Move and set up the NIC in the pod; whether the kernel said it runs within :data:`RUNNING_WAIT`."""
+        return self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None:
         """Move the interface back to the node (a VF returns to its host); absent is fine."""
@@ -154,10 +159,10 @@ def _configure(
     prefixlen: int,
     mtu: int | None,
     routes: list[Route],
-) -> None:
+) -> bool:
     """Move the NIC into the pod, renamed and with its MTU in the same request (the move takes it down), then
-    address it, bring it up and add its routes there.  The kernel keeps the ifindex across the move when it is
-    free in the pod, so the pod's side is one get, not a dump."""
+    address it, bring it up, wait until it runs (:func:`_running`) and add its routes there.  The kernel keeps the
+    ifindex across the move when it is free in the pod, so the pod's side is one get, not a dump."""
     if idx is None:  # the wait found it a moment ago, else look it up now
         idx = host.link_lookup(address=mac)[0]
     fd = os.open(netns, os.O_RDONLY)
@@ -172,9 +177,24 @@ def _configure(
         idx = _index_of(pod, idx, mac)
         pod.addr("add", index=idx, address=address, prefixlen=prefixlen)
         pod.link("set", index=idx, state="up")
+        running = _running(pod, idx, time.monotonic() + RUNNING_WAIT)
         for route in routes:
             net = ipaddress.ip_network(route["dst"], strict=False)
             pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=idx)
+    return running
+
+
+def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
+    """Wait until the link runs: carrier (``IFF_LOWER_UP``) and operstate UP (or UNKNOWN, for a link that reports
+    none), which the kernel sets once it has given the link its queue; before that the pod's first packets are
+    dropped.  Usually true at the first look (one get); polled every 2 ms until ``deadline``."""
+    while True:
+        link = pod.get_links(idx)[0]
+        if link["flags"] & IFF_LOWER_UP and link.get_attr("IFLA_OPERSTATE") in ("UP", "UNKNOWN"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
 
 
 def _release(_host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str | None) -> None:

@@ -129,7 +129,7 @@ class NetlinkOps(Protocol):
 
     def configure(
         self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
-    ) -> None: ...
+    ) -> bool: ...
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None: ...
 
@@ -301,8 +301,11 @@ def parse_prev_result(value: object) -> PrevResult | None:
 
 
 def _valid_attachments(value: object) -> frozenset[str]:
-    """GC's ``cni.dev/valid-attachments``, as ledger keys."""
+    """GC's ``cni.dev/valid-attachments``, as ledger keys.  Only a well-formed list decides what is released (an
+    empty one included): absent or null is malformed input (7), never "nothing is valid"."""
     field = "cni.dev/valid-attachments"
+    if value is None:
+        raise _invalid(field, "a list of objects (GC needs it; an empty list when nothing is attached)")
     return frozenset(
         ledger_key(
             _text(item.get("containerID"), where + ".containerID", required=True) or "",
@@ -747,7 +750,8 @@ class NicAgent:
         try:
             if not self.netlink.wait_for(mac, self.wait_timeout):
                 raise CniError(IO_FAILURE, "the NIC %s did not appear within %ss" % (mac, self.wait_timeout))
-            self.netlink.configure(mac, req.netns, req.ifname, entry["ip"], prefixlen, entry["mtu"], routes)
+            if not self.netlink.configure(mac, req.netns, req.ifname, entry["ip"], prefixlen, entry["mtu"], routes):
+                LOG.warning("%s: %s is up but not running (no carrier) after the wait: answered anyway", req.key, mac)
         except Exception as exc:
             released = self.rollback(req.key, entry)
             kept = "the NIC could not be shown released: it stays in the ledger, reported"
@@ -909,7 +913,9 @@ class NicAgent:
     def cmd_gc(self, req: CniRequest) -> CniResult:
         """Release the attachments of this network configuration (by its ``name``, as the spec scopes GC) that the
         runtime no longer lists; other configurations' attachments, on the same platform network or not, stay."""
-        valid = req.conf.valid_attachments or frozenset()
+        valid = req.conf.valid_attachments
+        if valid is None:  # parse_request refuses a GC without the list; never read its absence as "none valid"
+            raise CniError(INVALID_CONFIG, "invalid cni.dev/valid-attachments: a list of objects")
         for key, entry in self.ledger.items().items():
             if key not in valid and entry["state"] == "ready" and entry["config_name"] == req.conf.name:
                 self.release(key, entry)

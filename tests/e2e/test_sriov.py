@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from capvco_lab.netlab import sh
+from capvco_lab.netlab import HOOK, sh
 
 from helpers import wait_for
 
@@ -104,6 +104,29 @@ def test_agent_killed_mid_attach_keeps_and_reports_the_nic_and_the_retry_works(l
     assert lab.platform_nics() == [landed] and len(lab.ledger_entries()) == 1, "the held one stays, recorded"
 
 
+def test_an_add_answers_once_the_pods_interface_runs(lab):
+    """A NIC whose far end comes up late (a VF whose link trains, here the hot-plug's veth peer held down for
+    0.8 s): the ADD answers only once the pod's interface has carrier and operstate UP, so the pod's first
+    packet is sent, not dropped; a ping right after the ADD succeeds at its first echo."""
+    late = (
+        'EXT_NS=%s NODE_NS=%s %s && if [ "$EMU_EVENT" = nic_attach ]; then '
+        't=$(printf %%s "$EMU_MAC" | tr -d : | tail -c 6); ip -n %s link set cvu$t down; '
+        "(sleep 0.8; ip -n %s link set cvu$t up) >/dev/null 2>&1 & fi" % (lab.ext, lab.node, HOOK, lab.ext, lab.ext)
+    )
+    lab.emu.admin("POST", "/hooks", {"nic_attach": late, "nic_detach": "EXT_NS=%s %s" % (lab.ext, HOOK)})
+    pod = lab.add_pod(1)
+    t0 = time.monotonic()
+    rc, res = lab.cni("ADD", pod, container="c1")
+    took = time.monotonic() - t0
+    assert rc == 0, res
+    link = sh("ip", "-n", pod, "-o", "link", "show", "net1").stdout
+    assert "LOWER_UP" in link and "state UP" in link, link
+    assert took >= 0.8, "the ADD answered after %.2fs, before the link ran" % took
+    ping = sh("ip", "netns", "exec", pod, "ping", "-c", "1", "-W", "2", "-I", "net1", "198.51.100.1", check=False)
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert lab.cni("DEL", pod, container="c1") == (0, None)
+
+
 @pytest.mark.parametrize("lab", [{"grace": 1.0, "interval": 0.2}], indirect=True)
 def test_pod_netns_deleted_without_del_is_reclaimed_within_grace(lab):
     pod = lab.add_pod(1)
@@ -186,6 +209,11 @@ def test_version_status_gc_and_check_mismatch(lab):
     bad["interfaces"][0]["mac"] = "52:54:ff:ff:ff:ff"
     rc, err = lab.cni("CHECK", b, container="cb", conf={"prevResult": bad})
     assert rc == 1 and err["code"] == 100 and "MAC" in err["msg"]
+    both = sorted(n["ip_address"] for n in lab.platform_nics())
+    for malformed in ({"cni.dev/valid-attachments": None}, {}):  # only a well-formed list decides; never "none valid"
+        rc, err = lab.cni("GC", conf=malformed)
+        assert rc == 1 and err["code"] == 7 and "cni.dev/valid-attachments" in err["msg"], err
+        assert sorted(n["ip_address"] for n in lab.platform_nics()) == both
     valid = {"cni.dev/valid-attachments": [{"containerID": "cb", "ifname": "net1"}]}
     assert lab.cni("GC", conf=valid) == (0, None)
     assert [n["ip_address"] for n in lab.platform_nics()] == [res_b["ips"][0]["address"].split("/")[0]]

@@ -45,6 +45,7 @@ class FakeNetlink:
             "addresses": ["%s/%d" % (address, prefixlen)],
             "routes": [r["dst"] for r in routes],
         }
+        return True  # the link runs
 
     def release(self, netns, ifname, mac):
         self.released.append((netns, ifname, mac))
@@ -279,7 +280,7 @@ def test_two_concurrent_adds_of_one_attachment_get_one_outcome(node):
 
     def configure(*args):
         time.sleep(0.3)
-        slow(*args)
+        return slow(*args)
 
     node.netlink.configure = configure
     results = []

@@ -91,6 +91,7 @@ class FakeNetlink:
             "addresses": ["%s/%d" % (address, prefixlen)],
             "routes": [r["dst"] for r in routes],
         }
+        return True  # the link runs
 
     def release(self, netns, ifname, mac):
         self.pods.pop((netns, ifname), None)
@@ -203,6 +204,8 @@ def test_check_with_a_well_formed_prev_result_still_passes_and_mismatches(agent)
         ("GC", {"cni.dev/valid-attachments": [{"ifname": "net1"}]}, "cni.dev/valid-attachments[0].containerID"),
         ("GC", {"cni.dev/valid-attachments": [{"containerID": "c1", "ifname": 1}]}, "[0].ifname"),
         ("GC", {"cni.dev/valid-attachments": {"containerID": "c1"}}, "cni.dev/valid-attachments"),
+        ("GC", {"cni.dev/valid-attachments": None}, "cni.dev/valid-attachments"),
+        ("GC", {}, "cni.dev/valid-attachments"),
     ],
 )
 def test_a_malformed_configuration_field_is_a_config_error_naming_it(agent, command, conf, field):
