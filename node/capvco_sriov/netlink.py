@@ -128,8 +128,10 @@ class Netlink:
         return self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None:
-        """Move the interface back to the node (a VF returns to its host); absent is fine."""
-        if not netns or not os.path.exists(netns):
+        """Move the interface with ``mac`` back to the node (a VF returns to its host); absent is fine.  Found by its
+        MAC only, never by its name: an entry whose MAC was never known (its attach's answer never came) put nothing
+        into the pod, and the pod's ``net1`` may by now be another attachment's (a retried ADD's)."""
+        if not mac or not netns or not os.path.exists(netns):
             return
         self._run(_release, self.host_netns, netns, ifname, mac)
 
@@ -197,9 +199,9 @@ def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
         time.sleep(0.002)
 
 
-def _release(_host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str | None) -> None:
+def _release(_host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str) -> None:
     with netns_socket(netns) as pod:
-        found = pod.link_lookup(address=mac) if mac else pod.link_lookup(ifname=ifname)
+        found = pod.link_lookup(address=mac)
         if not found:
             return
         idx = found[0]

@@ -104,6 +104,27 @@ def test_agent_killed_mid_attach_keeps_and_reports_the_nic_and_the_retry_works(l
     assert lab.platform_nics() == [landed] and len(lab.ledger_entries()) == 1, "the held one stays, recorded"
 
 
+def test_a_release_without_a_mac_never_takes_the_pods_interface_by_its_name(lab):
+    """An entry whose attach answer never came has no MAC, and put nothing into the pod; by the time it is settled
+    the pod's ``net1`` may be a retried ADD's NIC. Releasing that entry must not move ``net1`` out of the pod (it
+    did, by name: a retried ADD answered success and the pod had no interface; the agent-killed test failed 9
+    times in 30 under load). Only the MAC finds what a release moves."""
+    from capvco_sriov.netlink import Netlink
+
+    pod = lab.add_pod(1)
+    rc, res = lab.cni("ADD", pod, container="c1")
+    assert rc == 0, res
+    netlink = Netlink(os.path.join("/var/run/netns", lab.node))
+    pod_path = os.path.join("/var/run/netns", pod)
+    netlink.release(pod_path, "net1", None)
+    netlink.release(pod_path, "net1", "52:54:00:ff:ff:ff")  # another MAC: not this one either
+    assert "net1" in sh("ip", "-n", pod, "-o", "link", "show").stdout
+    assert lab.ping(pod) == 0
+    netlink.release(pod_path, "net1", res["interfaces"][0]["mac"])  # its own MAC: moved back to the node
+    assert "net1" not in sh("ip", "-n", pod, "-o", "link", "show").stdout
+    assert lab.cni("DEL", pod, container="c1") == (0, None)
+
+
 def test_an_add_answers_once_the_pods_interface_runs(lab):
     """A NIC whose far end comes up late (a VF whose link trains, here the hot-plug's veth peer held down for
     0.8 s): the ADD answers only once the pod's interface has carrier and operstate UP, so the pod's first
