@@ -5,8 +5,12 @@
 
 The source (``extensions/eda/plugins/event_source/vgpu_events.py``) is thin: it parses its arguments here
 (:func:`settings`), holds the cursor (:func:`locked`, :func:`load`), and polls: :func:`read` reads a location,
-:func:`plan` says what that reading means against what was already delivered, and after each event the source
-puts on its queue, :meth:`Cursor.record` and :meth:`Cursor.save` write down that it was delivered.
+:func:`plan` says what that reading means against what was already delivered, and each event is written down
+*before* the source puts it on its queue (:meth:`Cursor.prepare`: its ``seq`` given once, what it changes
+recorded, the event itself kept as the cursor's ``pending`` event, the cursor saved).  A source killed anywhere
+therefore restarts from what it delivered or was about to deliver: it puts the pending event on the queue again
+first, with the same ``seq`` (so an event is delivered at least once, and a repeat is the same event with the same
+``seq``, which a consumer can check), and no ``seq`` ever names two events.
 
 The events (docs/gpus.md, "Events", is the user's description):
 
@@ -72,7 +76,7 @@ DEFAULT_MAX_BACKOFF = 300.0
 THRESHOLD_NAMES = 20
 
 CURSOR_KIND = "whitesky.capvco.vgpu_events cursor"
-CURSOR_VERSION = 1
+CURSOR_VERSION = 2
 #: The largest cursor file read (a cursor of 100,000 reported orphans is some 20 MB).
 CURSOR_MAX_BYTES = 64 * 1024 * 1024
 
@@ -368,6 +372,9 @@ class Cursor:
     customer_id: str
     seq: int = 0
     locations: dict[str, Place] = dataclasses.field(default_factory=dict)
+    #: the event written down and about to be delivered (or delivered, until the next save): a restart delivers it
+    #: again first, with its seq
+    pending: dict[str, Any] | None = None
     #: each reported orphan's JSON text, by (location, vgpu_id), while it is unchanged: a save after each event
     #: then costs a join, not the serialization of every reported orphan again
     _texts: dict[tuple[str, str], tuple[Reported, str]] = dataclasses.field(default_factory=dict, repr=False)
@@ -387,9 +394,19 @@ class Cursor:
             place.above = True
         self.seq = seq
 
-    def document(self) -> dict[str, Any]:
-        """The cursor as the JSON document :meth:`save` writes."""
-        return json.loads(self.text())
+    def prepare(self, location: str, step: Step) -> dict[str, Any]:
+        """The step's event with the next ``seq``, written down before it is delivered: what it changes recorded,
+        the event kept as ``pending``, the cursor saved.  The caller delivers it, then calls :meth:`delivered`."""
+        seq = self.seq + 1
+        event = dict(step.event, seq=seq)
+        self.record(location, step, seq)
+        self.pending = event
+        self.save()
+        return event
+
+    def delivered(self) -> None:
+        """The pending event is on the queue: the next save forgets it (until then a restart delivers it again)."""
+        self.pending = None
 
     def _entry(self, location: str, vgpu_id: str, reported: Reported, texts: dict[Any, Any]) -> str:
         cached = self._texts.get((location, vgpu_id))
@@ -416,8 +433,9 @@ class Cursor:
             "api_url": self.api_url,
             "customer_id": self.customer_id,
             "seq": self.seq,
+            "pending": self.pending,
         }
-        return json.dumps(head, separators=(",", ":"))[:-1] + ',"locations":{%s}}' % ",".join(places)
+        return json.dumps(head, separators=(",", ":"), allow_nan=False)[:-1] + ',"locations":{%s}}' % ",".join(places)
 
     def save(self) -> None:
         """Write the cursor: a temporary file beside it, flushed and fsynced, renamed over it (``os.replace``),
@@ -501,6 +519,31 @@ def _number_or_none(fields: Mapping[str, Any], key: str, where: str) -> float | 
     return None if fields[key] is None else float(_field(fields, key, _NUM, where))
 
 
+def _pending(data: object, seq: int) -> dict[str, Any] | None:
+    """The cursor's pending event: null, or an event of a known type numbered as the cursor's last, whose every
+    string is a plain token (it goes onto the queue as it is)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ValueError("the cursor's pending event is not an object")
+    fields: dict[str, Any] = data
+    if fields.get("type") not in (ORPHANED, RECLAIMED, THRESHOLD):
+        raise ValueError("the cursor's pending event is of no known type")
+    if _field(fields, "seq", (int,), "the cursor's pending event") != seq:
+        raise ValueError("the cursor's pending event is not numbered as the cursor's last event")
+    todo: list[object] = [fields]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, dict):
+            todo.extend(value.keys())
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+        elif isinstance(value, str) and plain(value) is None:
+            raise ValueError("the cursor's pending event holds a string that is not a plain token")
+    return dict(fields)
+
+
 def _parse(data: Mapping[str, Any], cursor: Cursor) -> None:
     """Fill ``cursor`` from a document whose kind, version and scope were checked; ValueError names what is wrong."""
     cursor.seq = _field(data, "seq", (int,), "the cursor")
@@ -558,8 +601,11 @@ def load(path: str, api_url: str, customer_id: str) -> Cursor:
             % (data.get("customer_id"), data.get("api_url"), customer_id, scope),
         )
     try:
-        _keys(data, frozenset(("kind", "version", "api_url", "customer_id", "seq", "locations")), "the cursor")
+        _keys(
+            data, frozenset(("kind", "version", "api_url", "customer_id", "seq", "pending", "locations")), "the cursor"
+        )
         _parse(data, cursor)
+        cursor.pending = _pending(data["pending"], cursor.seq)
     except ValueError as exc:
         raise _refuse(path, "it is corrupt: %s" % exc) from None
     return cursor

@@ -25,8 +25,9 @@ description:
     whose owner machine is gone, after the grace period; C(vgpu.reclaimed) once when such a reservation is
     released (or its machine is back); C(cost.threshold) once each time the money at risk per hour in a location
     rises above O(cost_threshold).
-  - What was delivered is kept in a cursor file, written after each event, so each event is delivered once across
-    restarts of the source.
+  - Each event is written down in a cursor file (its seq, what it changes, the event itself) before it is put on
+    the queue, so a source stopped or killed anywhere loses no event: on restart it delivers the written-down event
+    again first, with the same seq; a seq never names two events.
   - The connection arguments fall back to the environment variables the collection's modules read.
 options:
   api_url:
@@ -182,15 +183,14 @@ async def _connect(config: events.Settings) -> _Platform:
 async def _deliver(
     queue: asyncio.Queue[Any], cursor: events.Cursor, reading: events.Reading, config: events.Settings
 ) -> int:
-    """Put the reading's events on the queue, one at a time, writing the cursor after each; then the costs."""
+    """Put the reading's events on the queue, one at a time, each written down in the cursor before it is put
+    (``Cursor.prepare``: a source killed after that delivers it again on restart, with its seq); then the costs."""
     place = cursor.place(reading.location)
     steps = events.plan(place, reading, config.grace_period, config.cost_threshold)
     for step in steps:
-        event = dict(step.event, seq=cursor.seq + 1)
+        event = cursor.prepare(reading.location, step)
         await queue.put(event)
-        # no await between the put and the write: a stop (a cancelled task) lands before the put or after both
-        cursor.record(reading.location, step, event["seq"])
-        cursor.save()
+        cursor.delivered()
         await asyncio.sleep(0)
     events.settle(place, reading, config.grace_period, config.cost_threshold)
     cursor.save()
@@ -223,6 +223,10 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     config = events.settings(args, os.environ)
     with events.locked(config.cursor):
         cursor = events.load(config.cursor, config.api_url, config.customer_id)
+        if cursor.pending is not None:  # written down, maybe not delivered, when the source last stopped
+            await queue.put(dict(cursor.pending))
+            cursor.delivered()
+            cursor.save()
         platform = await _connect(config)
         LOG.info(
             "%s: watching %s every %ss (grace period %ss), cursor %s at event %d",
