@@ -34,10 +34,47 @@ if TYPE_CHECKING:
 
 
 def cloudspaces_named(client: WhiteskyClient, name: str, location: str) -> list[dict[str, Any]]:
-    """The cloudspaces called ``name`` in ``location``, the earliest first (creation time, then id): two runs that
-    each created one agree on which is the cluster's."""
+    """The cloudspaces called ``name`` in ``location``, the earliest first: two runs that each created one agree on
+    which is the cluster's.
+
+    A cloudspace's ``creation_time`` is in whole seconds, so two made in one second tie; their ids say nothing of
+    which came first.  Within a tie the order is that of their creator notes (whose times are fractional; a
+    cloudspace without one yet comes last: the run that made it writes it after it listed, so later than any it
+    saw), then the id.  Only a tie costs reads (the tied cloudspaces' notes)."""
     found = [cs for cs in client.cloudspaces() if cs["name"] == name and cs.get("location") == location]
-    return sorted(found, key=lambda cs: (cs.get("creation_time") or 0, str(cs.get("cloudspace_id"))))
+    seconds: dict[object, int] = {}
+    for cs in found:
+        seconds[cs.get("creation_time") or 0] = seconds.get(cs.get("creation_time") or 0, 0) + 1
+    noted: dict[str, float] = {}
+    for cs in found:
+        if seconds[cs.get("creation_time") or 0] > 1:
+            noted[str(cs.get("cloudspace_id"))] = _creator_noted_at(client, str(cs.get("cloudspace_id")))
+    return sorted(
+        found,
+        key=lambda cs: (
+            cs.get("creation_time") or 0,
+            noted.get(str(cs.get("cloudspace_id")), 0.0),
+            str(cs.get("cloudspace_id")),
+        ),
+    )
+
+
+def _creator_noted_at(client: WhiteskyClient, cloudspace_id: str) -> float:
+    """When the cloudspace's earliest creator note was written (infinity: none yet, or the cloudspace is gone)."""
+    try:
+        notes = client.cloudspace_notes(cloudspace_id)
+    except ApiError as exc:
+        if exc.status == 404:
+            return float("inf")
+        raise
+    times = [
+        float(n["creation_time"])
+        for n in notes
+        if isinstance(n, dict)
+        and isinstance(n.get("creation_time"), (int, float))
+        and ownership.note_creator(n.get("title"), n.get("content")) is not None
+    ]
+    return min(times, default=float("inf"))
 
 
 def cloudspace_by_name(client: WhiteskyClient, name: str, location: str) -> dict[str, Any] | None:
@@ -170,13 +207,53 @@ def record_creator(client: WhiteskyClient, cloudspace_id: str, cluster: str) -> 
 
 
 def creator(client: WhiteskyClient, cloudspace_id: str) -> str | None:
-    """The cluster a cloudspace's earliest creator note names, or None."""
-    notes = sorted(client.cloudspace_notes(cloudspace_id), key=lambda n: (n.get("creation_time") or 0, n.get("id")))
-    for note in notes:
-        owner = ownership.note_creator(note.get("title"), note.get("content"))
-        if owner is not None:
-            return owner
-    return None
+    """The cluster that holds the cloudspace (:func:`holder`, from its notes), or None."""
+    return holder(client.cloudspace_notes(cloudspace_id))
+
+
+def holder(notes: Sequence[Mapping[str, Any]]) -> str | None:
+    """The cluster a cloudspace's notes say holds it (pure): the earliest creator note's, then each handover note
+    written after it by the cluster that held it then, in order.  A handover from a cluster that did not hold the
+    cloudspace at that point changes nothing."""
+    current = None
+    for note in sorted(notes, key=lambda n: (n.get("creation_time") or 0, str(n.get("id")))):
+        title, content = note.get("title"), note.get("content")
+        if current is None:
+            current = ownership.note_creator(title, content)
+            continue
+        handed = ownership.note_handover(title, content)
+        if handed is not None and handed[0] == current:
+            current = handed[1]
+    return current
+
+
+def successor(left: Sequence[DescribedVM], cluster: str, members: Collection[str]) -> str | None:
+    """The cluster a torn-down creator hands its cloudspace over to: when every VM left that it does not own is
+    another cluster's (its marker read says so) or named like a machine of a cluster the cloudspace's notes name as
+    a member, the first of those clusters by name; else None (a VM made by hand is left: the cloudspace is kept, and
+    handed to nobody).  A handover is no proof of anything but the creator's leaving: the successor's teardown
+    still deletes the cloudspace only when no VM it does not own is left in it."""
+    owners = set()
+    for vm in left:
+        if vm["owner"] == cluster:
+            continue
+        owner = vm["owner"] or next((m for m in sorted(members) if ownership.may_own(m, vm["name"])), None)
+        if owner is None:
+            return None
+        owners.add(str(owner))
+    return min(owners) if owners else None
+
+
+def hand_over(client: WhiteskyClient, cs: Mapping[str, Any], cluster: str, to: str) -> bool:
+    """Write the handover note of ``cluster``'s cloudspace to cluster ``to``, then look again: when no VM is left
+    (``to``'s teardown ran meanwhile, having read the notes before this one), delete the cloudspace here.  Whether
+    it was deleted."""
+    title, content = ownership.handover_note(cluster, to)
+    client.create_cloudspace_note(cs["cloudspace_id"], title, content)
+    if client.vms(cs["cloudspace_id"]):
+        return False
+    delete(client, cs)
+    return True
 
 
 def keep_reason(

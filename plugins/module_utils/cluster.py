@@ -26,6 +26,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils import (
     clusterspec,
     gpu,
     lease,
+    ownership,
     pools,
     reclaim_plan,
     sweep,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         Capacity,
         CloudspaceView,
         ClusterPlan,
+        ClusterSpace,
         ClusterWorld,
         MachineCreate,
         Pool,
@@ -73,8 +75,9 @@ def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
 
 
 def read(client: WhiteskyClient, spec: Spec, teardown: bool = False, parallel: int = 32) -> ClusterWorld:
-    """The world a plan needs, read in two parallel rounds: ``{spaces: [{cloudspace, vms, creator}], inventory,
-    profiles, price}`` (the same-named cloudspaces, earliest first; a converge reads the first one only)."""
+    """The world a plan needs, read in two parallel rounds: ``{spaces: [{cloudspace, vms, creator, members}],
+    inventory, profiles, price}`` (the same-named cloudspaces, earliest first; a converge reads the first one only;
+    a teardown reads each one's notes: who holds it, and the other clusters noted as having machines in it)."""
     loc, name = spec["cluster"]["location"], spec["cluster"]["cloudspace"]
     jobs: dict[str, Callable[[], Any]] = {
         "spaces": lambda: cloudspaces_named(client, name, loc),
@@ -90,17 +93,22 @@ def read(client: WhiteskyClient, spec: Spec, teardown: bool = False, parallel: i
         cs_id = cs["cloudspace_id"]
         second[("vms", cs_id)] = partial(described, client, cs_id, spec["cluster"]["name"], parallel)
         if teardown:
-            second[("creator", cs_id)] = partial(cloudspaces.creator, client, cs_id)
+            second[("notes", cs_id)] = partial(client.cloudspace_notes, cs_id)
     got = _read(second)
-    return {
-        "spaces": [
+    out: list[ClusterSpace] = []
+    for cs in spaces:
+        notes = got.get(("notes", cs["cloudspace_id"])) or []
+        holder = cloudspaces.holder(notes) if teardown else None
+        out.append(
             {
                 "cloudspace": cloudspaces.view(cs),
                 "vms": got[("vms", cs["cloudspace_id"])],
-                "creator": got.get(("creator", cs["cloudspace_id"])),
+                "creator": holder,
+                "members": sorted(ownership.clusters_in(notes) - {holder}) if teardown else [],
             }
-            for cs in spaces
-        ],
+        )
+    return {
+        "spaces": out,
         "inventory": first["inventory"],
         "price": first["price"],
         "profiles": first.get("profiles", []),
@@ -458,10 +466,20 @@ def plan_teardown(
             if going and going[0]["owner"] != cluster:
                 raise not_owned(machine, cluster, going[0].get("description"))
         why = cloudspaces.keep_reason(space["creator"], space["vms"], cluster, {v["name"] for v in going})
+        handover = None
         if machine is not None or not delete_cloudspace:
             why = why or "not asked to delete it"
+        elif why is not None and space["creator"] == cluster:  # kept for other clusters' machines: theirs now
+            handover = cloudspaces.successor(space["vms"], cluster, space["members"])
+            why += "; handed over to cluster %r, whose teardown deletes it" % handover if handover else ""
         spaces.append(
-            {**space["cloudspace"], "delete": why is None, "kept": why, "machines": [v["name"] for v in going]}
+            {
+                **space["cloudspace"],
+                "delete": why is None,
+                "kept": why,
+                "machines": [v["name"] for v in going],
+                "handover": handover,
+            }
         )
         delete += [v["name"] for v in going]
     if machine is None:
@@ -614,6 +632,8 @@ def _apply_teardown(
         if planned["delete"]:
             cloudspaces.delete(client, planned)
             done["cloudspaces_deleted"].append(planned["cloudspace_id"])
+        elif planned["handover"] and cloudspaces.hand_over(client, planned, cluster, planned["handover"]):
+            done["cloudspaces_deleted"].append(planned["cloudspace_id"])  # its successor had gone meanwhile
 
 
 def run(

@@ -100,6 +100,11 @@ def _check(kind: str, value: object) -> None:
         raise InputError("invalid %s name %r: use letters, digits and '-' (not at either end)" % (kind, value))
 
 
+def check_pool(pool: object) -> None:
+    """Refuse a pool name that a machine's marker cannot carry (checked before anything is created)."""
+    _check("pool", pool)
+
+
 def cluster_part(cluster: str) -> str:
     _check("cluster", cluster)
     return _shorten(cluster, CLUSTER_MAX)
@@ -227,6 +232,24 @@ def member_note(cluster: str) -> tuple[str, str]:
     """``(title, content)`` of the note that records ``cluster`` as having machines in a cloudspace."""
     _check("cluster", cluster)
     return NOTE_TITLE, "member cluster=" + cluster
+
+
+def handover_note(creator: str, successor: str) -> tuple[str, str]:
+    """``(title, content)`` of the note by which the cloudspace's creator ``creator``, torn down while the machines
+    of cluster ``successor`` are still in the cloudspace, hands it over: ``successor``'s teardown deletes it."""
+    _check("cluster", creator)
+    _check("cluster", successor)
+    return NOTE_TITLE, "handover from=%s to=%s" % (creator, successor)
+
+
+def note_handover(title: object, content: object) -> tuple[str, str] | None:
+    """``(creator, successor)`` of a handover note, or None (the whole note must match)."""
+    if title != NOTE_TITLE or not isinstance(content, str) or not content.startswith("handover from="):
+        return None
+    head, sep, successor = content[len("handover from=") :].partition(" to=")
+    if not sep or not _NAME.fullmatch(head) or not _NAME.fullmatch(successor):
+        return None
+    return head, successor
 
 
 def note_cluster(title: object, content: object) -> str | None:

@@ -74,7 +74,10 @@ def pools_of(
 
 
 def _pool(size: Mapping[str, Any], name: str | None, names: list[str], gpu_spec: dict[str, Any] | None) -> Pool:
-    """A pool in the machines core's shape: its size (``machines.SIZE_KEYS``), name, machines' names and vGPUs."""
+    """A pool in the machines core's shape: its size (``machines.SIZE_KEYS``), name, machines' names and vGPUs;
+    a name the machines' markers cannot carry is refused here, before anything is read or created."""
+    if name is not None:
+        ownership.check_pool(name)
     return {
         "vcpus": size.get("vcpus"),
         "memory": size.get("memory"),

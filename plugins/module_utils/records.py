@@ -206,6 +206,8 @@ class ClusterSpace(TypedDict):
     cloudspace: CloudspaceView
     vms: list[DescribedVM]
     creator: str | None
+    #: the other clusters its notes name as having machines in it (a teardown's read; empty otherwise)
+    members: list[str]
 
 
 class ClusterWorld(TypedDict):
@@ -271,12 +273,14 @@ class ClusterPlan(TypedDict):
 
 
 class TeardownSpace(CloudspaceView):
-    """One cloudspace of a teardown: its view, whether it is deleted (or why it is ``kept``), and the machines of
-    the cluster in it that go."""
+    """One cloudspace of a teardown: its view, whether it is deleted (or why it is ``kept``), the machines of the
+    cluster in it that go, and the cluster it is handed over to (``cloudspaces.successor``) when it is kept for
+    another cluster's machines."""
 
     delete: bool
     kept: str | None
     machines: list[str]
+    handover: str | None
 
 
 class TeardownPlan(TypedDict):

@@ -171,3 +171,12 @@ def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(e
     gone = pool(emulator, state="absent", **dict(by_name, cloudspace="deleted-already"))
     assert gone["cloudspace_id"] is None and gone["deleted"] == [] and len(gone["released"]) == 1
     assert live(emulator) == [] and len(live(emulator, "c10")) == 1
+
+
+@pytest.mark.parametrize("name", ["g p", "-g", "g_p", "", "{{ x }}"])
+def test_an_invalid_pool_name_is_refused_before_a_new_cloudspace_is_made(emulator, name):
+    before = emulator.snapshot()
+    for params in (dict(pool=name, names=["c1-pp-0"]), dict(pools=[{"name": name, "names": ["c1-pp-0"]}])):
+        with pytest.raises(InputError, match="invalid pool name"):
+            pool(emulator, cloudspace_id=None, cloudspace="pp-cs", **params)
+    assert emulator.snapshot() == before, "nothing was created (no pp-cs)"

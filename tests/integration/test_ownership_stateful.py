@@ -2,13 +2,14 @@
 
 Hypothesis drives a ``RuleBasedStateMachine`` whose rules create and scale clusters (names that are prefixes of each
 other, and one over the 20 characters a reservation name keeps), delete machines gracefully or by force, kill a run
-with SIGKILL midway, inject faults (lost answers after commit, commits slower than the module's timeout, 503, 429, a
-neighbour holding the VM lock), add hand-made VMs and reservations to the same cloudspaces, put an owned reservation
-in the recycle bin, run the orphan reclaim and delete clusters.  After every step, against the emulator's stored
-state before and after:
+with SIGKILL midway, stop a run that holds the cluster's lease (SIGSTOP) past its time to live while a second run
+takes the cluster over and then resume it, inject faults (lost answers after commit, commits slower than the
+module's timeout, 503, 429, a neighbour holding the VM lock), add hand-made VMs and reservations to the same
+cloudspaces, put an owned reservation in the recycle bin, run the orphan reclaim and delete clusters.  After every
+step, against the emulator's stored state before and after:
 
 - nothing that the acting cluster does not own was changed: VMs without its marker, reservations whose names do
-  not decode to it, cloudspaces it did not create;
+  not decode to it, cloudspaces it did not create (or was not handed over);
 - at most one live reservation per (cluster, machine, slot), decoded from the names (names embed their creation
   time, so a slot bought twice hides under two names);
 - a cluster deleted with success has no live reservation and no machine, and its billed vGPU-seconds stop growing;
@@ -23,10 +24,12 @@ runs, faults, kills, violations) are written to ``tests/output/stateful-ownershi
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,10 +40,10 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils import lease, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
-from capvco_lab.runs import kill_all
+from capvco_lab.runs import kill_all, run_pids
 from capvco_lab.specs import cluster_spec
 
 from helpers import COLLECTIONS, ROOT, Emulator, save_figures, wait_for
@@ -60,6 +63,7 @@ ACTIONS = (
     "typo",
     "over_capacity",
     "two_at_once",
+    "stall_a_run",
 )
 #: The pairs ``two_at_once`` starts together on one cluster.
 PAIRS = (
@@ -329,7 +333,7 @@ class Ownership(RuleBasedStateMachine):
         action that does not apply to the drawn cluster yet converges it instead."""
         c = self.clusters.get(name)
         live = c is not None and not c["deleted"]
-        if action in ("kill_a_run", "delete_cluster", "reclaim_orphans") and not live:
+        if action in ("kill_a_run", "delete_cluster", "reclaim_orphans", "stall_a_run") and not live:
             action = "converge"
         if action == "delete_a_machine" and not (live and c["replicas"]):
             action = "converge"
@@ -352,6 +356,8 @@ class Ownership(RuleBasedStateMachine):
             self.bad_spec(action, name, cs, replicas, pick)
         elif action == "two_at_once":
             self.two_at_once(PAIRS[pick % len(PAIRS)], name, cs, replicas, count)
+        elif action == "stall_a_run":
+            self.stall_a_run(name, max(replicas, 1), max(count, 1))
         else:
             self.delete_cluster(name, fault, seed)
 
@@ -475,6 +481,69 @@ class Ownership(RuleBasedStateMachine):
         else:
             self.outcome(rc, out, killed, taken)
 
+    def stall_a_run(self, name, replicas, count):
+        """A converge that holds the cluster's lease is stopped (SIGSTOP of its whole run: the module's process left
+        the playbook's group) for longer than the lease's time to live; a second run of the same spec takes the
+        cluster over and converges; the first, resumed, writes nothing more and fails saying it lost the lease (or
+        it had finished before it could be stopped). No slot is bought twice; the cluster is the spec."""
+        c = self.clusters[name]
+        before = self.snapshot()
+        extra = spec(name, c["cs"], replicas, count)
+        marker = "stall-%d-%d" % (os.getpid(), FIGURES["runs"])
+        env = dict(
+            os.environ,
+            ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+            ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+            ANSIBLE_NOCOLOR="1",
+            CAPVCO_RUN=marker,
+            PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+            **self.emu.env(),
+        )
+        self.emu.faults(latency_ms=100)  # time to see the lease held before the run is done
+        first = subprocess.Popen(
+            [
+                os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                os.path.join(ROOT, "playbooks", "cluster_create.yml"),
+                "-e",
+                json.dumps(extra),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        stopped = []
+        try:
+            wait_for(lambda: first.poll() is not None or self.lease_held(name), timeout=120)
+            if first.poll() is None:
+                stopped = run_pids(marker)
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                self.emu.admin("DELETE", "/faults")
+                rc, out, _killed = self.run("cluster_create.yml", extra)
+                assert rc == 0 or SHORT in out, out[-3000:]
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        out, _ = first.communicate(timeout=600)
+        self.emu.admin("DELETE", "/faults")
+        self.emu.quiesce()
+        if stopped:
+            FIGURES["stalls"] = FIGURES.get("stalls", 0) + 1
+            assert first.returncode == 0 or "no longer holds the lease of cluster %r" % name in out, out[-3000:]
+        c.update(replicas=replicas, count=count)
+        self.check(name, before, self.snapshot())
+        if SHORT not in out:
+            self.converged(name)
+
+    def lease_held(self, name):
+        return any(
+            (lease.parse_lease(n["title"], n["content"]) or (None,))[0] == name for n in self.emu.snapshot()["notes"]
+        )
+
     def delete_a_machine(self, name, index, force):
         c = self.clusters[name]
         machine = "%s-gpu-%d" % (name, index)
@@ -558,8 +627,15 @@ class Ownership(RuleBasedStateMachine):
         if self.created_cs.get(cs) == name:  # its own cloudspace goes too, unless others' VMs are in it
             spaces, vms, _g = self.snapshot()
             for cs_id in (k for k, c in spaces.items() if c["name"] == cs and c["deleted_at"] is None):
-                others = [v["name"] for v in vms.values() if v["cloudspace_id"] == cs_id and v["deleted_at"] is None]
+                others = [v for v in vms.values() if v["cloudspace_id"] == cs_id and v["deleted_at"] is None]
                 assert others, "cluster %s's own cloudspace %r is left empty after its delete" % (name, cs)
+                # kept for other clusters' machines only: handed over to the first of them, whose teardown may
+                # delete it (docs/lifecycle.md); a VM made by hand keeps it with its creator
+                owners = [
+                    next((c for c in CLUSTERS if ownership.machine_owned(v["description"], c)), None) for v in others
+                ]
+                if None not in owners:
+                    self.created_cs[cs] = min(owners)
         self.clusters[name].update(deleted=True, seconds=self.billed_seconds(name))
 
 

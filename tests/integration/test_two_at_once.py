@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, lease, ownership, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, lease, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 from capvco_lab.emulator import wait_for
 from capvco_lab.runs import run_pids
@@ -363,3 +363,62 @@ def test_a_holder_past_its_fence_writes_nothing_and_its_run_fails(emulator):
             inner.proven = clock.now - lease.TTL
             with pytest.raises(lease.LeaseLost):
                 client.create_vm(cs, name="duo-x", description="", vcpus=1, memory=512)
+
+
+def _shared(name):
+    s = spec(1, name=name)
+    s["cluster"]["cloudspace"] = "shared-cs"
+    return s
+
+
+@pytest.mark.parametrize("order", ["creator-first", "member-first", "at-once"])
+def test_two_clusters_in_a_new_shared_cloudspace_both_torn_down_leave_nothing(emulator, order):
+    """Two clusters converge at once into a cloudspace neither had; then both are torn down (one after the other,
+    either way, or at once), each rc 0: the cloudspace goes with the last of them. The creator's teardown, kept out
+    by the other's machines, hands the cloudspace over to that cluster (a note), and deletes it itself when that
+    cluster's teardown ran meanwhile."""
+    a, b = _shared("sha"), _shared("shb")
+    results = {}
+
+    def go(key, fn):
+        with emulator.client() as client:
+            results[key] = fn(client)
+
+    threads = [
+        threading.Thread(target=go, args=(s["cluster"]["name"], lambda c, s=s: cluster.run(c, spec=s, parallel=8)))
+        for s in (a, b)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert set(results) == {"sha", "shb"}
+    with emulator.client() as client:
+        spaces = [c for c in client.cloudspaces() if c["name"] == "shared-cs"]
+        assert len(spaces) == 1, "one cloudspace for both"
+        made_by = cloudspaces.creator(client, spaces[0]["cloudspace_id"])
+    first, second = (a, b) if (made_by == "sha") == (order == "creator-first") else (b, a)
+
+    def down(s):
+        return lambda c: cluster.run(c, spec={"cluster": s["cluster"]}, state="absent", parallel=8)
+
+    if order == "at-once":
+        threads = [threading.Thread(target=go, args=("down-" + s["cluster"]["name"], down(s))) for s in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    else:
+        go("down-first", down(first))
+        go("down-second", down(second))
+    with emulator.client() as client:
+        left = [c for c in client.cloudspaces() if c["name"] == "shared-cs"]
+        assert left == [], "the shared cloudspace outlived both clusters (%s)" % results
+        assert not [
+            v for c in client.cloudspaces() for v in client.vms(c["cloudspace_id"]) if v["name"][:4] in ("sha-", "shb-")
+        ]
+    assert emulator.ledger()["accruing"] == 0 or not [
+        r
+        for r in emulator.ledger()["reservations"]
+        if r["deleted_at"] is None and r["vgpu_name"].split(".")[1] in ("sha", "shb")
+    ]

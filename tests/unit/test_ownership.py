@@ -132,3 +132,56 @@ def test_creator_and_member_notes_name_the_clusters_of_a_cloudspace():
     assert ownership.note_creator(*ownership.member_note("a")) is None, "a member note never claims the cloudspace"
     with pytest.raises(InputError):
         ownership.member_note("a.b")
+
+
+class _Spaces:
+    """The two reads ``cloudspaces_named`` makes, answered from lists."""
+
+    def __init__(self, spaces, notes):
+        self.spaces, self.notes, self.note_reads = spaces, notes, 0
+
+    def cloudspaces(self):
+        return self.spaces
+
+    def cloudspace_notes(self, cs_id):
+        self.note_reads += 1
+        return self.notes.get(cs_id, [])
+
+
+def test_two_cloudspaces_made_in_one_second_are_ordered_by_their_creator_notes_not_their_ids():
+    """Run A made cs-b (its note first), run B made cs-a a moment later in the same second: by id, B would keep
+    cs-a while A, which listed before cs-a existed, kept cs-b. By the creator notes both keep cs-b."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
+
+    spaces = [
+        {"cloudspace_id": "cs-a", "name": "s", "location": "l", "creation_time": 100},
+        {"cloudspace_id": "cs-b", "name": "s", "location": "l", "creation_time": 100},
+        {"cloudspace_id": "cs-0", "name": "s", "location": "l", "creation_time": 101},
+    ]
+    note = {"title": "capvco/v1", "content": "creator cluster=a"}
+    client = _Spaces(spaces, {"cs-b": [dict(note, creation_time=100.2)], "cs-a": [dict(note, creation_time=100.7)]})
+    assert [c["cloudspace_id"] for c in cloudspaces.cloudspaces_named(client, "s", "l")] == ["cs-b", "cs-a", "cs-0"]
+    assert client.note_reads == 2, "only the tied ones' notes are read"
+    client = _Spaces(spaces, {"cs-a": [dict(note, creation_time=100.7)]})  # cs-b's run has not written its note yet
+    assert [c["cloudspace_id"] for c in cloudspaces.cloudspaces_named(client, "s", "l")][:2] == ["cs-a", "cs-b"]
+    client = _Spaces(spaces[2:], {})
+    assert cloudspaces.cloudspaces_named(client, "s", "l") == spaces[2:] and client.note_reads == 0
+
+
+def test_a_cloudspace_is_held_by_its_creator_then_by_each_handover_its_holder_wrote():
+    from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
+
+    def note(t, content):
+        return {"title": "capvco/v1", "content": content, "creation_time": t, "id": str(t)}
+
+    notes = [note(1, "creator cluster=a"), note(2, "creator cluster=x"), note(3, "handover from=x to=y")]
+    assert cloudspaces.holder(notes) == "a", "a later creator note and a handover from a non-holder change nothing"
+    notes.append(note(4, "handover from=a to=b"))
+    assert cloudspaces.holder(notes) == "b"
+    notes.append(note(5, "handover from=b to=c"))
+    assert cloudspaces.holder(list(reversed(notes))) == "c", "in the notes' order, whatever the listing's"
+    assert cloudspaces.holder([note(1, "handover from=a to=b")]) is None
+    left = [{"name": "b-cp-0", "owner": None}, {"name": "c-w-0", "owner": "c"}, {"name": "a-x", "owner": "a"}]
+    assert cloudspaces.successor(left, "a", ["b"]) == "b"
+    assert cloudspaces.successor(left + [{"name": "db-0", "owner": None}], "a", ["b"]) is None, "a hand-made VM"
+    assert cloudspaces.successor([{"name": "a-x", "owner": "a"}], "a", []) is None
