@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
 
 #: ``{vgpu_id: (vgpu_seconds, cost)}``; the cost is None when the location's price is not known
-Costs = dict[str, tuple[float, float | None]]
+Costs = dict[str, tuple[float, Optional[float]]]  # noqa: UP045 (a runtime alias, which Python 3.9 evaluates)
 
 HOURS_PER_MONTH = 730.0
 SECONDS_PER_VGU = 3600.0
