@@ -4,8 +4,11 @@ test can kill all of it (ansible-playbook, its workers, and module processes tha
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 
 from capvco_lab.emulator import wait_for
 
@@ -35,3 +38,42 @@ def kill_all(marker):
         return not run_pids(marker)
 
     assert wait_for(gone, timeout=30), "the killed run's processes outlived SIGKILL"
+
+
+def start_playbook(playbook, extra, emu_env, marker, collections, cwd):
+    """``ansible-playbook playbook -e extra`` started as one run (``CAPVCO_RUN=marker``, a session of its own), with
+    the default callback, against the emulator of ``emu_env``; the process (its output piped, as text)."""
+    bindir = os.path.dirname(sys.executable)
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=collections,
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+        ANSIBLE_NOCOLOR="1",
+        CAPVCO_RUN=marker,
+        PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+        **emu_env,
+    )
+    return subprocess.Popen(
+        [os.path.join(bindir, "ansible-playbook"), playbook, "-e", json.dumps(extra)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+
+
+@contextlib.contextmanager
+def stopped(marker):
+    """SIGSTOP every process of a run (ansible-playbook, its workers, the module's process, which left the group)
+    for the ``with`` block, and SIGCONT them after, whatever happens; yields their pids."""
+    pids = run_pids(marker)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

@@ -24,12 +24,10 @@ runs, faults, kills, violations) are written to ``tests/output/stateful-ownershi
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +41,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from ansible_collections.whitesky.capvco.plugins.module_utils import lease, ownership
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
 from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
-from capvco_lab.runs import kill_all, run_pids
+from capvco_lab.runs import kill_all, start_playbook, stopped
 from capvco_lab.specs import cluster_spec
 
 from helpers import COLLECTIONS, ROOT, Emulator, save_figures, wait_for
@@ -490,48 +488,20 @@ class Ownership(RuleBasedStateMachine):
         before = self.snapshot()
         extra = spec(name, c["cs"], replicas, count)
         marker = "stall-%d-%d" % (os.getpid(), FIGURES["runs"])
-        env = dict(
-            os.environ,
-            ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-            ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-            ANSIBLE_NOCOLOR="1",
-            CAPVCO_RUN=marker,
-            PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-            **self.emu.env(),
-        )
         self.emu.faults(latency_ms=100)  # time to see the lease held before the run is done
-        first = subprocess.Popen(
-            [
-                os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                os.path.join(ROOT, "playbooks", "cluster_create.yml"),
-                "-e",
-                json.dumps(extra),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-        stopped = []
-        try:
-            wait_for(lambda: first.poll() is not None or self.lease_held(name), timeout=120)
-            if first.poll() is None:
-                stopped = run_pids(marker)
-                for pid in stopped:
-                    os.kill(pid, signal.SIGSTOP)
+        play = os.path.join(ROOT, "playbooks", "cluster_create.yml")
+        first = start_playbook(play, extra, self.emu.env(), marker, COLLECTIONS, ROOT)
+        wait_for(lambda: first.poll() is not None or self.lease_held(name), timeout=120)
+        held = first.poll() is None
+        if held:
+            with stopped(marker):
                 self.emu.admin("DELETE", "/faults")
                 rc, out, _killed = self.run("cluster_create.yml", extra)
                 assert rc == 0 or SHORT in out, out[-3000:]
-        finally:
-            for pid in stopped:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
         out, _ = first.communicate(timeout=600)
         self.emu.admin("DELETE", "/faults")
         self.emu.quiesce()
-        if stopped:
+        if held:
             FIGURES["stalls"] = FIGURES.get("stalls", 0) + 1
             assert first.returncode == 0 or "no longer holds the lease of cluster %r" % name in out, out[-3000:]
         c.update(replicas=replicas, count=count)

@@ -13,12 +13,8 @@ connections) with a random offset, against the emulator with latency, waits for 
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -27,7 +23,7 @@ import pytest
 from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, lease, ownership, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
 from capvco_lab.emulator import wait_for
-from capvco_lab.runs import run_pids
+from capvco_lab.runs import start_playbook, stopped
 
 from helpers import COLLECTIONS, ROOT, run_playbook
 
@@ -245,53 +241,21 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_when_it_resumes(emulator
     s["pools"][0]["gpu"]["count"] = 2
     emulator.faults(latency_ms=150)
     marker = "stall-%d" % os.getpid()
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-        ANSIBLE_NOCOLOR="1",
-        CAPVCO_RUN=marker,
-        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-        **emulator.env(),
-    )
     play = os.path.join(ROOT, "playbooks", "cluster_create.yml")
-    first = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), play, "-e", json.dumps(s)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    stopped = []
-    try:
-        held = wait_for(
-            lambda: (
-                first.poll() is not None
-                or (
-                    _lease_notes(emulator, "duo")
-                    and [
-                        v
-                        for v in emulator.snapshot()["vms"]
-                        if v["name"].startswith("duo-") and v["deleted_at"] is None
-                    ]
-                )
-            ),
-            timeout=120,
-        )
-        assert held and first.poll() is None, "the first run neither held the lease with a VM made nor ran on"
-        stopped = run_pids(marker)
-        for pid in stopped:
-            os.kill(pid, signal.SIGSTOP)
+    first = start_playbook(play, s, emulator.env(), marker, COLLECTIONS, ROOT)
+
+    def holds_with_a_vm():
+        vms = [v for v in emulator.snapshot()["vms"] if v["name"].startswith("duo-") and v["deleted_at"] is None]
+        return first.poll() is not None or (_lease_notes(emulator, "duo") and vms)
+
+    held = wait_for(holds_with_a_vm, timeout=120)
+    assert held and first.poll() is None, "the first run neither held the lease with a VM made nor ran on"
+    with stopped(marker):
         t0 = time.monotonic()
         rc, out, _data = run_playbook(play, emulator, extra_vars=s)
         took_over = time.monotonic() - t0
         assert rc == 0, out[-3000:]
         assert took_over >= lease.TTL, "the second run went on after %.1fs, before the time to live" % took_over
-    finally:
-        for pid in stopped:
-            os.kill(pid, signal.SIGCONT)
     out, _ = first.communicate(timeout=600)
     emulator.faults()
     assert first.returncode != 0, out[-3000:]
