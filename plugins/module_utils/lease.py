@@ -20,10 +20,10 @@ collection's own (:data:`TTL`): a note that claims a day is a note that claims :
 return that its lease was taken over.  So a holder writes nothing once it cannot prove it still holds the lease:
 before each mutating call of its client (``client.call``), :meth:`Lease.fence` checks that the last write of its
 note that succeeded was sent less than :data:`FENCE` of the time to live ago, on its own clock (``CLOCK_BOOTTIME``
-where the system has it, so that a suspend counts), and that no renewal found the note gone.  A holder that cannot
-raises :class:`LeaseLost`: the run stops, says what it did, and fails.  A waiter takes over only after the full time
-to live, so the two never write at once; the window left is a call already sent when the holder stopped
-(docs/known-limitations.md).
+where the system has it, so that a suspend counts); a renewal that finds the note gone renews nothing more, so such
+a holder is fenced soon after.  A holder that cannot prove its lease raises :class:`LeaseLost`: the run stops,
+says what it did, and fails.  A waiter takes over only after the full time to live, so the two never write at
+once; the window left is a call already sent when the holder stopped (docs/known-limitations.md).
 
 Reads made before a run held the lease may be stale: whoever holds it reads again before it plans what it
 writes (``cluster``, ``gpu``, ``pools``, ``machines``).  A run that holds the lease already (the cluster core
