@@ -37,12 +37,15 @@ class Queue(asyncio.Queue):
         self.at("put")
 
 
-async def consume(source, args, quiet, at) -> None:
-    """Run the source; print each event the consumer takes; stop ``quiet`` seconds after the last."""
+async def consume(source, args, quiet, at, polls) -> None:
+    """Run the source; print each event the consumer takes; stop ``quiet`` seconds after the last event, counted
+    once a whole poll is done (``polls()``, the readings started, is 2: on a loaded machine the first poll may
+    take longer than ``quiet``); at the latest after 90 s."""
     queue = Queue(at)
     task = asyncio.ensure_future(source(queue, args))
-    last = time.monotonic()
-    while time.monotonic() - last < quiet:
+    last = deadline = time.monotonic()
+    deadline += 90
+    while (polls() < 2 or time.monotonic() - last < quiet) and time.monotonic() < deadline:
         try:
             event = await asyncio.wait_for(queue.get(), 0.05)
         except asyncio.TimeoutError:
@@ -87,7 +90,7 @@ def main() -> int:
         events.Cursor.prepare = prepare
     source = runpy.run_path(os.path.join(SOURCE, "vgpu_events.py"))["main"]
 
-    asyncio.run(consume(source, args, quiet, at))
+    asyncio.run(consume(source, args, quiet, at, lambda: reached["read"]))
     return 0
 
 
