@@ -96,7 +96,8 @@ options:
       - V(name), the VM's name; V(private_ip), its first address on the cloudspace's network; V(external_ip),
         the address of its first NIC on an external network.
       - A VM for which none gives a value is left out, with a warning; so is a VM whose name another host already
-        has (the hosts are taken by location, cloudspace and VM name).
+        has (the hosts are taken by location, cloudspace and VM name), and one whose name is a group's (V(all),
+        V(ungrouped), V(unowned), a cluster's, pool's or GPU type's group).
     type: list
     elements: str
     choices: [name, private_ip, external_ip]
