@@ -118,6 +118,7 @@ class Lease:
         self._clock = clock
         self._sleep = sleep
         self._seen: dict[str, tuple[object, float]] = {}  # note id -> (its last_update_time, when first seen so)
+        self._paced = time.monotonic()  # when the last renewal was sent, on the clock that paces the renewals
         self._stop = threading.Event()
         self._last_notes: list[dict] = []
         self._renewer: threading.Thread | None = None
@@ -265,15 +266,23 @@ class Lease:
         return now - seen[1] > min(held.ttl, max(self.ttl, TTL))
 
     def _renew(self) -> None:
+        """Renew every quarter of the time to live, counted from the last renewal's send (not from its answer: on
+        a platform that takes seconds per call, the proof a holder has is as old as the send, plus the call)."""
         self._say_member()
-        while not self._stop.wait(self.ttl / 4.0):
+        while not self._stop.wait(self._until_next()):
             if not self._renew_once():
                 return
+
+    def _until_next(self) -> float:
+        """Seconds to the next renewal: a quarter of the time to live after the last one was sent (at least a
+        sixteenth: a failed renewal is not sent again at once), on the monotonic clock that paces the thread."""
+        quarter = self.ttl / 4.0
+        return min(quarter, max(self.ttl / 16.0, quarter - (time.monotonic() - self._paced)))
 
     def _renew_once(self) -> bool:
         """Renew the note once; False when it is gone (taken over: this run stalled past its time to live, or the
         cloudspace went), which fences this run.  A renewal that fails otherwise is tried again at the next."""
-        sent = self._clock()
+        sent, self._paced = self._clock(), time.monotonic()
         try:
             self.client.update_cloudspace_note(self.cloudspace_id, str(self.note_id), self.title, self.content)
         except ApiError as exc:

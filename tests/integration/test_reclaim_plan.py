@@ -398,6 +398,10 @@ def test_gpu_orphans_plan_review_apply_and_apply_again(emulator, tmp_path):
     with emulator.client() as client:
         client.delete_vm(CS, by_name["c1-w1"], detach_gpu=True)
     apply_vars = dict(base, reclaim_plan=str(plan_path))
+    # a plan of every cluster's orphans, applied with -e cluster: refused (the check below is that cluster's only)
+    rc, out, data = run_playbook(playbook, emulator, extra_vars=dict(apply_vars, cluster="zz"))
+    assert rc != 0 and "is a plan of every cluster's orphans, not of cluster 'zz'" in out, out[-2000:]
+    assert len(live(emulator)) == 2
     rc, out, data = run_playbook(playbook, emulator, extra_vars=apply_vars, check=True)
     assert rc != 0 and len(live(emulator)) == 2
     report = task_results(data, "Report every reservation that escaped")[0]["msg"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 
 import pytest
 
@@ -185,3 +186,53 @@ def test_a_cloudspace_is_held_by_its_creator_then_by_each_handover_its_holder_wr
     assert cloudspaces.successor(left, "a", ["b"]) == "b"
     assert cloudspaces.successor(left + [{"name": "db-0", "owner": None}], "a", ["b"]) is None, "a hand-made VM"
     assert cloudspaces.successor([{"name": "a-x", "owner": "a"}], "a", []) is None
+
+
+class _SlowNotes:
+    """A cloudspace's notes in memory, whose updates take ``latency`` seconds (a slow platform)."""
+
+    def __init__(self, latency):
+        self.latency, self.notes, self.updates = latency, [], 0
+        self.leases = {}
+
+    def create_cloudspace_note(self, cs, title, content, resolve=None):
+        self.notes.append(
+            {
+                "id": str(len(self.notes) + 1),
+                "title": title,
+                "content": content,
+                "creation_time": float(len(self.notes)),
+                "last_update_time": 0,
+            }
+        )
+
+    def cloudspace_notes(self, cs):
+        return [dict(n) for n in self.notes]
+
+    def update_cloudspace_note(self, cs, note_id, title, content):
+        time.sleep(self.latency)
+        self.updates += 1
+        for n in self.notes:
+            if n["id"] == note_id:
+                n["last_update_time"] += 1
+
+    def delete_cloudspace_note(self, cs, note_id):
+        self.notes = [n for n in self.notes if n["id"] != note_id]
+
+
+def test_a_holder_on_a_slow_platform_keeps_its_proof_fresh():
+    """Renewals are paced from their send, not from their answer: with updates that take a quarter of the time to
+    live, a holder that is never stopped is never fenced (it was, after a few renewals, at 6 s per call)."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils import lease
+
+    client = _SlowNotes(latency=1.0)
+    client.create_cloudspace_note("cs", *ownership.creator_note("slow"))
+    held = lease.Lease(client, "cs", "slow", ttl=4).acquire()
+    try:
+        end = time.monotonic() + 6.5
+        while time.monotonic() < end:
+            held.fence()
+            time.sleep(0.05)
+    finally:
+        held.release()
+    assert client.updates >= 4
