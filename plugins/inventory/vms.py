@@ -97,7 +97,7 @@ options:
         the address of its first NIC on an external network.
       - A VM for which none gives a value is left out, with a warning; so is a VM whose name another host already
         has (the hosts are taken by location, cloudspace and VM name), and one whose name is a group's (V(all),
-        V(ungrouped), V(unowned), a cluster's, pool's or GPU type's group).
+        V(ungrouped), V(unowned), a cluster's, pool's or GPU type's group) or the controller's (V(localhost)).
     type: list
     elements: str
     choices: [name, private_ip, external_ip]
@@ -162,6 +162,7 @@ cache_timeout: 300
 import os  # noqa: E402
 import re  # noqa: E402
 
+from ansible import constants as C  # noqa: E402
 from ansible.errors import AnsibleError, AnsibleParserError  # noqa: E402
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable  # noqa: E402
 from ansible.release import __version__ as ansible_version  # noqa: E402
@@ -320,6 +321,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if name in reserved or name in self.inventory.groups:
                 self.display.warning(self._clean("%s is left out: %r is the name of a group" % (what, name)))
                 continue
+            if name in C.LOCALHOST:  # a host of that name would take the controller's place (plays on localhost)
+                self.display.warning(self._clean("%s is left out: %r is the controller's name" % (what, name)))
+                continue
             if name in taken:
                 self.display.warning(self._clean("%s is left out: %s already names %s" % (what, name, taken[name])))
                 continue
@@ -335,7 +339,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _construct(self, name, compose, groups, keyed, strict):
         """``compose``, ``groups`` and ``keyed_groups`` for one host: what they compose from the platform's values
-        is data too; a constructed group that would take a host's name leaves that host out of it, with a warning."""
+        is data too; a constructed group that would take a host's name is left out, with a warning."""
         hostvars = self.inventory.get_host(name).get_vars()
         self._set_composite_vars(compose, hostvars, name, strict=strict)
         for var in compose or {}:
@@ -343,8 +347,25 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if var in host.vars:
                 self.inventory.set_variable(name, var, self._data(host.vars[var]))
         hostvars = self.inventory.get_host(name).get_vars()
+        inventory, left_out = self.inventory, set()
+        add_group, add_child = inventory.add_group, inventory.add_child
+
+        def guarded_group(group):  # Ansible would take a group named like a host for that host, and mix the two
+            if group in inventory.hosts:
+                left_out.add(group)
+                return group
+            return add_group(group)
+
+        def guarded_child(group, child):
+            return None if group in left_out else add_child(group, child)
+
+        inventory.add_group, inventory.add_child = guarded_group, guarded_child
         try:
             self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
             self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
         except AnsibleError as exc:
             self.display.warning(self._clean("host %r: a constructed group is left out: %s" % (name, exc)))
+        finally:
+            del inventory.add_group, inventory.add_child  # the class's own again
+        for group in sorted(left_out):
+            self.display.warning(self._clean("group %r of host %r is left out: a host has that name" % (group, name)))

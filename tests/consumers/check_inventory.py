@@ -2,7 +2,8 @@
 
 VMs made by hand in the emulator's default cloudspace carry names that a tenant may choose: Jinja that would run a
 command on the controller (``{{ lookup('pipe', ...) }}``, ``{% set ... %}``), Ansible's reserved group names (``all``,
-``ungrouped``), the plugin's own ``unowned``, and a plain one.  A play over ``all`` with ``keyed_groups`` and
+``ungrouped``), the plugin's own ``unowned``, ``localhost`` (the controller's name), a plain one, and one named like
+the plain one's keyed group.  A play over ``all`` with ``keyed_groups`` and
 ``compose`` built from the VM's name references ``inventory_hostname``, ``inventory_hostname_short``,
 ``hostvars[inventory_hostname]`` and ``group_names`` for every host.  The check fails when a command ran, when the
 source did not parse (``ANSIBLE_INVENTORY_UNPARSED_FAILED``), when the plain VM or the Jinja-named VMs are not hosts
@@ -50,7 +51,9 @@ def hostile(marker_dir: Path) -> dict[str, str]:
         "all": "all",
         "ungrouped": "ungrouped",
         "unowned": "unowned",
+        "localhost": "localhost",
         "plain": "plain-0",
+        "shadow": "named_plain_0",  # the keyed group of plain-0 (prefix named): that group is left out
     }
 
 
@@ -66,12 +69,49 @@ def create_vm(url: str, name: str) -> None:
         resp.read()
 
 
+def judge(
+    names: dict[str, str],
+    ran: list[str],
+    proc: subprocess.CompletedProcess,
+    listing: subprocess.CompletedProcess,
+    output: str,
+) -> list[str]:
+    """What went wrong: a command that ran, a source that did not parse, a name not held as data, a group-named
+    VM kept or not warned of."""
+    problems: list[str] = []
+    if ran:
+        problems.append("a VM's name ran a command on the controller: %s" % ", ".join(ran))
+    if proc.returncode != 0:
+        problems.append("ansible-playbook exited %d" % proc.returncode)
+    if listing.returncode != 0:
+        problems.append("ansible-inventory --list exited %d: %s" % (listing.returncode, listing.stderr[-2000:]))
+        hosts: set[str] = set()
+    else:
+        hosts = set(json.loads(listing.stdout, object_hook=_plain).get("_meta", {}).get("hostvars", {}))
+    for what in ("pipe", "set", "plain", "shadow"):
+        if names[what] not in hosts:
+            problems.append("the VM named %r is not a host" % names[what])
+        if names[what] not in output:
+            problems.append("the play did not show the VM named %r as it is" % names[what])
+    said = " ".join(output.split())
+    for what in ("all", "ungrouped", "unowned", "localhost"):
+        if what in hosts:
+            problems.append("the VM named %r is a host" % what)
+        why = "the controller's name" if what == "localhost" else "the name of a group"
+        if "%r is %s" % (what, why) not in said:
+            problems.append("no warning says that the VM named %r is left out" % what)
+    if "group 'named_plain_0' of host 'plain-0' is left out: a host has that name" not in said:
+        problems.append("no warning says that the keyed group named like host named_plain_0 is left out")
+    if listing.returncode == 0 and "named_plain_0" in json.loads(listing.stdout, object_hook=_plain):
+        problems.append("a group named like host named_plain_0 is in the inventory")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     _args, bindir, tools = arguments(__doc__, argv)
     version = subprocess.run(
         [str(bindir / "ansible-playbook"), "--version"], capture_output=True, text=True, check=True
     ).stdout.split("\n", 1)[0]
-    problems: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         markers = work / "markers"
@@ -131,25 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = sorted(p.name for p in markers.iterdir())
     output = proc.stdout + proc.stderr
     print(output[-6000:])
-    if ran:
-        problems.append("a VM's name ran a command on the controller: %s" % ", ".join(ran))
-    if proc.returncode != 0:
-        problems.append("ansible-playbook exited %d" % proc.returncode)
-    if listing.returncode != 0:
-        problems.append("ansible-inventory --list exited %d: %s" % (listing.returncode, listing.stderr[-2000:]))
-        hosts: set[str] = set()
-    else:
-        hosts = set(json.loads(listing.stdout, object_hook=_plain).get("_meta", {}).get("hostvars", {}))
-    for what in ("pipe", "set", "plain"):
-        if names[what] not in hosts:
-            problems.append("the VM named %r is not a host" % names[what])
-        if names[what] not in output:
-            problems.append("the play did not show the VM named %r as it is" % names[what])
-    for what in ("all", "ungrouped", "unowned"):
-        if names[what] in hosts:
-            problems.append("the VM named %r is a host" % what)
-        if "%r is the name of a group" % what not in " ".join(output.split()):
-            problems.append("no warning says that the VM named %r is left out" % what)
+    problems = judge(names, ran, proc, listing, output)
     print("check_inventory: %s: %s" % (version, "; ".join(problems) if problems else "every hostile name held"))
     return 1 if problems else 0
 
