@@ -519,6 +519,69 @@ def _number_or_none(fields: Mapping[str, Any], key: str, where: str) -> float | 
     return None if fields[key] is None else float(_field(fields, key, _NUM, where))
 
 
+#: The keys of each event as the source delivers it (its ``seq`` included): what a pending event must have.
+EVENT_KEYS: dict[str, frozenset[str]] = {
+    ORPHANED: frozenset(
+        [
+            "type",
+            "location",
+            "vgpu_name",
+            "owner",
+            "age",
+            "grace_period",
+            "in_recycle_bin",
+            "vm_id",
+            "vgpu_seconds",
+            "cost",
+            "cost_per_hour",
+            "detected_at",
+            "withheld",
+            "vgpu_id",
+            "status",
+            "vm_name",
+            "currency",
+            "seq",
+        ]
+    ),
+    RECLAIMED: frozenset(
+        [
+            "type",
+            "location",
+            "vgpu_name",
+            "owner",
+            "reason",
+            "orphaned_seq",
+            "orphaned_at",
+            "last_seen",
+            "cost",
+            "cost_per_hour",
+            "saved_per_hour",
+            "detected_at",
+            "withheld",
+            "vgpu_id",
+            "currency",
+            "seq",
+        ]
+    ),
+    THRESHOLD: frozenset(
+        [
+            "type",
+            "location",
+            "cost_per_hour",
+            "threshold",
+            "orphans",
+            "cost",
+            "vgpu_names",
+            "grace_period",
+            "detected_at",
+            "withheld",
+            "currency",
+            "seq",
+        ]
+    ),
+}
+
+
 def _pending(data: object, seq: int) -> dict[str, Any] | None:
     """The cursor's pending event: null, or an event of a known type numbered as the cursor's last, whose every
     string is a plain token (it goes onto the queue as it is)."""
@@ -527,8 +590,14 @@ def _pending(data: object, seq: int) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError("the cursor's pending event is not an object")
     fields: dict[str, Any] = data
-    if fields.get("type") not in (ORPHANED, RECLAIMED, THRESHOLD):
+    keys = EVENT_KEYS.get(fields.get("type"))  # type: ignore[arg-type]
+    if keys is None:
         raise ValueError("the cursor's pending event is of no known type")
+    if set(fields) != keys:
+        raise ValueError("the cursor's pending event has the keys %s, not %s" % (sorted(fields)[:20], sorted(keys)))
+    names = fields.get("vgpu_names") if fields["type"] == THRESHOLD else [fields.get("vgpu_name")]
+    if not isinstance(names, list) or any(ownership.decode(n) is None for n in names):
+        raise ValueError("the cursor's pending event names a reservation that is not an owned one")
     if _field(fields, "seq", (int,), "the cursor's pending event") != seq:
         raise ValueError("the cursor's pending event is not numbered as the cursor's last event")
     todo: list[object] = [fields]

@@ -463,3 +463,34 @@ def test_a_source_killed_at_every_point_loses_no_event_and_never_reuses_a_seq(em
     assert set(live) <= set(orphaned), "a live orphan was never reported"
     assert killed == {"read", "saved", "put", "settled"}, "killed at %s only" % sorted(killed)
     print("eda crash figures:", {"events": len(got), "distinct": len(by_seq), "repeats": len(got) - len(by_seq)})
+
+
+def test_every_event_has_the_keys_a_pending_event_is_checked_against(emulator, tmp_path):
+    """The cursor's pending event is refused unless it has exactly its type's keys and names owned reservations:
+    the keys are those the events are built with."""
+    now = int(time.time())
+    gone = ownership.encode("gone", "m0", 0, created=now - 7200)
+    (vgpu_id,) = seed(emulator, gone)
+    with emulator.client() as client:
+        reading = events.read(client, LOC)
+        place = events.Place()
+        (orphaned,) = events.plan(place, reading, 900, 0.5)[:1]
+        threshold = events.plan(place, reading, 900, 0.5)[-1]
+        assert set(dict(orphaned.event, seq=1)) == events.EVENT_KEYS[events.ORPHANED]
+        assert set(dict(threshold.event, seq=1)) == events.EVENT_KEYS[events.THRESHOLD]
+        place.reported[vgpu_id] = orphaned.report[1]
+        client.delete_vgpu(LOC, vgpu_id, detach=True, permanently=True)
+        (reclaimed,) = events.plan(place, events.read(client, LOC), 900, None)
+        assert set(dict(reclaimed.event, seq=1)) == events.EVENT_KEYS[events.RECLAIMED]
+    args = source_args(None, tmp_path)
+    os.makedirs(os.path.dirname(args["cursor"]))
+    for change, said in (
+        ({"extra": "x"}, "has the keys"),
+        ({"vgpu_name": "handmade"}, "names a reservation that is not an owned one"),
+        ({"type": events.THRESHOLD}, "has the keys"),
+    ):
+        pending = dict(orphaned.event, seq=1, **change)
+        with open(args["cursor"], "w", encoding="utf-8") as fh:
+            fh.write(valid_cursor(pending=pending))
+        with pytest.raises(InputError, match=said):
+            asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
