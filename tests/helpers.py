@@ -67,6 +67,18 @@ def build_collection(output_dir):
     return tarball
 
 
+def run_consumer_check(name, timeout=900):
+    """``tests/consumers/NAME`` with this venv's Ansible (``make consumers`` runs it on the oldest and the newest
+    ansible-core): the completed process."""
+    check = os.path.join(ROOT, "tests", "consumers", name)
+    return subprocess.run(
+        [sys.executable, check, "--ansible-bin", os.path.dirname(sys.executable)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def run_playbook(
     playbook,
     emulator=None,

@@ -89,6 +89,23 @@ def warnings(output: str) -> list[str]:
     return found
 
 
+def consumer_env(work: Path, url: str, **more: str) -> dict[str, str]:
+    """The environment of an Ansible run of a check: nothing of the caller's Ansible, whitesky or Kubernetes
+    settings; the collection linked under ``work``, the default callback, no colour, the emulator at ``url``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_", "K8S_"))}
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=str(work / "collections"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
+        WHITESKY_API_URL=url,
+        WHITESKY_API_TOKEN="capvco-demo-token",
+        WHITESKY_CUSTOMER_ID="capvco-demo",
+    )
+    env.update(more)
+    return env
+
+
 def kube_create(url: str, path: str, body: dict) -> None:
     req = urllib.request.Request(
         url + path,
@@ -156,18 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                     "spec": {"location": "be-gen-1", "cloudspace": "diff-cs"},
                 },
             )
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_", "K8S_"))}
-            env.update(
-                ANSIBLE_COLLECTIONS_PATH=str(work / "collections"),
-                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-                ANSIBLE_NOCOLOR="1",
-                ANSIBLE_DEPRECATION_WARNINGS="1",
-                ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
-                WHITESKY_API_URL=url,
-                WHITESKY_API_TOKEN="capvco-demo-token",
-                WHITESKY_CUSTOMER_ID="capvco-demo",
-                K8S_AUTH_KUBECONFIG=str(kubeconfig),
-            )
+            env = consumer_env(work, url, ANSIBLE_DEPRECATION_WARNINGS="1", K8S_AUTH_KUBECONFIG=str(kubeconfig))
             cmd = [
                 str(bindir / "ansible-playbook"),
                 "--diff",

@@ -16,7 +16,6 @@ PyYAML: it runs in a user's venv (``--ansible-bin``), the emulator from ``--tool
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from check_diff import ROOT, arguments, start  # noqa: E402
+from check_diff import ROOT, arguments, consumer_env, start  # noqa: E402
 
 TOKEN, CUSTOMER, CLOUDSPACE = "capvco-demo-token", "capvco-demo", "cs-demo"
 PLAY = """\
@@ -137,17 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             (work / "play.yml").write_text(PLAY)
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_"))}
-            env.update(
-                ANSIBLE_COLLECTIONS_PATH=str(work / "collections"),
-                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-                ANSIBLE_NOCOLOR="1",
-                ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
-                ANSIBLE_LOCAL_TEMP=str(work / "tmp"),
-                WHITESKY_API_URL=url,
-                WHITESKY_API_TOKEN=TOKEN,
-                WHITESKY_CUSTOMER_ID=CUSTOMER,
-            )
+            env = consumer_env(work, url, ANSIBLE_INVENTORY_UNPARSED_FAILED="1")
             cmd = [
                 str(bindir / "ansible-playbook"),
                 "-i",

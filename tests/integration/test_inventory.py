@@ -24,7 +24,7 @@ import yaml
 from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, ownership, vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
 
-from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_playbook
+from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_consumer_check, run_playbook
 
 BIN = os.path.dirname(sys.executable)
 SAMPLE = os.path.join(ROOT, "awx", "demo.whitesky.yml")
@@ -509,11 +509,6 @@ def test_select_warns_of_a_filter_that_selects_nothing():
 def test_hostile_vm_names_are_data_and_a_group_named_vm_is_left_out():
     """tests/consumers/check_inventory.py with this venv's Ansible (``make consumers`` runs it on the oldest and the
     newest ansible-core): Jinja in a VM's name runs nothing, ``all``/``ungrouped``/``unowned`` are left out."""
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_inventory.py"), "--ansible-bin", BIN],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_consumer_check("check_inventory.py", timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "every hostile name held" in proc.stdout

@@ -11,7 +11,7 @@ import tarfile
 import pytest
 import yaml
 
-from helpers import COLLECTIONS, ROOT, TOKEN, build_collection, read_text
+from helpers import COLLECTIONS, ROOT, TOKEN, build_collection, read_text, run_consumer_check
 
 BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
@@ -88,13 +88,7 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
 def test_every_diff_shows_through_the_default_callback_without_a_warning():
     """tests/consumers/check_diff.py with this venv's ansible-core (``make consumers`` runs it on the oldest and the
     newest): every module that reports a diff, through --diff and the default callback."""
-    bindir = os.path.dirname(sys.executable)
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_diff.py"), "--ansible-bin", bindir],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = run_consumer_check("check_diff.py")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "every diff shown, no warning" in proc.stdout
 
