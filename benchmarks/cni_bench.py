@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 from capvco_lab.netlab import NETNS_DIR, Fleet, Lab, missing, sh
 from capvco_sriov.shim import TIMEOUT
 

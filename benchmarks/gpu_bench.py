@@ -36,8 +36,10 @@ from datetime import datetime
 
 from goals import report  # beside this file: a script's own folder is on its path
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 
 LOC, CS = "be-gen-1", "cs-demo"
@@ -49,8 +51,8 @@ SCAN_CHILD = """
 import json, resource, statistics, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
-from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 url, token, customer, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 LOC = "be-gen-1"
 
@@ -146,7 +148,7 @@ def one_task(tmp, module, module_args):
 
 def seed_orphans(emu, n, start=0):
     now = int(time.time())
-    names = [ownership.encode("gone", "m%06d" % i, 0, created=now - 7200) for i in range(start, start + n)]
+    names = [naming.encode("gone", "m%06d" % i, 0, created=now - 7200) for i in range(start, start + n)]
     for i in range(0, len(names), 5000):
         emu.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "a100", "vgpu_names": names[i : i + 5000]})
 
@@ -195,14 +197,14 @@ def main():
             solo = ["solo-s%02d" % i for i in range(args.machines)]  # the one-task vgpu playbook's (cluster solo)
             for cluster, pool in (("bench", names), ("solo", solo)):
                 for n in pool:
-                    client.create_vm(CS, name=n, description=ownership.machine_marker(cluster), vcpus=4, memory=8192)
+                    client.create_vm(CS, name=n, description=markers.machine_marker(cluster), vcpus=4, memory=8192)
             emu.faults(latency_ms=args.latency_ms)
             # 1 and 2: the vgpu module's core, at the module's defaults
             emu.reset_stats()
             params = dict(VGPU_DEFAULTS, location=LOC, cloudspace_id=CS, cluster="bench")
             params.update(machines=names, gpu_type="NVIDIA A100", count=args.gpus)
             t0 = time.monotonic()
-            gpu.ensure(client, **params)
+            vgpus.ensure(client, **params)
             create_wall = time.monotonic() - t0
             create_calls = total_calls(emu)
             pages = max(1, math.ceil(r / PAGE_LIMIT))

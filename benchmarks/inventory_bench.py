@@ -42,7 +42,8 @@ import time
 import httpx
 from goals import report  # beside this file: a script's own folder is on its path
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership, vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from capvco_lab.emulator import ROOT, Emulator
 
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "integration")]
@@ -83,8 +84,8 @@ def populate(emu, args):
     with emu.client(timeout=120) as client:
         for i in range(args.cloudspaces):
             cs, name = "cs-%02d" % i, "k%02d" % i
-            client.create_cloudspace_note(cs, *ownership.creator_note(name))
-            marker = ownership.machine_marker(name, "workers")
+            client.create_cloudspace_note(cs, *notes.creator_note(name))
+            marker = markers.machine_marker(name, "workers")
             own = [(cs, "%s-w-%d" % (name, j), marker) for j in range(args.machines)]
             like = [(cs, "%s-x-%d" % (name, j), "made by hand") for j in range(args.machines)]
             rest = [(cs, "app-%02d-%03d" % (i, j), "made by hand") for j in range(per_space - 2 * args.machines)]
@@ -96,7 +97,7 @@ def populate(emu, args):
     admin = emu.admin_url + "/seed-vgpu"
     for cs, name, _marker in machines:  # a vGPU attached to a fifth of the machines
         cluster = name.split("-", 1)[0]
-        body = {"location": location[cs], "gpu_id": gpu(location[cs]), "vgpu_name": ownership.encode(cluster, name, 0)}
+        body = {"location": location[cs], "gpu_id": gpu(location[cs]), "vgpu_name": naming.encode(cluster, name, 0)}
         httpx.post(admin, json=dict(body, vm_id=ids[(cs, name)]), timeout=60).raise_for_status()
     if args.detached:
         names = ["someone-else-%05d" % i for i in range(args.detached)]

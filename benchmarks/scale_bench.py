@@ -33,7 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 import yaml
 from goals import report  # beside this file: a script's own folder is on its path
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import api, cluster, machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 from capvco_lab.specs import cluster_spec
 
@@ -110,7 +112,7 @@ def life(emu, where):
     steps = {
         "converge": lambda client: cluster.run(client, spec=s),
         "idle converge": lambda client: cluster.run(client, spec=s),
-        "machine_info": lambda client: machines.info(client, cloudspace_id="cs-" + where, cluster="web"),
+        "machine_info": lambda client: machine.info(client, cloudspace_id="cs-" + where, cluster="web"),
         "teardown": lambda client: cluster.run(client, spec=s, state="absent"),
     }
     figures = {}

@@ -1,7 +1,7 @@
 """The emulator's build: setuptools (pyproject.toml) plus one step.
 
 The emulator serves the operations of the collection's one table of the platform's API
-(plugins/module_utils/api.py).  An editable install reads that file from the checkout; a built wheel (a plain
+(plugins/module_utils/platform/api.py).  An editable install reads that file from the checkout; a built wheel (a
 ``pip install ./emulator``) carries a copy of it, made here at build time as ``whitesky_emulator/_api.py``, so
 the installed emulator serves exactly the table of the checkout it was built from.
 """
@@ -12,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-API = os.path.join(os.path.dirname(HERE), "plugins", "module_utils", "api.py")
+API = os.path.join(os.path.dirname(HERE), "plugins", "module_utils", "platform", "api.py")
 
 
 class BuildWithApiTable(build_py):

@@ -25,7 +25,7 @@ case "$mode" in
 esac
 stamp="$dir/.consumer-venv"
 want="$core $(echo "$reqs" | tr '\n' ' ')$(cat "$here/emulator/pyproject.toml" "$here/emulator/setup.py" \
-  "$here/plugins/module_utils/api.py" "$0" | sha256sum | cut -c1-16)"
+  "$here/plugins/module_utils/platform/api.py" "$0" | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 rm -rf "$dir"
 src=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """shellcheck over every shell script the collection ships or runs: the files, and the scripts the first boot and
-the gpu_driver role render from plugins/module_utils/firstboot.py (shell held in Python strings, since AnsiballZ
+the gpu_driver role render from plugins/module_utils/firstboot/render.py (shell held in Python strings, since AnsiballZ
 ships only Python files of module_utils), one per variant.  Exits non-zero on any finding."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = {"version": "550", "count": 2, "wait": 10}

@@ -19,7 +19,7 @@ import runpy
 import sys
 import time
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import events
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
 
 SOURCE = os.path.join(os.path.dirname(events.__file__), "..", "..", "extensions", "eda", "plugins", "event_source")
 

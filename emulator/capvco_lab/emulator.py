@@ -142,7 +142,7 @@ class Emulator(ServerProcess):
         return {"WHITESKY_API_URL": self.url, "WHITESKY_API_TOKEN": self.token, "WHITESKY_CUSTOMER_ID": CUSTOMER}
 
     def client(self, **kw):
-        from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+        from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 
         kw.setdefault("timeout", 10)
         return WhiteskyClient(self.url, self.token, CUSTOMER, **kw)

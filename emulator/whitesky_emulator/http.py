@@ -22,18 +22,18 @@ from .ratelimit import class_of
 #: This checkout's root (the emulator is a development package of the repository, installed editable).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: The collection's table of the platform's operations, as a file of this checkout.
-API_FILE = os.path.join(ROOT, "plugins", "module_utils", "api.py")
+API_FILE = os.path.join(ROOT, "plugins", "module_utils", "platform", "api.py")
 
 
 def load_operations():
-    """The project's one table of operations (``plugins/module_utils/api.py``: operationId -> method, path, ...).
+    """The project's one table of operations (``module_utils/platform/api.py``: operationId -> method, path, ...).
 
     Imported from the collection when it is on the path (``make link``); else the copy a built emulator carries
     (``pip install ./emulator``: emulator/setup.py packs it as ``_api``); else (an editable install without the
     link) read from this checkout's file, which imports nothing of the collection.
     """
     try:
-        from ansible_collections.whitesky.capvco.plugins.module_utils import api
+        from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
 
         return api.OPERATIONS
     except ImportError:
@@ -99,7 +99,9 @@ def op(operation_id, mutating=False):
     """Mark a handler as one operation of the spec (``routes.operations()`` lists the marked handlers); its method
     and path are the operation's in the one table (``OPERATIONS``, the collection's ``api.py``)."""
     if operation_id not in OPERATIONS:
-        raise KeyError("%s is not in plugins/module_utils/api.py's OPERATIONS: declare it there" % operation_id)
+        raise KeyError(
+            "%s is not in plugins/module_utils/platform/api.py's OPERATIONS: declare it there" % operation_id
+        )
     method, path = OPERATIONS[operation_id][:2]
 
     def wrap(func):

@@ -18,10 +18,10 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import LIMIT, scrub
-from ansible_collections.whitesky.capvco.plugins.module_utils.vms import resolve_machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import LIMIT, scrub
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import resolve_machines
 from capvco_sriov.shim import IO_FAILURE, PROBE, decode_request, encode_reply
 from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
 

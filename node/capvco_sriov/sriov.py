@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, NotRequired, Protocol, TypedDict, TypeGuard
 from urllib.parse import quote
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, LogicError, WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.transport import RETRY_STATUSES
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, LogicError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import RETRY_STATUSES
 from capvco_sriov.shim import (
     CHECK_MISMATCH,
     INVALID_CONFIG,
@@ -62,7 +62,7 @@ from capvco_sriov.shim import (
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from capvco_sriov.shim import CniConfig, Route
 
 LOG = logging.getLogger("capvco-sriov-agent")

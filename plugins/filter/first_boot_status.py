@@ -6,7 +6,7 @@ of ``firstboot_status.parse``)."""
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot_status import InvalidStatus, parse
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import InvalidStatus, parse
 
 
 def first_boot_status(text: object) -> dict[str, object]:

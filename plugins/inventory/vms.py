@@ -168,9 +168,9 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.release import __version__ as ansible_version  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import vm_inventory  # noqa: E402
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError  # noqa: E402
-from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub  # noqa: E402
 
 #: The connection options that must have a value, and the environment variable each is read from.
 CONNECTION_ENV = {
@@ -186,7 +186,7 @@ WRAP = tuple(int(p) for p in re.findall(r"\d+", ansible_version)[:2]) < (2, 19)
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
-    """The inventory plugin: options and cache here, the reading in ``module_utils/vm_inventory.py``."""
+    """The inventory plugin: options and cache here, the reading in ``module_utils/faces/vm_inventory.py``."""
 
     NAME = "whitesky.capvco.vms"
 
@@ -268,8 +268,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _read(self, conn):
         # the client (and httpx) is imported only when the platform is read: a run that finds its cache needs neither
-        from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-        from ansible_collections.whitesky.capvco.plugins.module_utils.transport import HTTPX_IMPORT_ERROR
+        from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+        from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import HTTPX_IMPORT_ERROR
 
         if HTTPX_IMPORT_ERROR:
             raise AnsibleParserError("%s needs the Python library httpx (pip install httpx)" % self.NAME)

@@ -94,8 +94,8 @@ kept:
   type: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 
 
 def main():

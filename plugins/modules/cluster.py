@@ -201,8 +201,9 @@ spec_errors:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, clusterspec
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 
 
 def main():

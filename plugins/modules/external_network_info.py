@@ -60,8 +60,8 @@ networks:
       type: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
 
 
 def main():

@@ -100,8 +100,8 @@ gpu_driver_ready:
     message: NVIDIA driver 550.127.05, 2 GPU(s)
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot_sh, firstboot_status
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import script, status
 
 
 def main():
@@ -109,10 +109,10 @@ def main():
         dict(
             cloudspace_id=dict(type="str", required=True),
             vm_id=dict(type="int", required=True),
-            path=dict(type="str", default=firstboot_sh.STATUS_FILE),
+            path=dict(type="str", default=script.STATUS_FILE),
             gpu=dict(type="bool", default=False),
         )
-    ).run(firstboot_status.info)
+    ).run(status.info)
 
 
 if __name__ == "__main__":

@@ -75,15 +75,15 @@ status_file:
   sample: /var/lib/capvco/gpu-driver.status
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, nvidia
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import nvidia, render
 
 
 def main():
     WhiteskyModule(
         dict(
             version=dict(type="str", required=True),
-            **firstboot.RETRY_OPTIONS,
+            **render.RETRY_OPTIONS,
             state_dir=dict(type="path", default="/var/lib/capvco"),
         ),
         connection=False,

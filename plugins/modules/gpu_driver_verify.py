@@ -84,8 +84,8 @@ driver_version:
   sample: 550.127.05
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nvidia
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import nvidia
 
 
 def main():

@@ -88,8 +88,8 @@ types:
   sample: ["NVIDIA A100", "NVIDIA L4"]
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 
 
 def main():
@@ -98,7 +98,7 @@ def main():
             location=dict(type="str", required=True),
             type=dict(type="str"),
         )
-    ).run(gpu.profile_info, adapt=lambda params: {"location": params["location"], "gpu_type": params["type"]})
+    ).run(vgpus.profile_info, adapt=lambda params: {"location": params["location"], "gpu_type": params["type"]})
 
 
 if __name__ == "__main__":

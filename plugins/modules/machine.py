@@ -143,8 +143,9 @@ released_vgpus:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine
 
 
 def main():
@@ -157,14 +158,14 @@ def main():
             cluster=dict(type="str"),
             pool=dict(type="str"),
             location=dict(type="str"),
-            **machines.SIZE_OPTIONS,
+            **machine.SIZE_OPTIONS,
             description=dict(type="str"),
-            first_boot=firstboot.OPTIONS,
+            first_boot=render.OPTIONS,
             bootstrap_data=dict(type="str", no_log=True),
             provider_id=dict(type="str"),
             user_data=dict(type="str", no_log=True),
         )
-    ).run(machines.ensure)
+    ).run(machine.ensure)
 
 
 if __name__ == "__main__":

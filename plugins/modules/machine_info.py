@@ -100,8 +100,8 @@ machines:
       returned: with O(cluster) or O(vm_id)
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import machines
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine
 
 
 def main():
@@ -114,7 +114,7 @@ def main():
             vm_id=dict(type="int"),
             parallel=dict(type="int", default=32),
         )
-    ).run(machines.info)
+    ).run(machine.info)
 
 
 if __name__ == "__main__":

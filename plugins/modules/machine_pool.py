@@ -235,8 +235,9 @@ released_vgpus:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, machines, pools
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools
 
 
 def main():
@@ -252,7 +253,7 @@ def main():
                 options=dict(
                     name=dict(type="str"),
                     names=dict(type="list", elements="str", required=True),
-                    **machines.SIZE_OPTIONS,
+                    **machine.SIZE_OPTIONS,
                     gpu=dict(
                         type="dict",
                         options=dict(
@@ -269,8 +270,8 @@ def main():
             pool=dict(type="str"),
             force=dict(type="bool", default=False),
             location=dict(type="str"),
-            **machines.SIZE_OPTIONS,
-            first_boot=firstboot.OPTIONS,
+            **machine.SIZE_OPTIONS,
+            first_boot=render.OPTIONS,
             bootstrap_data=dict(type="str", no_log=True),
             parallel=dict(type="int", default=32),
         ),

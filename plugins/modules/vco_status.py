@@ -145,8 +145,8 @@ event:
   type: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import kube
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
 
 
 def main():

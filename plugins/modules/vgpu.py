@@ -165,8 +165,8 @@ planned:
   type: dict
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 
 
 def _arguments(params):
@@ -193,7 +193,7 @@ def main():
         required_one_of=[("machine", "machines")],
         mutually_exclusive=[("machine", "machines")],
         required_if=[("state", "present", ("type",))],
-    ).run(gpu.ensure, adapt=_arguments)
+    ).run(vgpus.ensure, adapt=_arguments)
 
 
 if __name__ == "__main__":

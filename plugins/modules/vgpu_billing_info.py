@@ -63,8 +63,8 @@ unassigned_vgpus:
   type: int
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import billing
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 
 
 def main():

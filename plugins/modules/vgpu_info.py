@@ -167,8 +167,8 @@ total_cost:
   type: float
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 
 def main():

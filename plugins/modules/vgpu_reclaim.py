@@ -181,8 +181,8 @@ reclaim_plan:
     summary: {count: 2, cost_per_hour: 2.1918, cost_so_far: 7.3, currency: EUR}
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 
 def main():

@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 from capvco_lab.runs import kill_all
 from capvco_lab.specs import cluster_spec
@@ -148,7 +148,7 @@ def doubles_by_slot(reservations):
     carries a new creation time in its name, so equal names alone miss it)."""
     per_slot = {}
     for r in reservations:
-        owner = ownership.decode(r["vgpu_name"])
+        owner = naming.decode(r["vgpu_name"])
         if owner is not None and r["deleted_at"] is None:
             key = (owner.cluster, owner.machine, owner.slot)
             per_slot[key] = per_slot.get(key, 0) + 1
@@ -157,14 +157,14 @@ def doubles_by_slot(reservations):
 
 def check(emu, cluster):
     ledger = emu.ledger()
-    owned = [r for r in ledger["reservations"] if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)]
+    owned = [r for r in ledger["reservations"] if naming.owned_by(naming.decode(r["vgpu_name"]), cluster)]
     left = [r for r in owned if r["deleted_at"] is None]
     accruing_before = sum(r["vgpu_seconds"] for r in owned)
     time.sleep(0.3)
     accruing_after = sum(
         r["vgpu_seconds"]
         for r in emu.ledger()["reservations"]
-        if ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)
+        if naming.owned_by(naming.decode(r["vgpu_name"]), cluster)
     )
     unowned_touched = sum(r["touched"] for r in ledger["reservations"] if r["vgpu_name"].startswith("ops-"))
     return {

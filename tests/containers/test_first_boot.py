@@ -9,7 +9,7 @@ import subprocess
 import textwrap
 import time
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
 
 from helpers import ROOT, run_playbook
 

@@ -17,10 +17,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError, InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus as gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
+    ApiError,
+    InputError,
+    PartialFailure,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 from helpers import CUSTOMER, run_playbook, task_results
 

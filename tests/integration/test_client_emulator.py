@@ -8,9 +8,9 @@ import time
 import httpx
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import governor
-from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import governor
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
 
 from helpers import CUSTOMER, Emulator, run_playbook, task_results, wait_for
 

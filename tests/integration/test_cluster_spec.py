@@ -11,8 +11,10 @@ import threading
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, ownership, pools
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
     InsufficientCapacity,
     PartialFailure,
@@ -152,10 +154,10 @@ def test_the_playbook_refuses_a_name_with_a_final_newline(emulator):
 def test_names_are_matched_whole_everywhere():
     for bad in ("web\n", "web\n-gpu", "a b"):
         with pytest.raises(InputError):
-            ownership.machine_marker(bad)
-    assert ownership.parse_marker("capvco/v1 cluster=web\n") is None
-    assert ownership.note_creator("capvco/v1", "creator cluster=web\n") is None
-    assert ownership.note_creator("capvco/v1", "creator cluster=web") == "web"
+            markers.machine_marker(bad)
+    assert markers.parse_marker("capvco/v1 cluster=web\n") is None
+    assert notes.note_creator("capvco/v1", "creator cluster=web\n") is None
+    assert notes.note_creator("capvco/v1", "creator cluster=web") == "web"
 
 
 # --- 4: capacity is planned, with its price -------------------------------------------------------------------
@@ -319,10 +321,11 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
             gpu_type="NVIDIA A100",
             parallel=4,
         )
-        from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, sweep
+        from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+        from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
         with pytest.raises(InputError, match="machine 'ty-gpu-0' is not owned by cluster 'other'"):
-            gpu.ensure(client, **params)
+            vgpus.ensure(client, **params)
         # the machine module's words, the same
         with pytest.raises(InputError) as by_machine:
             pools.converge_machines(
@@ -333,7 +336,7 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
         assert "is not owned by cluster 'other'" in str(by_machine.value)
         # a reservation named for 'other' on ty's machine, made by hand: the reclaim refuses to detach it
         vm_id = [v["vm_id"] for v in client.vms(cs_id) if v["name"] == "ty-gpu-1"][0]
-        client.reserve_attach_vgpu(cs_id, vm_id, "nvidia-a100-40c", ownership.encode("other", "ty-gpu-1", 0))
+        client.reserve_attach_vgpu(cs_id, vm_id, "nvidia-a100-40c", naming.encode("other", "ty-gpu-1", 0))
         reclaim = dict(location=LOC, scope="cluster", cluster="other", grace_period=0, parallel=4)
         with pytest.raises(InputError, match="machine 'ty-gpu-1' is not owned by cluster 'other'"):
             sweep.reclaim(client, **reclaim)

@@ -22,8 +22,8 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
 
 from helpers import Emulator, save_figures
 from test_gpu import live

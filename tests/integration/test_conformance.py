@@ -32,7 +32,7 @@ from schemathesis.checks import (
 )
 from schemathesis.config import SchemathesisConfig
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
 from whitesky_emulator.app import OPS
 
 from helpers import CUSTOMER, SPEC_ABSENT, Emulator

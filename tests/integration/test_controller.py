@@ -18,7 +18,10 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, firstboot, firstboot_sh, machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import script as firstboot_sh
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 
 from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
@@ -379,7 +382,7 @@ def guest_reports(emulator, tmp_path, vm_id, smi_version, smi_count):
     stub.write_text(STUB_SMI % (smi_count, smi_version))
     stub.chmod(0o755)
     state = tmp_path / ("state-%s-%d" % (smi_version, smi_count))
-    script = firstboot.render_gpu_driver("550", 2, install=False, wait=0, nvidia_smi=str(stub), state_dir=str(state))
+    script = render.render_gpu_driver("550", 2, install=False, wait=0, nvidia_smi=str(stub), state_dir=str(state))
     subprocess.run(["/bin/sh", "-s"], input=script, text=True, capture_output=True, check=False)
     content = (state / "gpu-driver.status").read_text()
     emulator.admin("POST", "/vm-file", {"vm_id": vm_id, "path": firstboot_sh.STATUS_FILE, "content": content})

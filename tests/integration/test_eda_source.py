@@ -17,8 +17,10 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import events, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 from helpers import COLLECTIONS, CUSTOMER, ROOT, read_text
 from test_gpu import CS, LOC, ensure, reclaim, vms
@@ -110,11 +112,11 @@ def cursor_file(args):
 
 def test_each_orphan_is_delivered_once_across_restarts_with_its_payload(emulator, tmp_path):
     now = int(time.time())
-    old = [ownership.encode("gone", "m%d" % i, i % 2, created=now - 7200 - i) for i in range(4)]
+    old = [naming.encode("gone", "m%d" % i, i % 2, created=now - 7200 - i) for i in range(4)]
     ids = dict(zip(old, seed(emulator, *old), strict=True))
-    seed(emulator, ownership.encode("gone", "young", 0, created=now), "made-by-hand-1")  # in its grace; not ours
+    seed(emulator, naming.encode("gone", "young", 0, created=now), "made-by-hand-1")  # in its grace; not ours
     vms(emulator, "c1-w0")
-    seed(emulator, ownership.encode("c1", "c1-w0", 0, created=now - 7200))  # its machine exists: no orphan
+    seed(emulator, naming.encode("c1", "c1-w0", 0, created=now - 7200))  # its machine exists: no orphan
     args = source_args(emulator, tmp_path, grace_period=900)
 
     async def scenario():
@@ -125,7 +127,7 @@ def test_each_orphan_is_delivered_once_across_restarts_with_its_payload(emulator
         while len(first.got) + len(second.got) < len(old):
             await second.next()
         await second.quiet(emulator)
-        late = ownership.encode("gone", "late", 0, created=now - 3600)
+        late = naming.encode("gone", "late", 0, created=now - 3600)
         ids[late] = (await asyncio.to_thread(seed, emulator, late))[0]
         await second.next()
         await second.stop()
@@ -133,10 +135,10 @@ def test_each_orphan_is_delivered_once_across_restarts_with_its_payload(emulator
 
     got, late = asyncio.run(scenario())
     assert [e["seq"] for e in got] == list(range(1, len(old) + 2)), "numbered once each, across the restart"
-    assert [e["vgpu_name"] for e in got] == sorted(old, key=lambda n: ownership.decode(n).created) + [late]
+    assert [e["vgpu_name"] for e in got] == sorted(old, key=lambda n: naming.decode(n).created) + [late]
     assert {e["type"] for e in got} == {events.ORPHANED}
     first = got[0]
-    owner = ownership.decode(first["vgpu_name"])
+    owner = naming.decode(first["vgpu_name"])
     assert first["owner"] == {"cluster": "gone", "machine": owner.machine, "slot": owner.slot, "created": owner.created}
     assert first["vgpu_id"] == ids[first["vgpu_name"]] and first["location"] == LOC
     assert 7200 <= first["age"] <= time.time() - owner.created + 1 and first["grace_period"] == 900
@@ -154,7 +156,7 @@ def test_reclaimed_once_by_reason_and_the_threshold_once_per_crossing(emulator, 
     ensure(emulator, machine="c1-w0", count=2)
     with emulator.client() as client:
         client.delete_vm(CS, vm_id, detach_gpu=True)  # a forced delete: its two vGPUs escape, still billed
-    back = ownership.encode("c1", "c1-back", 0, created=int(time.time()) - 7200)
+    back = naming.encode("c1", "c1-back", 0, created=int(time.time()) - 7200)
     seed(emulator, back)
     args = source_args(emulator, tmp_path, grace_period=0, cost_threshold=2.5)
 
@@ -172,7 +174,7 @@ def test_reclaimed_once_by_reason_and_the_threshold_once_per_crossing(emulator, 
         released = await run.take(2)
         await run.quiet(emulator)
         now = int(time.time())
-        await asyncio.to_thread(seed, emulator, *(ownership.encode("c1", "c1-x%d" % i, 0, now - 60) for i in range(3)))
+        await asyncio.to_thread(seed, emulator, *(naming.encode("c1", "c1-x%d" % i, 0, now - 60) for i in range(3)))
         again = await run.take(4)
         await run.stop()
         return run.got, escaped, owner_back, swept, released, again
@@ -212,7 +214,7 @@ def jwt(exp):
     ids=["refused", "expired", "forbidden"],
 )
 def test_a_refused_or_expired_credential_stops_the_source_saying_so(emulator, tmp_path, change, said):
-    seed(emulator, ownership.encode("gone", "m0", 0, created=int(time.time()) - 7200))
+    seed(emulator, naming.encode("gone", "m0", 0, created=int(time.time()) - 7200))
     args = source_args(emulator, tmp_path, **change)
 
     async def scenario():
@@ -230,9 +232,9 @@ def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path)
     """A rulebook hands an event to a playbook as extra vars, which Ansible renders: a platform string that is not a
     plain token (a template, a newline) is withheld, and a number that is not finite is null; the cursor keeps such
     an id (JSON escapes it) and reads it back."""
-    name = ownership.encode("gone", "m0", 0, created=1700000000)
+    name = naming.encode("gone", "m0", 0, created=1700000000)
     hostile = "{{ lookup('pipe', 'id') }}"
-    found = events.Found(hostile, name, ownership.decode(name), "ATTACHED\n", 7, "{% raw %}x")
+    found = events.Found(hostile, name, naming.decode(name), "ATTACHED\n", 7, "{% raw %}x")
     reading = events.Reading(
         LOC, 1700007200.0, frozenset([hostile]), (found,), {hostile: (1.0, float("nan"))}, 1.0, "{{ c }}"
     )
@@ -269,7 +271,7 @@ def valid_cursor(**changes):
                 "above_threshold": False,
                 "reported": {
                     "v-1": {
-                        "vgpu_name": ownership.encode("gone", "m0", 0, created=1700000000),
+                        "vgpu_name": naming.encode("gone", "m0", 0, created=1700000000),
                         "seq": 1,
                         "orphaned_at": 1.0,
                         "cost_per_hour": 1.0,
@@ -327,7 +329,7 @@ def test_the_valid_cursor_sample_loads_and_a_cursor_in_use_is_refused(tmp_path):
 
 
 def test_platform_errors_are_logged_scrubbed_and_polling_goes_on(emulator, tmp_path, caplog):
-    name = ownership.encode("gone", "m0", 0, created=int(time.time()) - 7200)
+    name = naming.encode("gone", "m0", 0, created=int(time.time()) - 7200)
     seed(emulator, name)
     emulator.faults(fail_next={LISTING: [500, 3]})
     args = source_args(emulator, tmp_path, max_backoff=0.4)
@@ -420,7 +422,7 @@ def test_a_source_killed_at_every_point_loses_no_event_and_never_reuses_a_seq(em
     import sys
 
     now = int(time.time())
-    names = [ownership.encode("gone", "m%02d" % i, 0, created=now - 7200 - i) for i in range(12)]
+    names = [naming.encode("gone", "m%02d" % i, 0, created=now - 7200 - i) for i in range(12)]
     ids = dict(zip(seed(emulator, *names), names, strict=True))
     args = source_args(emulator, tmp_path, grace_period=900, interval=0.05)
     driver = os.path.join(ROOT, "tests", "eda_crash_driver.py")
@@ -469,7 +471,7 @@ def test_every_event_has_the_keys_a_pending_event_is_checked_against(emulator, t
     """The cursor's pending event is refused unless it has exactly its type's keys and names owned reservations:
     the keys are those the events are built with."""
     now = int(time.time())
-    gone = ownership.encode("gone", "m0", 0, created=now - 7200)
+    gone = naming.encode("gone", "m0", 0, created=now - 7200)
     (vgpu_id,) = seed(emulator, gone)
     with emulator.client() as client:
         reading = events.read(client, LOC)

@@ -11,8 +11,10 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 from helpers import CUSTOMER, ROOT, run_playbook, task_results, wait_for
 
@@ -44,7 +46,7 @@ def ensure(emu, check=False, **params):
     if "machine" in base:  # the module's one machine
         base["machines"] = [base.pop("machine")]
     with emu.client(backoff=0.01) as client:
-        return gpu.ensure(client, check_mode=check, **base)
+        return vgpus.ensure(client, check_mode=check, **base)
 
 
 def reclaim(emu, check=False, **params):
@@ -57,7 +59,7 @@ def reclaim(emu, check=False, **params):
 def vms(emu, *names, cluster="c1"):
     """VMs of ``cluster`` (its marker in their description), as the machine modules make them."""
     with emu.client() as client:
-        marker = ownership.machine_marker(cluster) if cluster else "made by hand"
+        marker = markers.machine_marker(cluster) if cluster else "made by hand"
         return [client.create_vm(CS, name=n, description=marker, vcpus=2, memory=2048) for n in names]
 
 
@@ -65,7 +67,7 @@ def live(emu, cluster="c1"):
     return [
         r
         for r in emu.ledger()["reservations"]
-        if r["deleted_at"] is None and ownership.owned_by(ownership.decode(r["vgpu_name"]), cluster)
+        if r["deleted_at"] is None and naming.owned_by(naming.decode(r["vgpu_name"]), cluster)
     ]
 
 
@@ -77,7 +79,7 @@ def mutations(emu):
 def assert_converged(emu, machines, count, cluster="c1"):
     held = live(emu, cluster)
     assert len(held) == len(machines) * count
-    slots = sorted((ownership.decode(r["vgpu_name"]).machine, ownership.decode(r["vgpu_name"]).slot) for r in held)
+    slots = sorted((naming.decode(r["vgpu_name"]).machine, naming.decode(r["vgpu_name"]).slot) for r in held)
     assert slots == sorted((m, s) for m in machines for s in range(count)), "exactly one reservation per slot"
     assert all(r["vm_id"] is not None for r in held), "all attached"
     assert emu.ledger()["double_reservations"] == 0
@@ -168,10 +170,10 @@ def test_503_and_429_storms_slow_a_run_but_it_converges(emulator):
 
 
 KILLABLE = textwrap.dedent("""\
-    from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
-    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     client = WhiteskyClient(%(url)r, "capvco-demo-token", %(cust)r)
-    gpu.ensure(client, location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machines=["w0"],
+    vgpus.ensure(client, location="be-gen-1", cloudspace_id="cs-demo", cluster="c1", machines=["w0"],
         gpu_type="NVIDIA A100", count=6, parallel=1)
     """)
 
@@ -228,9 +230,9 @@ def test_unowned_and_other_clusters_reservations_survive_every_sweep(emulator):
     survivors = {r["vgpu_id"]: r for r in emulator.ledger()["reservations"] if r["deleted_at"] is None}
     assert theirs in survivors and lookalike in survivors
     assert survivors[theirs]["touched"] == 0 and survivors[lookalike]["touched"] == 0
-    assert [
-        ownership.decode(r["vgpu_name"]).cluster for r in survivors.values() if ownership.decode(r["vgpu_name"])
-    ] == ["other"]
+    assert [naming.decode(r["vgpu_name"]).cluster for r in survivors.values() if naming.decode(r["vgpu_name"])] == [
+        "other"
+    ]
 
 
 def test_orphans_honour_the_grace_period(emulator):
@@ -311,7 +313,7 @@ def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
     """30 orphans of two clusters and one reservation nobody owns: the playbook's failure counts all 30 and their
     cost, names the 5 oldest, and says how many more; vgpu_info's summary covers what its rows leave out."""
     now = int(time.time())
-    names = [ownership.encode("gone-%d" % (i % 2), "m%02d" % i, 0, created=now - 7200 + i) for i in range(30)]
+    names = [naming.encode("gone-%d" % (i % 2), "m%02d" % i, 0, created=now - 7200 + i) for i in range(30)]
     emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_names": names})
     emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_name": "someone-else"})
     params = dict(location=LOC, cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=5)
@@ -321,8 +323,8 @@ def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
     summary = found["summary"]
     assert (summary["count"], summary["orphans"], summary["owned"]) == (30, 30, 30)
     assert {c: v["count"] for c, v in summary["by_cluster"].items()} == {
-        ownership.decode(names[0]).cluster: 15,
-        ownership.decode(names[1]).cluster: 15,
+        naming.decode(names[0]).cluster: 15,
+        naming.decode(names[1]).cluster: 15,
     }
     assert found["total_cost"] == pytest.approx(sum(v["cost"] for v in summary["by_cluster"].values()), abs=1e-3)
     assert found["report"][-2] == "... and 25 more" and found["report"][-1].startswith("30 reservation(s)")

@@ -21,8 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster, ownership, vm_inventory
-from ansible_collections.whitesky.capvco.plugins.module_utils.transport import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import PAGE_LIMIT
 
 from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_consumer_check, run_playbook
 
@@ -51,7 +54,7 @@ WEB_GPU = {
 HAND_MADE = [
     ("handmade-0", "made by hand"),
     ("web-db", "made by hand, named like web's machines"),
-    ("db-0", ownership.machine_marker("web", "gpu")),  # web's marker on a name that is not web's
+    ("db-0", ownership_markers.machine_marker("web", "gpu")),  # web's marker on a name that is not web's
 ]
 
 
@@ -123,7 +126,7 @@ def _selected(snapshot, locations=(), cloudspaces=()):
 
 
 def _noted(snapshot, cs_id):
-    return ownership.clusters_in(n for n in snapshot["notes"] if n["cloudspace_id"] == cs_id)
+    return notes.clusters_in(n for n in snapshot["notes"] if n["cloudspace_id"] == cs_id)
 
 
 def _live_vms(snapshot, cs_id):
@@ -170,9 +173,9 @@ def expected_owners(snapshot):
     for cs in _selected(snapshot):
         noted = _noted(snapshot, cs["cloudspace_id"])
         for vm in _live_vms(snapshot, cs["cloudspace_id"]):
-            marker = ownership.parse_marker(vm["description"])
+            marker = ownership_markers.parse_marker(vm["description"])
             read = vm_inventory.may_be_owned(noted, vm["name"])
-            mine = read and marker is not None and ownership.may_own(marker.cluster, vm["name"])
+            mine = read and marker is not None and ownership_markers.may_own(marker.cluster, vm["name"])
             out[vm["name"]] = marker.cluster if mine else None
     return out
 
@@ -377,8 +380,8 @@ def test_two_hundred_vms_cost_the_pages_the_notes_and_the_markers_of_cluster_nam
     with emulator.client(timeout=60) as client:
         for i in range(4):
             cs = client.create_cloudspace("space-%d" % i, LOC)
-            client.create_cloudspace_note(cs, *ownership.creator_note("c%d" % i))
-            marker = ownership.machine_marker("c%d" % i, "workers")
+            client.create_cloudspace_note(cs, *notes.creator_note("c%d" % i))
+            marker = ownership_markers.machine_marker("c%d" % i, "workers")
             vms += [(cs, "c%d-w-%d" % (i, j), marker) for j in range(10)]
             vms += [(cs, "c%d-x-%d" % (i, j), "made by hand") for j in range(5)]
             vms += [(cs, "c%dx-%d" % (i, j), marker) for j in range(5)]

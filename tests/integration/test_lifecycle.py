@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import ensure, live, three_ways

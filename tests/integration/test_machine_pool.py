@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, pools, vms
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 
 from test_gpu import ensure, live, three_ways
 

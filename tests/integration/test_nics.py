@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from test_gpu import three_ways, vms
 

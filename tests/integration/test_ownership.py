@@ -8,9 +8,12 @@ import threading
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import machines, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus as gpu
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.vmlock import vm_locked
 from capvco_lab.specs import cluster_spec as lab_spec
 
 from helpers import ROOT, run_playbook, task_results
@@ -40,7 +43,7 @@ def state(emu):
 
 
 def of_cluster(vgpus, cluster):
-    return {k: g for k, g in vgpus.items() if ownership.owned_by(ownership.decode(g["vgpu_name"]), cluster)}
+    return {k: g for k, g in vgpus.items() if naming.owned_by(naming.decode(g["vgpu_name"]), cluster)}
 
 
 def untouched(before, after, keep):
@@ -75,7 +78,7 @@ def test_two_clusters_and_a_hand_made_vm_share_a_cloudspace(emulator):
     _spaces, vms_before, vgpus_before = state(emulator)
 
     def foreign_vm(v):
-        return not ownership.machine_owned(v["description"], "web")
+        return not markers.machine_owned(v["description"], "web")
 
     # converging `web` again touches nothing of `web-gpu` and not `web-db`
     rc, out, data = play(emulator, "cluster_create.yml", cluster_spec("web"))
@@ -142,12 +145,12 @@ def test_a_name_taken_by_a_machine_the_cluster_does_not_own_fails_and_changes_no
 def test_machine_info_lists_a_cluster_by_its_marker_not_its_prefix(emulator):
     with emulator.client() as client:
         for name, description in (
-            ("a-0", ownership.machine_marker("a", "cp")),
-            ("a-b-0", ownership.machine_marker("a-b", "cp")),
+            ("a-0", markers.machine_marker("a", "cp")),
+            ("a-b-0", markers.machine_marker("a-b", "cp")),
             ("a-1", "capvco/v1 cluster=a-b pool=gpu"),
             ("a-hand", "capvco cluster a"),
             ("a-old", "capvco cluster a, pool cp"),  # no release ever wrote this shape: it proves nothing
-            ("b-0", ownership.machine_marker("a", "gpu")),  # a's marker, not a's name: no machine of a's
+            ("b-0", markers.machine_marker("a", "gpu")),  # a's marker, not a's name: no machine of a's
         ):
             client.create_vm(CS, name=name, description=description, vcpus=1, memory=1024)
         emulator.reset_stats()
@@ -166,7 +169,7 @@ def test_clusters_whose_names_are_prefixes_never_share_reservations(emulator):
         ensure(emulator, cluster="prod-2", machine="prod-0", count=1)  # prod's machine, whatever its name
     with emulator.client() as client:  # a reservation of prod-2's on prod's machine, made by hand, still is prod-2's
         vm_id = [v["vm_id"] for v in client.vms(CS) if v["name"] == "prod-0"][0]
-        client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-20c", ownership.encode("prod-2", "prod-0", 0))
+        client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-20c", naming.encode("prod-2", "prod-0", 0))
     assert len(live(emulator, "prod")) == 1 and len(live(emulator, "prod-2")) == 3
     res = reclaim(emulator, scope="cluster", cluster="prod")
     assert [r["cluster"] for r in res["released"]] == ["prod"]
@@ -196,7 +199,7 @@ def test_long_cluster_names_are_not_orphans_while_their_machine_lives(emulator):
 def test_lowering_count_releases_the_top_slots_and_keeps_the_rest(emulator):
     vms(emulator, "w0", "w1")
     ensure(emulator, machines=["w0", "w1"], count=3)
-    kept = {r["vgpu_id"] for r in live(emulator) if ownership.decode(r["vgpu_name"]).slot == 0}
+    kept = {r["vgpu_id"] for r in live(emulator) if naming.decode(r["vgpu_name"]).slot == 0}
     res = ensure(emulator, machines=["w0", "w1"], count=1)
     assert res["changed"]
     assert_converged(emulator, ["w0", "w1"], 1)
@@ -209,7 +212,7 @@ def live_per_slot(emu):
     """Live reservations per decoded (cluster, machine, slot): names embed a time, so doubles hide under new names."""
     counts = {}
     for r in emu.ledger()["reservations"]:
-        owner = ownership.decode(r["vgpu_name"])
+        owner = naming.decode(r["vgpu_name"])
         if r["deleted_at"] is None and owner is not None:
             key = (owner.cluster, owner.machine, owner.slot)
             counts[key] = counts.get(key, 0) + 1
@@ -220,8 +223,6 @@ def test_a_reserve_that_commits_after_the_client_gave_up_is_found_not_bought_aga
     vms(emulator, "w0")
     emulator.faults(vm_op_seconds=3)  # the platform commits after the module's 2 s timeout
     with emulator.client(backoff=0.01, timeout=2) as client:
-        from ansible_collections.whitesky.capvco.plugins.module_utils import gpu
-
         res = gpu.ensure(
             client, location=LOC, cloudspace_id=CS, cluster="c1", machines=["w0"], gpu_type="NVIDIA A100", parallel=8
         )
@@ -302,7 +303,7 @@ def test_every_mutating_call_on_a_vm_waits_out_its_lock(emulator):
                 if kind == "nic":
                     client.attach_nic(CS, vm_id, net)
                 else:
-                    client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-40c", ownership.encode("c1", "w0", i))
+                    client.reserve_attach_vgpu(CS, vm_id, "nvidia-a100-40c", naming.encode("c1", "w0", i))
         except Exception as exc:  # collected: every call must succeed
             errors.append(exc)
 
@@ -335,4 +336,4 @@ def test_a_cluster_says_once_that_it_has_machines_in_a_cloudspace_it_did_not_cre
         machines.ensure(client, **dict(params, name="c1-m1"))
         machines.ensure(client, **dict(params, name="c2-m0", cluster="c2"))
         assert notes() == ["member cluster=c1", "member cluster=c2"]
-        assert ownership.clusters_in(client.cloudspace_notes(CS)) == {"c1", "c2"}
+        assert ownership_notes.clusters_in(client.cloudspace_notes(CS)) == {"c1", "c2"}

@@ -38,9 +38,9 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import lease, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
-from ansible_collections.whitesky.capvco.plugins.module_utils.vmlock import vm_locked
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.vmlock import vm_locked
 from capvco_lab.runs import kill_all, start_playbook, stopped
 from capvco_lab.specs import cluster_spec
 
@@ -122,11 +122,11 @@ def spec(name, cs, replicas, count):
 
 
 def owner_of_vgpu(row):
-    return ownership.decode(row["vgpu_name"])
+    return naming.decode(row["vgpu_name"])
 
 
 def owned_vgpu(row, cluster):
-    return ownership.owned_by(owner_of_vgpu(row), cluster)
+    return naming.owned_by(owner_of_vgpu(row), cluster)
 
 
 class Ownership(RuleBasedStateMachine):
@@ -225,7 +225,7 @@ class Ownership(RuleBasedStateMachine):
         spaces1, vms1, vgpus1 = after
         problems = []
         for vm_id, vm in vms0.items():
-            if not ownership.machine_owned(vm["description"], actor) and vms1.get(vm_id) != vm:
+            if not markers.machine_owned(vm["description"], actor) and vms1.get(vm_id) != vm:
                 problems.append(
                     "VM %s (%r) that %s does not own changed: %s" % (vm_id, vm["name"], actor, vms1.get(vm_id))
                 )
@@ -258,7 +258,7 @@ class Ownership(RuleBasedStateMachine):
 
     @staticmethod
     def vm_names_of(cluster, vms):
-        return {v["name"] for v in vms.values() if ownership.machine_owned(v["description"], cluster)}
+        return {v["name"] for v in vms.values() if markers.machine_owned(v["description"], cluster)}
 
     def billed_seconds(self, cluster):
         rows = [r for r in self.emu.ledger()["reservations"] if owned_vgpu(r, cluster)]
@@ -296,7 +296,7 @@ class Ownership(RuleBasedStateMachine):
             if v["cloudspace_id"] in ids
             and v["deleted_at"] is None
             and v["name"] in names
-            and not ownership.machine_owned(v["description"], cluster)
+            and not markers.machine_owned(v["description"], cluster)
         )
 
     @staticmethod
@@ -589,9 +589,7 @@ class Ownership(RuleBasedStateMachine):
         _spaces, vms, vgpus = self.snapshot()
         assert not [g["vgpu_name"] for g in vgpus.values() if owned_vgpu(g, name) and g["deleted_at"] is None]
         assert not [
-            v["name"]
-            for v in vms.values()
-            if v["deleted_at"] is None and ownership.machine_owned(v["description"], name)
+            v["name"] for v in vms.values() if v["deleted_at"] is None and markers.machine_owned(v["description"], name)
         ]
         cs = self.clusters[name]["cs"]
         if self.created_cs.get(cs) == name:  # its own cloudspace goes too, unless others' VMs are in it
@@ -602,7 +600,7 @@ class Ownership(RuleBasedStateMachine):
                 # kept for other clusters' machines only: handed over to the first of them, whose teardown may
                 # delete it (docs/lifecycle.md); a VM made by hand keeps it with its creator
                 owners = [
-                    next((c for c in CLUSTERS if ownership.machine_owned(v["description"], c)), None) for v in others
+                    next((c for c in CLUSTERS if markers.machine_owned(v["description"], c)), None) for v in others
                 ]
                 if None not in owners:
                     self.created_cs[cs] = min(owners)

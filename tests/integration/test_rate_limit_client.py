@@ -2,7 +2,7 @@
 the limit, few 429s, no failures.
 
 The emulator's token buckets (``whitesky_emulator/ratelimit.py``) answer 429 with an integer ``Retry-After``; the
-client's threads share one governor per credential (``module_utils/governor.py``).
+client's threads share one governor per credential (``module_utils/platform/governor.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import governor
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import governor
 
 CS = "cs-demo"
 

@@ -36,10 +36,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cluster as cluster_core
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership, reclaim_plan, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim_plan import (
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster as cluster_core
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planfile import (
     ATTACHED,
     GONE,
     NOT_ORPHANED,
@@ -112,7 +113,7 @@ def apply(emu, path, check=False, location=LOC, **kw):
 def orphaned(emu, *machines, cluster="c1", created=None):
     """An unattached reservation per machine (which has no VM), named as ``cluster``'s, made two hours ago."""
     created = int(time.time()) - 7200 if created is None else created
-    return [seed_vgpu(emu, ownership.encode(cluster, m, 0, created=created)) for m in machines]
+    return [seed_vgpu(emu, naming.encode(cluster, m, 0, created=created)) for m in machines]
 
 
 # --- the property ---------------------------------------------------------------------------------------------
@@ -144,8 +145,8 @@ class World:
                 self.vm[name] = vm_id
         old = int(time.time()) - 7200
         for cluster, machine, slot in (("c1", "c1-a", 0), ("c1", "c1-a", 1), ("c1", "c1-b", 0), ("c2", "c2-a", 0)):
-            seed_vgpu(self.emu, ownership.encode(cluster, machine, slot, created=old), self.vm[machine])
-        seed_vgpu(self.emu, ownership.encode("c1", "c1-b", 1, created=old))  # the cluster's, detached
+            seed_vgpu(self.emu, naming.encode(cluster, machine, slot, created=old), self.vm[machine])
+        seed_vgpu(self.emu, naming.encode("c1", "c1-b", 1, created=old))  # the cluster's, detached
         orphaned(self.emu, "c1-gone0", "c1-gone1", "c1-gone2")
         orphaned(self.emu, "c2-gone0", cluster="c2")
         orphaned(self.emu, "c1-young", created=int(time.time()))
@@ -218,20 +219,20 @@ class World:
         old = int(time.time()) - 7200
         choice = pick % 3
         if choice == 0:
-            seed_vgpu(self.emu, ownership.encode("c1", "c1-gone%d" % (pick % 3), 10 + self.made, created=old))
+            seed_vgpu(self.emu, naming.encode("c1", "c1-gone%d" % (pick % 3), 10 + self.made, created=old))
         elif choice == 1 and "c1-a" in vms_now:
-            seed_vgpu(self.emu, ownership.encode("c1", "c1-a", 10 + self.made, created=old), vms_now["c1-a"])
+            seed_vgpu(self.emu, naming.encode("c1", "c1-a", 10 + self.made, created=old), vms_now["c1-a"])
         else:
             seed_vgpu(self.emu, "hand-made-%d" % self.made)
 
     @staticmethod
     def new_name(name, bias):
-        owner = ownership.decode(name)
+        owner = naming.decode(name)
         if owner is None or bias % 3 == 0:
             return "renamed-by-hand-%d" % bias  # not ours
         if bias % 3 == 1:  # the same owner, another slot
-            return ownership.encode(owner.cluster, owner.machine, (owner.slot + 50) % 100, created=owner.created)
-        return ownership.encode("c2" if owner.cluster == "c1" else "c1", "other-m", owner.slot, created=owner.created)
+            return naming.encode(owner.cluster, owner.machine, (owner.slot + 50) % 100, created=owner.created)
+        return naming.encode("c2" if owner.cluster == "c1" else "c1", "other-m", owner.slot, created=owner.created)
 
 
 def expected(plan, before, machines):
@@ -244,7 +245,7 @@ def expected(plan, before, machines):
         if row is None or row[3] is not None or (row[2] is not None and not scope["permanently"]):
             out[e["vgpu_id"]] = GONE
         elif row[0] != e["vgpu_name"]:
-            owner = ownership.decode(row[0])
+            owner = naming.decode(row[0])
             same = owner is not None and (owner.cluster, owner.machine) == (e["cluster"], e["machine"])
             out[e["vgpu_id"]] = RENAMED if owner is None or same else OWNER_CHANGED
         elif row[1] is not None and row[1] != e["vm_id"]:
@@ -388,7 +389,7 @@ def test_gpu_orphans_plan_review_apply_and_apply_again(emulator, tmp_path):
         "grace_period": 0,
         "permanently": True,
     }
-    assert plan["digest"] == reclaim_plan.digest(plan["scope"], plan["entries"])
+    assert plan["digest"] == planfile.digest(plan["scope"], plan["entries"])
     report = task_results(data, "Report every reservation that escaped")[0]["msg"]
     assert report[-1].startswith("plan written to %s: 1 reservation(s)" % plan_path), report
     # writing it again over the reviewed file is refused
@@ -409,7 +410,7 @@ def test_gpu_orphans_plan_review_apply_and_apply_again(emulator, tmp_path):
     rc, out, data = run_playbook(playbook, emulator, extra_vars=apply_vars)
     assert rc != 0, "the orphan made since the plan is still there, and the check still fails for it"
     (left,) = live(emulator)
-    assert ownership.decode(left["vgpu_name"]).machine == "c1-w1"
+    assert naming.decode(left["vgpu_name"]).machine == "c1-w1"
     report = task_results(data, "Report every reservation that escaped")[0]["msg"]
     assert "released now 1" in report[-1], report
     rc, out, data = run_playbook(playbook, emulator, extra_vars=apply_vars)
@@ -506,20 +507,20 @@ def test_a_forged_plan_with_a_good_digest_still_names_only_ours(emulator, tmp_pa
     doc = json.loads(path.read_text())
     forged = dict(doc["entries"][0], vgpu_id=theirs, vgpu_name="hand-made-by-ops")
     doc["entries"] = [doc["entries"][0], forged]
-    doc["summary"] = reclaim_plan.summary(doc["entries"])
-    doc["digest"] = reclaim_plan.digest(doc["scope"], doc["entries"])
+    doc["summary"] = planfile.summary(doc["entries"])
+    doc["digest"] = planfile.digest(doc["scope"], doc["entries"])
     forged_path = tmp_path / "forged.json"
     forged_path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="which is not this collection's name"):
         apply(emulator, forged_path)
     created = doc["entries"][0]["created"]
-    other = ownership.encode("c2", "c2-gone", 0, created=created)
+    other = naming.encode("c2", "c2-gone", 0, created=created)
     doc["entries"] = [
         doc["entries"][0],
         dict(doc["entries"][0], vgpu_id=theirs, vgpu_name=other, cluster="c2", machine="c2-gone"),
     ]
-    doc["summary"] = reclaim_plan.summary(doc["entries"])
-    doc["digest"] = reclaim_plan.digest(doc["scope"], doc["entries"])
+    doc["summary"] = planfile.summary(doc["entries"])
+    doc["digest"] = planfile.digest(doc["scope"], doc["entries"])
     forged_path.unlink()
     forged_path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="not cluster 'c1''s"):
@@ -567,8 +568,8 @@ def test_apply_twice_and_the_skip_reasons(emulator, tmp_path):
     (hand_vm,) = vms(emulator, "hand-vm", cluster=None)
     with emulator.client() as client:
         client.delete_vgpu(LOC, ids[0], detach=True, permanently=True)
-        rename(emulator, ids[1], ownership.encode("c1", "c1-g1", 7, created=old))
-        rename(emulator, ids[2], ownership.encode("c2", "c2-x", 0, created=old))
+        rename(emulator, ids[1], naming.encode("c1", "c1-g1", 7, created=old))
+        rename(emulator, ids[2], naming.encode("c2", "c2-x", 0, created=old))
         client.attach_vgpu(CS, hand_vm, ids[3])
     vms(emulator, "c1-g4")
     got = apply(emulator, path)

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
 from capvco_sriov import shim
 from capvco_sriov.agent import Redact, serve_one
 from capvco_sriov.sriov import ADDRESS_TRIES, CniError, Ledger, NicAgent, parse_request

@@ -20,8 +20,11 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces, cluster, lease, ownership, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from capvco_lab.emulator import wait_for
 from capvco_lab.runs import start_playbook, stopped
 
@@ -100,7 +103,7 @@ def live_slots(emu, name):
     still billing (not permanently deleted at all: the recycle bin bills too)."""
     slots = {}
     for r in emu.ledger()["reservations"]:
-        owner = ownership.decode(r["vgpu_name"])
+        owner = naming.decode(r["vgpu_name"])
         if r["deleted_at"] is None and owner is not None and owner.cluster == name:
             key = (owner.machine, owner.slot)
             slots.setdefault(key, []).append(r)
@@ -120,7 +123,7 @@ def check_invariant(emu, outcome, name="duo"):
     doubles = {k: len(v) for k, v in slots.items() if len(v) > 1}
     assert not doubles, "two live reservations for one slot: %s" % doubles
     spaces, vms = cluster_state(emu, name)
-    unmarked = [v["name"] for v in vms if not ownership.machine_owned(v.get("description"), name)]
+    unmarked = [v["name"] for v in vms if not markers.machine_owned(v.get("description"), name)]
     assert not unmarked, "VMs of the cluster's cloudspace without its marker: %s" % unmarked
     for actor, got, _ended in outcome:
         if isinstance(got, Exception):

@@ -10,9 +10,9 @@ import time
 import httpx
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
-from ansible_collections.whitesky.capvco.plugins.module_utils import errors, transport
-from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import errors, transport
 
 
 def jwt(claims):
@@ -240,7 +240,7 @@ def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
 def test_a_failed_call_says_which_setting_to_check():
     """No answer names api_url and WHITESKY_API_URL; 401 and 403 name the credential's option and variable; other
     statuses add nothing (the platform's message says what is wrong)."""
-    from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
 
     assert "api_url, or WHITESKY_API_URL" in str(ApiError("GET", "/x", None, "ConnectError: refused"))
     assert "check api_token, or WHITESKY_API_TOKEN)" in str(ApiError("GET", "/x", 401, "unauthorized"))

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import client
-from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 from whitesky_emulator import params as emulator_params
 from whitesky_emulator.app import OPS
 
@@ -84,7 +84,7 @@ def test_the_client_sends_by_the_one_table():
 
 
 def test_the_emulator_reads_the_table_without_the_collection_on_its_path():
-    """``make venv`` without ``make link``: the emulator reads ``plugins/module_utils/api.py`` as a file."""
+    """``make venv`` without ``make link``: the emulator reads ``plugins/module_utils/platform/api.py`` as a file."""
     code = (
         "import sys; sys.modules['ansible_collections'] = None\n"  # no collection importable
         "from whitesky_emulator.app import OPS\n"

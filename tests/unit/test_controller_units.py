@@ -8,8 +8,9 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, kube
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 import crdschema
 from helpers import ROOT, operator_vars, read_text, snake

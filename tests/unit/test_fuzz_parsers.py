@@ -25,21 +25,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
-from ansible_collections.whitesky.capvco.plugins.module_utils import (
-    cloudspaces,
-    firstboot_status,
-    gpu,
-    ownership,
-    sweep,
-    transport,
-    vms,
-)
-from ansible_collections.whitesky.capvco.plugins.module_utils.api import OPERATIONS
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot_status import FirstBootStatus, InvalidStatus
-from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import Inventory, view
-from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus, InvalidStatus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, view
 
 from helpers import SPEC_ABSENT
 from spec import load_spec
@@ -261,9 +259,9 @@ LOC, CS, CLUSTER = "be-gen-1", "cs-1", "c1"
 NOW = 1_800_000_000
 #: Strings the core compares (names that decode, the cluster's machines, a GPU type), beside hostile text.
 MEANINGFUL = [
-    ownership.encode(CLUSTER, "m0", 0, created=NOW - 7200),
-    ownership.encode(CLUSTER, "m1", 1, created=NOW - 60),
-    ownership.encode("other", "m0", 0, created=1),
+    naming.encode(CLUSTER, "m0", 0, created=NOW - 7200),
+    naming.encode(CLUSTER, "m1", 1, created=NOW - 60),
+    naming.encode("other", "m0", 0, created=1),
     "m0",
     "m1",
     "NVIDIA",
@@ -273,8 +271,8 @@ MEANINGFUL = [
     "RESERVED",
     "DELETED",
     "VGPU",
-    ownership.MARKER + " cluster=" + CLUSTER,
-    ownership.NOTE_TITLE,
+    markers.MARKER + " cluster=" + CLUSTER,
+    notes.NOTE_TITLE,
     "creator cluster=" + CLUSTER,
     LOC,
     CS,
@@ -395,9 +393,9 @@ def consume(client):
 
     def plan():
         profiles = client.gpu_profiles(LOC)
-        kind = gpu.display_type(profiles[0]) if profiles else "NVIDIA A100"
+        kind = vgpus.display_type(profiles[0]) if profiles else "NVIDIA A100"
         got = {"profiles": profiles, "inventory": Inventory(client, LOC)}
-        return gpu.plan(got, [(1, "m0"), (2, "m1")], CLUSTER, 2, kind, LOC)
+        return vgpus.plan(got, [(1, "m0"), (2, "m1")], CLUSTER, 2, kind, LOC)
 
     def report():
         got = firstboot_status.info(client, cloudspace_id=CS, vm_id=1, gpu=True)

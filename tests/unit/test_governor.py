@@ -1,4 +1,4 @@
-"""The rate governor (``module_utils/governor.py``): its decisions in a discrete-event simulation of the platform's
+"""The rate governor (``platform/governor.py``): its decisions in a discrete-event simulation of the platform's
 token bucket (deterministic, on a simulated clock), then its threads for real (FIFO, the window, deadlines).
 
 The simulation steps :class:`governor.Lane` exactly as :class:`governor.Governor` does for threads: each sender takes
@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_hostile import mock_client  # beside this file: a client on a fake clock, no network
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
-from ansible_collections.whitesky.capvco.plugins.module_utils import errors
-from ansible_collections.whitesky.capvco.plugins.module_utils import governor as gov
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import errors
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import governor as gov
 
 
 class Bucket:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
 
 PROFILES = [
     {"id": "a100-40", "vendor": "NVIDIA", "model": "A100", "available_instances": 2, "description": ""},
@@ -15,33 +16,33 @@ PROFILES = [
 
 
 def test_type_is_matched_without_case_or_spacing():
-    assert [p["id"] for p in gpu.profiles_of_type(PROFILES, "  nvidia   a100 ", "loc")] == ["a100-40", "a100-20"]
+    assert [p["id"] for p in vgpus.profiles_of_type(PROFILES, "  nvidia   a100 ", "loc")] == ["a100-40", "a100-20"]
 
 
 def test_unknown_type_lists_what_is_offered():
     with pytest.raises(InputError) as err:
-        gpu.profiles_of_type(PROFILES, "AMD MI300", "loc")
+        vgpus.profiles_of_type(PROFILES, "AMD MI300", "loc")
     assert "'AMD MI300'" in str(err.value) and "NVIDIA A100, NVIDIA L4" in str(err.value)
 
 
 def test_allocation_picks_a_profile_with_enough_and_fails_before_reserving():
-    a100 = gpu.profiles_of_type(PROFILES, "NVIDIA A100", "loc")
-    assert gpu.allocate(a100, {"m0": 3}, "NVIDIA A100") == {"m0": "a100-20"}
-    assert gpu.allocate(a100, {"m0": 2, "m1": 2}, "NVIDIA A100") == {"m0": "a100-20", "m1": "a100-40"}
+    a100 = vgpus.profiles_of_type(PROFILES, "NVIDIA A100", "loc")
+    assert vgpus.allocate(a100, {"m0": 3}, "NVIDIA A100") == {"m0": "a100-20"}
+    assert vgpus.allocate(a100, {"m0": 2, "m1": 2}, "NVIDIA A100") == {"m0": "a100-20", "m1": "a100-40"}
     with pytest.raises(InsufficientCapacity) as err:  # not InputError: capacity may free up, a retry can help
-        gpu.allocate(a100, {"m0": 4}, "NVIDIA A100")
+        vgpus.allocate(a100, {"m0": 4}, "NVIDIA A100")
     assert "need 4 more" in str(err.value) and "a100-40: 2" in str(err.value) and "a100-20: 3" in str(err.value)
 
 
 def item(slot, gpu_id="a100-40", vm=7, status="ATTACHED", machine="m0"):
-    name = ownership.encode("c", machine, slot, created=1)
+    name = naming.encode("c", machine, slot, created=1)
     return {
         "vgpu_id": "v%d%s" % (slot, status),
         "vgpu_name": name,
         "gpu_id": gpu_id,
         "status": status,
         "virtual_machine": {"id": vm} if vm else None,
-        "owner": ownership.decode(name),
+        "owner": naming.decode(name),
     }
 
 
@@ -53,7 +54,7 @@ def test_plan_reserves_missing_fixes_detached_and_releases_extra_and_duplicates(
         item(3),
         item(2, gpu_id="l4"),
     ]
-    plan = gpu.plan_machine(items, 7, 3, {"a100-40", "a100-20"}, present=True)
+    plan = vgpus.plan_machine(items, 7, 3, {"a100-40", "a100-20"}, present=True)
     assert plan.missing == [2]
     assert [i["vgpu_id"] for i in plan.fixes] == ["v1RESERVED"]
     assert sorted(i["vgpu_id"] for i in plan.releases) == ["v1DELETED", "v2ATTACHED", "v3ATTACHED"]
@@ -61,4 +62,4 @@ def test_plan_reserves_missing_fixes_detached_and_releases_extra_and_duplicates(
 
 def test_plan_absent_releases_everything():
     items = [item(0), item(1, vm=None)]
-    assert gpu.plan_machine(items, 7, 0, set(), present=False).releases == items
+    assert vgpus.plan_machine(items, 7, 0, set(), present=False).releases == items

@@ -16,30 +16,27 @@ import httpx
 import pytest
 from test_client_unit import FakeClock
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import (
-    answers,
-    firstboot,
-    firstboot_status,
-    kube,
-    ownership,
-    sweep,
-    transport,
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import (
+    FirstBootStatus,
+    InvalidStatus,
+    MachineNotFound,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils import client as core
-from ansible_collections.whitesky.capvco.plugins.module_utils import module as module_base
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
     BadAnswer,
     InputError,
     WhiteskyError,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot_status import (
-    FirstBootStatus,
-    InvalidStatus,
-    MachineNotFound,
-)
-from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub, scrub_tree
-from ansible_collections.whitesky.capvco.plugins.module_utils.vgpu_ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 SECRET = "Zq8wPLANTEDk3Vx"
 JWT = "eyJhbGciOiJFUzM4NCJ9.eyJleHAiOjE5MDAwMDAwMDB9." + SECRET
@@ -206,7 +203,7 @@ def run_fragment(tmp_path, smi_output, pin, count=1, rc=0):
     smi.write_text(STUB_SMI % (out, rc))
     smi.chmod(0o755)
     state = tmp_path / "state"
-    script = firstboot.render_gpu_driver(pin, count, install=False, wait=0, nvidia_smi=str(smi), state_dir=str(state))
+    script = render.render_gpu_driver(pin, count, install=False, wait=0, nvidia_smi=str(smi), state_dir=str(state))
     subprocess.run(["/bin/sh", "-s"], input=script, text=True, capture_output=True, check=False)
     return (state / "gpu-driver.status").read_text()
 
@@ -510,40 +507,40 @@ def test_retry_after_as_an_http_date_in_the_future():
 
 def test_a_marker_with_an_unknown_token_is_no_marker():
     """Kills: parse_marker skipping unknown tokens (``continue`` for ``return None``)."""
-    assert ownership.parse_marker("capvco/v1 cluster=web note=x") is None
-    assert not ownership.machine_owned("capvco/v1 cluster=web note=x", "web")
-    assert ownership.parse_marker("capvco/v1 cluster=web pool=gpu") == ownership.Marker("web", "gpu")
+    assert markers.parse_marker("capvco/v1 cluster=web note=x") is None
+    assert not markers.machine_owned("capvco/v1 cluster=web note=x", "web")
+    assert markers.parse_marker("capvco/v1 cluster=web pool=gpu") == markers.Marker("web", "gpu")
 
 
 def test_a_name_is_decoded_whole_or_not_at_all():
     """Kills: decode with ``search`` for ``fullmatch``."""
-    assert ownership.decode("hand-capvco.c1.w0.00.0000001") is None
-    assert ownership.decode("capvco.c1.w0.00.0000001-copy") is None
-    assert ownership.decode("capvco.c1.w0.00.0000001") == ownership.Owner("c1", "w0", 0, 1)
+    assert naming.decode("hand-capvco.c1.w0.00.0000001") is None
+    assert naming.decode("capvco.c1.w0.00.0000001-copy") is None
+    assert naming.decode("capvco.c1.w0.00.0000001") == naming.Owner("c1", "w0", 0, 1)
 
 
 def test_a_cluster_part_is_cut_at_exactly_20_characters():
     """Kills: the cut moved by one (``<`` for ``<=``, a limit of 19 or 21, a prefix of ``limit - 8`` or ``- 10``)."""
     twenty, twenty_one = "a" * 20, "a" * 21
-    assert ownership.cluster_part(twenty) == twenty
+    assert naming.cluster_part(twenty) == twenty
     digest = hashlib.sha256(twenty_one.encode()).hexdigest()[:8]
-    assert ownership.cluster_part(twenty_one) == "a" * 11 + "_" + digest
-    assert len(ownership.cluster_part(twenty_one)) == 20
+    assert naming.cluster_part(twenty_one) == "a" * 11 + "_" + digest
+    assert len(naming.cluster_part(twenty_one)) == 20
     dashed = "a" * 10 + "-" + "b" * 10  # the prefix ends in "-": stripped before the "_"
-    assert ownership.cluster_part(dashed) == "a" * 10 + "_" + hashlib.sha256(dashed.encode()).hexdigest()[:8]
-    name = ownership.encode(twenty_one, "m", 0, created=1)
-    assert name == "capvco.%s.m.00.0000001" % ownership.cluster_part(twenty_one)
-    assert ownership.owned_by(ownership.decode(name), twenty_one, "m")
+    assert naming.cluster_part(dashed) == "a" * 10 + "_" + hashlib.sha256(dashed.encode()).hexdigest()[:8]
+    name = naming.encode(twenty_one, "m", 0, created=1)
+    assert name == "capvco.%s.m.00.0000001" % naming.cluster_part(twenty_one)
+    assert naming.owned_by(naming.decode(name), twenty_one, "m")
 
 
 def detached(machine, cluster="web"):
     return {
         "vgpu_id": "vg-" + machine,
-        "vgpu_name": ownership.encode(cluster, machine, 0, created=1),
+        "vgpu_name": naming.encode(cluster, machine, 0, created=1),
         "gpu_id": "a100",
         "status": "RESERVED",
         "virtual_machine": None,
-        "owner": ownership.decode(ownership.encode(cluster, machine, 0, created=1)),
+        "owner": naming.decode(naming.encode(cluster, machine, 0, created=1)),
     }
 
 
@@ -628,7 +625,7 @@ def test_a_pin_is_never_expanded_as_a_glob(tmp_path):
         (bin_dir / tool).write_text(FAKE_APT % log)
         (bin_dir / tool).chmod(0o755)
     (work / "nvidia-headless-550-server=550.127.05-0ubuntu1").write_text("")
-    script = firstboot.render_gpu_driver(
+    script = render.render_gpu_driver(
         "550.127.05", 1, install=True, verify=False, check=True, state_dir=str(tmp_path / "state")
     )
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
@@ -648,7 +645,7 @@ def test_a_reason_with_quotes_and_backslashes_stays_valid_json(tmp_path):
 def test_input_errors_are_not_scrubbed_away():
     """The scrubber leaves what the collection says about its own input readable."""
     with pytest.raises(InputError) as err:
-        ownership.encode("bad.name", "m", 0)
+        naming.encode("bad.name", "m", 0)
     assert scrub(err.value) == str(err.value)
 
 

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import firstboot, nvidia
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import nvidia
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 STUB = """#!/bin/sh

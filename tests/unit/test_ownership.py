@@ -8,20 +8,21 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import ownership
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the emulator's (assumed) rule
 
 
 def test_round_trip():
-    name = ownership.encode("demo", "demo-gpu-0", 3, created=1795960000)
+    name = naming.encode("demo", "demo-gpu-0", 3, created=1795960000)
     assert name.startswith("capvco.demo.demo-gpu-0.03.")
-    owner = ownership.decode(name)
-    assert owner == ownership.Owner("demo", "demo-gpu-0", 3, 1795960000)
-    assert ownership.owned_by(owner, "demo", "demo-gpu-0")
-    assert not ownership.owned_by(owner, "demo", "demo-gpu-1")
-    assert not ownership.owned_by(owner, "other")
+    owner = naming.decode(name)
+    assert owner == naming.Owner("demo", "demo-gpu-0", 3, 1795960000)
+    assert naming.owned_by(owner, "demo", "demo-gpu-0")
+    assert not naming.owned_by(owner, "demo", "demo-gpu-1")
+    assert not naming.owned_by(owner, "other")
 
 
 def test_unique_per_cluster_machine_slot_and_fits_the_platform():
@@ -29,19 +30,19 @@ def test_unique_per_cluster_machine_slot_and_fits_the_platform():
     machines = ["m", "worker-0", "w" * 45, "w" * 63, "w" * 62 + "z"]
     seen = set()
     for c, m, s in itertools.product(clusters, machines, (0, 1, 99)):
-        name = ownership.encode(c, m, s, created=2000000000)
+        name = naming.encode(c, m, s, created=2000000000)
         assert PLATFORM_NAME.match(name) and len(name) <= 64, name
-        owner = ownership.decode(name)
+        owner = naming.decode(name)
         key = (owner.cluster, owner.machine, owner.slot)
         assert key not in seen, name
         seen.add(key)
-        assert ownership.owned_by(owner, c, m)
+        assert naming.owned_by(owner, c, m)
         assert owner.slot == s and owner.created == 2000000000
 
 
 def test_long_names_are_shortened_the_same_way_every_time():
-    a = ownership.encode("c" * 30, "m" * 60, 0, created=1)
-    b = ownership.encode("c" * 30, "m" * 60, 0, created=1)
+    a = naming.encode("c" * 30, "m" * 60, 0, created=1)
+    b = naming.encode("c" * 30, "m" * 60, 0, created=1)
     assert a == b and "_" in a
 
 
@@ -63,8 +64,8 @@ def test_long_names_are_shortened_the_same_way_every_time():
     ],
 )
 def test_not_ours(name):
-    assert ownership.decode(name) is None
-    assert not ownership.owned_by(ownership.decode(name), "demo")
+    assert naming.decode(name) is None
+    assert not naming.owned_by(naming.decode(name), "demo")
 
 
 @pytest.mark.parametrize(
@@ -80,7 +81,7 @@ def test_not_ours(name):
 )
 def test_bad_input_names_the_value(cluster, machine, slot):
     with pytest.raises(InputError) as err:
-        ownership.encode(cluster, machine, slot)
+        naming.encode(cluster, machine, slot)
     assert any(repr(v) in str(err.value) for v in (cluster, machine, slot))
 
 
@@ -99,27 +100,27 @@ def test_bad_input_names_the_value(cluster, machine, slot):
     ],
 )
 def test_the_machine_name_rule_is_a_filter(cluster, name, ok):
-    assert ownership.may_own(cluster, name) is ok
+    assert markers.may_own(cluster, name) is ok
     if ok:
-        ownership.check_machine_name(cluster, name)
+        markers.check_machine_name(cluster, name)
     else:
         with pytest.raises(InputError, match=r"does not start with the cluster's name and '-' \('web-'\)"):
-            ownership.check_machine_name(cluster, name)
+            markers.check_machine_name(cluster, name)
 
 
 def test_every_bad_machine_name_is_named_at_once():
-    ownership.check_machine_names("c1", ["c1-a", "c1-b"])
+    markers.check_machine_names("c1", ["c1-a", "c1-b"])
     with pytest.raises(InputError) as err:
-        ownership.check_machine_names("c1", ["c1-a", "w0", "c2-x"])
+        markers.check_machine_names("c1", ["c1-a", "w0", "c2-x"])
     assert "'w0', 'c2-x'" in str(err.value) and "'c1-'" in str(err.value)
     with pytest.raises(InputError, match="invalid cluster name"):
-        ownership.check_machine_names("bad.cluster", ["bad.cluster-0"])
+        markers.check_machine_names("bad.cluster", ["bad.cluster-0"])
 
 
 def test_creator_and_member_notes_name_the_clusters_of_a_cloudspace():
     notes = [
-        dict(zip(("title", "content"), ownership.creator_note("web"), strict=True)),
-        dict(zip(("title", "content"), ownership.member_note("web-gpu"), strict=True)),
+        dict(zip(("title", "content"), ownership_notes.creator_note("web"), strict=True)),
+        dict(zip(("title", "content"), ownership_notes.member_note("web-gpu"), strict=True)),
         {"title": "capvco/v1", "content": "member cluster=web-gpu"},  # twice is once
         {"title": "capvco/v1", "content": "lease cluster=db run=0123456789abcdef ttl=30"},  # a lease is not a member
         {"title": "capvco/v1", "content": "member cluster=bad.name"},
@@ -128,11 +129,13 @@ def test_creator_and_member_notes_name_the_clusters_of_a_cloudspace():
         {"content": "member cluster=x"},
         "not a note",
     ]
-    assert ownership.clusters_in(notes) == {"web", "web-gpu"}
-    assert ownership.note_cluster(*ownership.member_note("a")) == "a"
-    assert ownership.note_creator(*ownership.member_note("a")) is None, "a member note never claims the cloudspace"
+    assert ownership_notes.clusters_in(notes) == {"web", "web-gpu"}
+    assert ownership_notes.note_cluster(*ownership_notes.member_note("a")) == "a"
+    assert ownership_notes.note_creator(*ownership_notes.member_note("a")) is None, (
+        "a member note never claims the cloudspace"
+    )
     with pytest.raises(InputError):
-        ownership.member_note("a.b")
+        ownership_notes.member_note("a.b")
 
 
 class _Spaces:
@@ -152,7 +155,7 @@ class _Spaces:
 def test_two_cloudspaces_made_in_one_second_are_ordered_by_their_creator_notes_not_their_ids():
     """Run A made cs-b (its note first), run B made cs-a a moment later in the same second: by id, B would keep
     cs-a while A, which listed before cs-a existed, kept cs-b. By the creator notes both keep cs-b."""
-    from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 
     spaces = [
         {"cloudspace_id": "cs-a", "name": "s", "location": "l", "creation_time": 100},
@@ -170,7 +173,7 @@ def test_two_cloudspaces_made_in_one_second_are_ordered_by_their_creator_notes_n
 
 
 def test_a_cloudspace_is_held_by_its_creator_then_by_each_handover_its_holder_wrote():
-    from ansible_collections.whitesky.capvco.plugins.module_utils import cloudspaces
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 
     def note(t, content):
         return {"title": "capvco/v1", "content": content, "creation_time": t, "id": str(t)}
@@ -223,10 +226,10 @@ class _SlowNotes:
 def test_a_holder_on_a_slow_platform_keeps_its_proof_fresh():
     """Renewals are paced from their send, not from their answer: with updates that take a quarter of the time to
     live, a holder that is never stopped is never fenced (it was, after a few renewals, at 6 s per call)."""
-    from ansible_collections.whitesky.capvco.plugins.module_utils import lease
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 
     client = _SlowNotes(latency=1.0)
-    client.create_cloudspace_note("cs", *ownership.creator_note("slow"))
+    client.create_cloudspace_note("cs", *ownership_notes.creator_note("slow"))
     held = lease.Lease(client, "cs", "slow", ttl=4).acquire()
     try:
         end = time.monotonic() + 6.5

@@ -1,4 +1,4 @@
-"""The pure planners, by property (no server): a machine's vGPU slots (``gpu.plan_machine``), a cluster's machines
+"""The pure planners, by property (no server): a machine's vGPU slots (``vgpus.plan_machine``), a cluster's machines
 (``pools.plan_machines``) and the reclaim's choice (``sweep.select``), each on random worlds built the way the
 platform and the ownership formats build them."""
 
@@ -10,10 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils import gpu, ownership, pools, sweep, vms
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.inventory import attached_to, deleted
-from ansible_collections.whitesky.capvco.plugins.module_utils.records import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
 
 CLUSTER = "c1"
 VM_ID = 7
@@ -28,7 +32,7 @@ def reservation(slot, gpu_id, state, machine="m0", cluster=CLUSTER, created=NOW 
 
     ``state``: ``here`` (attached to the machine), ``elsewhere`` (attached to another VM), ``reserved`` (detached),
     ``deleted`` (in the recycle bin) or ``deleted-here`` (in the recycle bin, still naming the machine's VM)."""
-    name = ownership.encode(cluster, machine, slot, created=created)
+    name = naming.encode(cluster, machine, slot, created=created)
     vm = None
     if state in ("here", "deleted-here"):
         vm = {"id": VM_ID, "name": machine, "cloudspace_id": "cs-1", "cloudspace_name": "cs"}
@@ -40,7 +44,7 @@ def reservation(slot, gpu_id, state, machine="m0", cluster=CLUSTER, created=NOW 
         "gpu_id": gpu_id,
         "status": "DELETED" if state.startswith("deleted") else ("ATTACHED" if vm else "RESERVED"),
         "virtual_machine": vm,
-        "owner": ownership.decode(name),
+        "owner": naming.decode(name),
     }
 
 
@@ -52,7 +56,7 @@ OWNED = st.lists(st.tuples(st.integers(0, 7), GPU_IDS, STATES), max_size=12).map
 
 
 def _apply(items, plan):
-    """The machine's reservations once the plan is carried out (a model of ``gpu.apply``)."""
+    """The machine's reservations once the plan is carried out (a model of ``vgpus.apply``)."""
     released = {id(i) for i in plan.releases}
     after = [dict(i) for i in items if id(i) not in released]
     fixed = {i["vgpu_id"] for i in plan.fixes}
@@ -67,7 +71,7 @@ def _apply(items, plan):
 @settings(max_examples=300, deadline=None)
 @given(items=OWNED, count=st.integers(0, 8))
 def test_a_machine_plan_leaves_exactly_its_slots_attached_and_of_the_type(items, count):
-    plan = gpu.plan_machine(items, VM_ID, count, TYPE_IDS, present=True)
+    plan = vgpus.plan_machine(items, VM_ID, count, TYPE_IDS, present=True)
     # every reservation is either released or kept, never both; a fix is a kept one
     assert sorted(map(id, plan.releases + plan.kept)) == sorted(map(id, items))
     assert {id(i) for i in plan.fixes} <= {id(i) for i in plan.kept}
@@ -86,7 +90,7 @@ def test_a_machine_plan_leaves_exactly_its_slots_attached_and_of_the_type(items,
 @settings(max_examples=100, deadline=None)
 @given(items=OWNED, count=st.integers(0, 8))
 def test_a_machine_plan_without_gpus_releases_everything(items, count):
-    plan = gpu.plan_machine(items, VM_ID, count, TYPE_IDS, present=False)
+    plan = vgpus.plan_machine(items, VM_ID, count, TYPE_IDS, present=False)
     assert plan.releases == items
     assert plan.fixes == plan.kept == plan.missing == []
 
@@ -102,7 +106,7 @@ def described_vm(vm_id, name, owner, vcpus):
     if owner is None:
         description = "made by hand"
     else:
-        description = ownership.machine_marker(owner, "workers")
+        description = markers.machine_marker(owner, "workers")
     return dict(
         {"vm_id": vm_id, "name": name, "status": "RUNNING", "vcpus": vcpus, "memory": 4096},
         description=description,
@@ -186,7 +190,7 @@ def candidates(draw):
 
 def _live(item, live_names):
     owner = item["owner"]
-    return any(ownership.owned_by(owner, c, name) for c in CLUSTERS for name in live_names)
+    return any(naming.owned_by(owner, c, name) for c in CLUSTERS for name in live_names)
 
 
 @settings(max_examples=300, deadline=None)
@@ -236,7 +240,7 @@ def test_select_releases_what_the_scope_allows_and_keeps_the_rest_with_a_reason(
     ids=repr,
 )
 def test_a_price_that_is_not_a_finite_number_of_zero_or_more_is_unknown_never_free(price):
-    from ansible_collections.whitesky.capvco.plugins.module_utils import billing
+    from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 
     assert billing.price_per_hour(price) is None
     assert billing.price_problem(price).startswith("the platform's price list has")
@@ -245,7 +249,7 @@ def test_a_price_that_is_not_a_finite_number_of_zero_or_more_is_unknown_never_fr
 
 
 def test_a_known_price_is_per_hour():
-    from ansible_collections.whitesky.capvco.plugins.module_utils import billing
+    from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 
     assert billing.price_per_hour({"resources": {"vgu": 730}}) == 1.0
     assert billing.price_per_hour({"resources": {"vgu": 0}}) == 0.0

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sriov_units import ENTRY
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.errors import ApiError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
 from capvco_sriov import shim
 from capvco_sriov.agent import Redact, serve_one
 from capvco_sriov.sriov import Ledger, NicAgent

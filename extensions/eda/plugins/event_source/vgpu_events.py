@@ -4,7 +4,7 @@
 """whitesky.capvco.vgpu_events: an ansible-rulebook event source for vGPU reservations that escaped (orphans).
 
 ansible-rulebook loads this file with ``runpy.run_path`` and awaits ``main(queue, args)``.  The logic is the
-collection's core, ``plugins/module_utils/events.py`` (with ``sweep``, ``billing`` and the client); see there and
+collection's core, ``plugins/module_utils/faces/events.py`` (with ``sweep``, ``billing`` and the client); see there and
 docs/gpus.md ("Events") for the events, the cursor and the delivery guarantee.
 """
 
@@ -113,13 +113,13 @@ def _find_the_collection() -> None:
 
 _find_the_collection()
 try:
-    from ansible_collections.whitesky.capvco.plugins.module_utils import events  # noqa: E402
-    from ansible_collections.whitesky.capvco.plugins.module_utils.client import WhiteskyClient  # noqa: E402
-    from ansible_collections.whitesky.capvco.plugins.module_utils.errors import (  # noqa: E402
+    from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events  # noqa: E402
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient  # noqa: E402
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (  # noqa: E402
         ApiError,
         WhiteskyError,
     )
-    from ansible_collections.whitesky.capvco.plugins.module_utils.scrub import scrub  # noqa: E402
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub  # noqa: E402
 except ImportError as exc:  # pragma: no cover - what the user sees when the collection is not installed whole
     raise ImportError(
         "whitesky.capvco.vgpu_events (%s) cannot import its collection's core, %s (%s). Run it from the installed "

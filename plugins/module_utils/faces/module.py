@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one AnsibleModule base of the collection.
+
+Everything Ansible-specific lives here: the shared connection options, check
+mode and diff plumbing, and the mapping of core errors to ``fail_json``.
+Modules are an ``argument_spec`` and one call into the core through ``run``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import HTTPX_IMPORT_ERROR
+
+#: The longest failure message or warning a module gives (``scrub``: secrets out, controls escaped, then cut).
+MESSAGE_LIMIT = 4096
+#: The longest text in a failure's details (a log tail keeps its lines).
+DETAIL_LIMIT = 16384
+
+#: The connection options and the environment variable each falls back to.  They are required, from the option
+#: or the variable: checked by ``WhiteskyModule`` so that the error names both (Ansible's own says only
+#: "missing required arguments: api_token").
+CONNECTION_ENV = {
+    "api_url": "WHITESKY_API_URL",
+    "api_token": "WHITESKY_API_TOKEN",
+    "customer_id": "WHITESKY_CUSTOMER_ID",
+}
+CONNECTION_SPEC = dict(
+    api_url=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["api_url"]])),
+    api_token=dict(type="str", no_log=True, fallback=(env_fallback, [CONNECTION_ENV["api_token"]])),
+    customer_id=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["customer_id"]])),
+    validate_certs=dict(type="bool", default=True),
+    timeout=dict(type="float", default=30.0, fallback=(env_fallback, ["WHITESKY_TIMEOUT"])),
+)
+
+
+class WhiteskyModule:
+    """Build the AnsibleModule with the shared options and run one core function."""
+
+    def __init__(
+        self,
+        argument_spec: dict[str, Any],
+        supports_check_mode: bool = True,
+        connection: bool = True,
+        secrets: Callable[[dict[str, Any]], Iterable[str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``secrets(params)``: the secret values inside options that the collection checks itself (the cluster
+        spec's credential); they are hidden wherever the module's output shows them, and the module does not log
+        its invocation."""
+        spec = dict(CONNECTION_SPEC) if connection else {}
+        spec.update(argument_spec)
+        self.connection = connection
+        if secrets is not None:
+            kwargs["no_log"] = True  # no invocation line in the system log: it would carry them
+        self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
+        if secrets is not None:
+            self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
+        missing = [o for o in CONNECTION_ENV if connection and not (self.module.params[o] or "").strip()]
+        if missing:
+            # white space alone is no secret: hiding it would mask every space of the message
+            self.module.no_log_values.difference_update([v for v in self.module.no_log_values if not v.strip()])
+            self.module.fail_json(
+                msg="missing the platform connection: %s. Set %s, or the environment variable%s %s."
+                % (
+                    ", ".join(missing),
+                    "the option" if len(missing) == 1 else "the options",
+                    "" if len(missing) == 1 else "s",
+                    ", ".join(CONNECTION_ENV[o] for o in missing),
+                ),
+                invalid_input=True,
+            )
+
+    def client(self) -> WhiteskyClient:
+        """The platform's client, from the connection options."""
+        p = self.module.params
+        return WhiteskyClient(
+            p["api_url"], p["api_token"], p["customer_id"], validate_certs=p["validate_certs"], timeout=p["timeout"]
+        )
+
+    def run(
+        self,
+        func: Callable[..., dict[str, Any]],
+        adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        """Call the core function ``func`` with the module's options as keyword arguments and exit with its result.
+
+        ``func(client, *, check_mode, **options)`` (``func(*, check_mode, **options)`` without a connection); ``adapt``
+        maps the module's options to the core's arguments where they differ (a name that is a Python builtin, a
+        single value that the core takes as a list).  The result may carry ``changed``, ``warnings`` and ``diff``
+        (``{"before", "after"}``); diff is returned only when Ansible runs with ``--diff``.
+        """
+        if self.connection and HTTPX_IMPORT_ERROR:
+            self.module.fail_json(msg=missing_required_lib("httpx"), exception=HTTPX_IMPORT_ERROR)
+        params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC or not self.connection}
+        if adapt is not None:
+            params = adapt(params)
+        check_mode = self.module.check_mode
+        try:
+            if self.connection:
+                with self.client() as client:
+                    for warning in client.warnings:
+                        self.module.warn(scrub(warning, MESSAGE_LIMIT))
+                    result = func(client, check_mode=check_mode, **params)
+            else:
+                result = func(check_mode=check_mode, **params)
+        except WhiteskyError as exc:
+            # invalid_input tells a caller (the controller) that a retry cannot help; what the error says may come
+            # from outside (the platform, a machine): scrubbed
+            details = {k: scrub_tree(v, DETAIL_LIMIT, multiline=True) for k, v in exc.details.items()}
+            self.module.fail_json(msg=scrub(exc, MESSAGE_LIMIT), invalid_input=isinstance(exc, InputError), **details)
+        for warning in result.pop("warnings", []):  # through module.warn: exit_json(warnings=) is deprecated
+            self.module.warn(scrub(warning, MESSAGE_LIMIT))
+        result.setdefault("changed", False)
+        if not self.module._diff:
+            result.pop("diff", None)
+        self.module.exit_json(**result)

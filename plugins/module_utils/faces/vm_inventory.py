@@ -1,0 +1,422 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A customer's VMs as inventory hosts, with their owners and vGPUs: plain records (pure Python).
+
+The core of the inventory plugin ``whitesky.capvco.vms``, without Ansible: :func:`read` reads the platform and
+returns a :class:`HostRecord` per VM; :func:`hostname`, :func:`groups` and :func:`host_vars` are the plugin's
+contract (what a host is called, the groups it is in, its variables); :func:`to_cache` and :func:`from_cache` what
+the plugin's cache keeps.
+
+The calls are bounded by the listings, never by the VMs of others: for C cloudspaces in L locations,
+
+- the customer's cloudspaces (1);
+- per cloudspace, its VM listing and its notes (2 C);
+- per location, the reservations' pages, the GPU profiles and the prices (pages + 2 L);
+- a VM's marker (``getVirtualMachineInfo``, as listings do not carry the description) only where its name may be a
+  machine of a cluster that the cloudspace's notes name (``ownership_markers.may_own``, ``notes.clusters_in``); every
+  other VM is owned by no cluster without a read.  A marker is the only proof: a VM whose name fits a cluster but
+  whose description is not that cluster's marker is owned by no cluster, and a VM whose marker names a cluster
+  whose name its own name does not start with is not that cluster's machine (docs/lifecycle.md).
+
+Every read that waits on nothing else is in flight at once, at most ``parallel``: the locations' reads and each
+cloudspace's listing and notes as soon as the cloudspaces are listed, a cloudspace's markers as soon as its listing
+and notes are in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import currency_of, price_per_hour, times
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import describe
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, DescribedVM, Reservation
+
+#: What ``hostnames`` may name, in the order the user gives: the VM's name, its first private address, the
+#: address of its first external NIC.
+HOSTNAME_SOURCES = ("name", "private_ip", "external_ip")
+#: Every host variable is a key of :class:`HostRecord` with this prefix.
+VAR_PREFIX = "whitesky_"
+#: The group of the VMs no cluster owns.
+UNOWNED = "unowned"
+#: The names no host may take: Ansible's own groups and this plugin's fixed one.
+RESERVED_GROUPS = ("all", "ungrouped", UNOWNED)
+#: The shape of what :func:`to_cache` keeps; a cache entry of another shape is read again from the platform.
+CACHE_FORMAT = 1
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+class VgpuOwner(TypedDict):
+    """Who a reservation's name says owns it (``naming.decode``): the cluster and machine as they stand in the
+    name (shortened when long), the slot, and when it was made (epoch seconds)."""
+
+    cluster: str
+    machine: str
+    slot: int
+    created: int
+
+
+class VgpuRecord(TypedDict):
+    """A vGPU reservation attached to a VM."""
+
+    vgpu_id: str
+    #: the reservation's ``vgpu_name``
+    name: str
+    #: decoded from the name; None for a name that is not the collection's
+    owner: VgpuOwner | None
+    #: the GPU profile's id (``gpu_id``)
+    profile: str
+    #: the profile's vendor and model (``NVIDIA A100``); None when the location no longer lists the profile
+    type: str | None
+    #: ``RESERVED``, ``ATTACHED`` or ``DELETED``
+    status: str
+    #: the location's price of one vGPU-hour (``billing.price_per_hour``); None when it is not known
+    cost_per_hour: float | None
+
+
+class HostRecord(TypedDict):
+    """One VM as the inventory shows it (each key is a host variable, prefixed with :data:`VAR_PREFIX`)."""
+
+    vm_id: int
+    name: str
+    cloudspace_id: str
+    #: the cloudspace's name
+    cloudspace: str
+    location: str
+    status: str | None
+    vcpus: int | None
+    #: MiB
+    memory: int | None
+    #: the addresses of its NICs that are not on an external network (the cloudspace's network)
+    private_ips: list[str]
+    #: the addresses of its NICs on external networks, in the listing's order
+    external_ips: list[str]
+    #: the cluster its marker names (None: no cluster owns it)
+    cluster: str | None
+    #: the pool its marker names (None: none, or no cluster owns it)
+    pool: str | None
+    vgpus: list[VgpuRecord]
+    #: what its vGPUs cost per hour, together; None when the location's price is not known
+    cost_per_hour: float | None
+    #: the currency of the location's prices
+    currency: str | None
+
+
+@dataclass(frozen=True)
+class Read:
+    """What :func:`read` found: the hosts (sorted by location, cloudspace and name) and what to warn about."""
+
+    hosts: list[HostRecord]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Location:
+    """A location's reads: the reservations attached to each VM (by VM id), and the currency."""
+
+    vgpus: dict[int, list[VgpuRecord]]
+    currency: str | None
+
+
+# --- the contract: hostnames, groups, variables -------------------------------------------------------------------
+
+
+def hostname(host: HostRecord, order: Sequence[str] = ("name",)) -> str | None:
+    """The host's name: the first of ``order`` (of :data:`HOSTNAME_SOURCES`) that gives a value, else None."""
+    for source in order:
+        if source == "name":
+            value: str | None = host["name"] or None
+        elif source == "private_ip":
+            value = host["private_ips"][0] if host["private_ips"] else None
+        elif source == "external_ip":
+            value = host["external_ips"][0] if host["external_ips"] else None
+        else:
+            raise ValueError("unknown hostname source %r: use %s" % (source, ", ".join(HOSTNAME_SOURCES)))
+        if value:
+            return value
+    return None
+
+
+def safe_group(name: str) -> str:
+    """A group name as Ansible makes it safe: each character that is not a letter, a digit or ``_`` becomes ``_``
+    (``cluster_web-gpu`` is ``cluster_web_gpu``; cluster and pool names hold no ``_``, so two never meet)."""
+    return _UNSAFE.sub("_", name)
+
+
+def gpu_group(gpu_type: str) -> str:
+    """The group of a GPU type: ``gpu_`` and the type in lower case, each run of other characters one ``_``
+    (``NVIDIA A100`` is ``gpu_nvidia_a100``)."""
+    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", gpu_type.lower()).strip("_")
+
+
+def groups(host: HostRecord) -> list[str]:
+    """The groups of a host: ``cluster_<cluster>`` and ``pool_<pool>`` from its marker, or ``unowned``; a
+    ``gpu_<type>`` per type of its vGPUs (the profile's id when the location no longer lists the profile)."""
+    out = []
+    if host["cluster"]:
+        out.append(safe_group("cluster_" + host["cluster"]))
+        if host["pool"]:
+            out.append(safe_group("pool_" + host["pool"]))
+    else:
+        out.append(UNOWNED)
+    types = {v["type"] or v["profile"] for v in host["vgpus"]}
+    out.extend(sorted({gpu_group(t) for t in types if t}))
+    return out
+
+
+def host_vars(host: HostRecord) -> dict[str, Any]:
+    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`."""
+    return {VAR_PREFIX + key: value for key, value in host.items()}
+
+
+# --- the cache ----------------------------------------------------------------------------------------------------
+
+
+def fingerprint(api_url: str, customer_id: str, locations: Iterable[str], cloudspaces: Iterable[str]) -> str:
+    """What a cache entry was read for (never the token): another platform, customer or filter reads again."""
+    what = {
+        "format": CACHE_FORMAT,
+        "api_url": api_url.rstrip("/"),
+        "customer_id": customer_id,
+        "locations": sorted(set(locations)),
+        "cloudspaces": sorted(set(cloudspaces)),
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+_HOST_KEYS = frozenset(HostRecord.__annotations__)
+
+
+def to_cache(got: Read, key: str) -> dict[str, Any]:
+    """What the cache keeps of a read (JSON: the records are plain dicts and lists)."""
+    return {"format": CACHE_FORMAT, "fingerprint": key, "hosts": got.hosts, "warnings": got.warnings}
+
+
+def from_cache(entry: object, key: str) -> Read | None:
+    """The read a cache entry holds, or None when it is of another shape or was read for another fingerprint."""
+    if not isinstance(entry, Mapping) or entry.get("format") != CACHE_FORMAT or entry.get("fingerprint") != key:
+        return None
+    hosts, warnings = entry.get("hosts"), entry.get("warnings")
+    if not isinstance(hosts, list) or not all(isinstance(h, dict) and set(h) == _HOST_KEYS for h in hosts):
+        return None
+    return Read(hosts, [str(w) for w in warnings] if isinstance(warnings, list) else [])
+
+
+# --- the read -----------------------------------------------------------------------------------------------------
+
+
+def select(
+    listed: Sequence[Mapping[str, Any]], locations: Collection[str] = (), names: Collection[str] = ()
+) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The cloudspaces of the listing in ``locations`` and of ``names`` (each filter: all when empty), and a
+    warning for each location or name that selects none of them."""
+    spaces = [
+        cs
+        for cs in listed
+        if (not locations or cs.get("location") in locations) and (not names or cs.get("name") in names)
+    ]
+    warnings = []
+    for loc in sorted(set(locations) - {cs.get("location") for cs in listed}):
+        warnings.append("location %r holds none of the customer's cloudspaces" % loc)
+    in_locations = [cs for cs in listed if not locations or cs.get("location") in locations]
+    for name in sorted(set(names) - {cs.get("name") for cs in in_locations}):
+        warnings.append(
+            "cloudspace %r not found%s; the customer has: %s"
+            % (
+                name,
+                " in %s" % ", ".join(sorted(locations)) if locations else "",
+                ", ".join(sorted({str(cs.get("name")) for cs in in_locations})) or "none",
+            )
+        )
+    return spaces, warnings
+
+
+def addresses(vm: VM) -> tuple[list[str], list[str]]:
+    """``(private, external)``: the addresses of the VM's NICs as its listing gives them.  A NIC is external when
+    its type (``external_network_type`` in a listing, ``nic_type`` in a VM's info) is ``external``; any other NIC
+    (the cloudspace's network) is private."""
+    private: list[str] = []
+    external: list[str] = []
+    for nic in vm.get("network_interfaces") or []:
+        ip = nic.get("ip_address") if isinstance(nic, dict) else None
+        if not isinstance(ip, str) or not ip:
+            continue
+        kind = nic.get("external_network_type") or nic.get("nic_type")
+        (external if str(kind).lower() == "external" else private).append(ip)
+    return private, external
+
+
+def may_be_owned(clusters: Iterable[str], name: object) -> bool:
+    """True when a VM of this name may be a machine of one of ``clusters`` (its marker is then read)."""
+    return any(ownership_markers.may_own(c, name) for c in clusters)
+
+
+def owner(vm: VM, seen: DescribedVM | None) -> tuple[str | None, str | None]:
+    """``(cluster, pool)`` of a VM from its marker (``seen``; None when not read): the marker's cluster when the
+    VM's name starts with that cluster's name and ``-``, else no cluster."""
+    cluster = seen["owner"] if seen is not None else None
+    if cluster is None or not ownership_markers.may_own(cluster, vm["name"]):
+        return None, None
+    return cluster, seen["pool"] if seen is not None else None
+
+
+def vgpu_owner(item: Reservation) -> VgpuOwner | None:
+    decoded = item.get("owner")
+    if decoded is None:
+        return None
+    return {"cluster": decoded.cluster, "machine": decoded.machine, "slot": decoded.slot, "created": decoded.created}
+
+
+def _total(prices: Iterable[float | None]) -> float | None:
+    """The sum of hourly prices (0.0 for none), None once one is not known."""
+    total = 0.0
+    for price in prices:
+        if price is None:
+            return None
+        total += price
+    return round(total, 6)
+
+
+def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], price: object) -> _Location:
+    """A location's reservations by the VM each is attached to, with their profiles' types and cost per hour."""
+    types = {
+        str(p.get("id")): ("%s %s" % (p.get("vendor") or "", p.get("model") or "")).strip() or None for p in profiles
+    }
+    prices = price if isinstance(price, dict) else {}
+    per_hour = price_per_hour(prices)
+    by_vm: dict[int, list[VgpuRecord]] = {}
+    for item in inventory.items:
+        vm = item.get("virtual_machine")
+        if not vm:
+            continue
+        by_vm.setdefault(vm["id"], []).append(
+            {
+                "vgpu_id": item["vgpu_id"],
+                "name": item["vgpu_name"],
+                "owner": vgpu_owner(item),
+                "profile": item["gpu_id"],
+                "type": types.get(item["gpu_id"]),
+                "status": item["status"],
+                "cost_per_hour": times(1, per_hour, 6),
+            }
+        )
+    return _Location(by_vm, currency_of(prices))
+
+
+def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Location) -> HostRecord:
+    """A VM's :class:`HostRecord`."""
+    private, external = addresses(vm)
+    cluster, pool = owner(vm, seen)
+    vgpus = sorted(where.vgpus.get(vm["vm_id"], []), key=lambda v: v["name"])
+    return {
+        "vm_id": vm["vm_id"],
+        "name": vm["name"],
+        "cloudspace_id": str(cs["cloudspace_id"]),
+        "cloudspace": str(cs.get("name")),
+        "location": str(cs.get("location")),
+        "status": vm.get("status"),
+        "vcpus": vm.get("vcpus"),
+        "memory": vm.get("memory"),
+        "private_ips": private,
+        "external_ips": external,
+        "cluster": cluster,
+        "pool": pool,
+        "vgpus": vgpus,
+        "cost_per_hour": _total(v["cost_per_hour"] for v in vgpus),
+        "currency": where.currency,
+    }
+
+
+def _sort_key(host: HostRecord) -> tuple[str, str, str, str, int]:
+    return host["location"], host["cloudspace"], host["cloudspace_id"], host["name"], host["vm_id"]
+
+
+class _Reads:
+    """The reads of one inventory, each submitted to ``pool`` as soon as what it waits on is in."""
+
+    def __init__(self, client: WhiteskyClient, pool: ThreadPoolExecutor) -> None:
+        self.client = client
+        self.pool = pool
+        self.locations: dict[str, tuple[Future[Inventory], Future[list[Any]], Future[Any]]] = {}
+        self.spaces: dict[str, tuple[Future[list[Any] | None], Future[list[Any] | None]]] = {}
+        self.markers: dict[tuple[str, int], Future[DescribedVM | None]] = {}
+
+    def start(self, spaces: Sequence[Mapping[str, Any]]) -> None:
+        """Ask at once for every location's reads and every cloudspace's listing and notes."""
+        client, submit = self.client, self.pool.submit
+        for loc in sorted({str(cs.get("location")) for cs in spaces}):
+            self.locations[loc] = (
+                submit(Inventory, client, loc),
+                submit(client.gpu_profiles, loc),
+                submit(client.prices, loc),
+            )
+        for cs in spaces:
+            cs_id = str(cs["cloudspace_id"])  # a cloudspace gone since it was listed holds no hosts
+            self.spaces[cs_id] = (
+                submit(missing_is_none, client.vms, cs_id),
+                submit(missing_is_none, client.cloudspace_notes, cs_id),
+            )
+
+    def listings(self) -> dict[str, list[VM]]:
+        """Every cloudspace's VMs; as soon as a cloudspace's listing and notes are both in, whichever comes first,
+        the markers of its VMs whose names may be a noted cluster's machines are asked for."""
+        waiting = {f: cs_id for cs_id, pair in self.spaces.items() for f in pair}
+        out: dict[str, list[VM]] = {}
+        for done in as_completed(waiting):
+            cs_id = waiting[done]
+            vms_f, notes_f = self.spaces[cs_id]
+            if cs_id in out or not (vms_f.done() and notes_f.done()):
+                continue
+            vms: list[VM] = vms_f.result() or []
+            clusters = notes.clusters_in(notes_f.result() or [])
+            for vm in vms:
+                if may_be_owned(clusters, vm["name"]):
+                    self.markers[(cs_id, vm["vm_id"])] = self.pool.submit(describe, self.client, cs_id, vm)
+            out[cs_id] = vms
+        return out
+
+    def location(self, loc: str) -> _Location:
+        inventory_f, profiles_f, price_f = self.locations[loc]
+        return location_view(inventory_f.result(), profiles_f.result(), price_f.result())
+
+
+def read(
+    client: WhiteskyClient, locations: Collection[str] = (), cloudspaces: Collection[str] = (), parallel: int = 64
+) -> Read:
+    """Every VM of the customer's cloudspaces in ``locations`` and of the names ``cloudspaces`` (each filter: all
+    when empty) as a :class:`HostRecord`, with at most ``parallel`` reads in flight (see the module's words on
+    what it calls)."""
+    spaces, warnings = select(client.cloudspaces(), locations, cloudspaces)
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    try:
+        reads = _Reads(client, pool)
+        reads.start(spaces)
+        listed = reads.listings()
+        where = {loc: reads.location(loc) for loc in reads.locations}
+        seen = {key: f.result() for key, f in reads.markers.items()}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    hosts = []
+    for cs in spaces:
+        cs_id = str(cs["cloudspace_id"])
+        for vm in listed[cs_id]:
+            key = (cs_id, vm["vm_id"])
+            if key in seen and seen[key] is None:
+                continue  # deleted since it was listed
+            hosts.append(record(cs, vm, seen.get(key), where[str(cs.get("location"))]))
+    hosts.sort(key=_sort_key)
+    return Read(hosts, warnings)

@@ -1,0 +1,356 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A cluster's machines, whole pools per call (pure Python): read once, planned (:func:`plan_machines`, pure), then
+created and deleted concurrently (:func:`apply_machines`); the core of ``machine_pool``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspace_by_name
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import (
+    create,
+    delete,
+    need_graceful,
+    need_size,
+    size_warning,
+    vm_view,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot, pool_user_data
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure, known
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import release_cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described, not_owned
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The machines a converge may touch, and how: the cloudspace and the cluster that must own them, the location
+    of their vGPUs, ``present`` or ``absent``, whether the cluster's machines named in no pool go too
+    (``exclusive``), whether deletes skip the graceful release (``force``), and how many machines at once."""
+
+    cloudspace_id: str
+    cluster: str
+    location: str | None = None
+    state: str = "present"
+    exclusive: bool = False
+    force: bool = False
+    parallel: int = 32
+
+
+def pools_of(
+    pools: Sequence[Any] | None = None,
+    names: Sequence[str] | None = None,
+    pool: str | None = None,
+    size: Mapping[str, Any] | None = None,
+) -> list[Pool]:
+    """The pools of a ``machine_pool`` call: ``pools``, or one pool (named ``pool``) from ``names`` and ``size``."""
+    size = size or {}
+    if pools is not None:
+        if names:
+            raise InputError("give names (one pool) or pools, not both")
+        out: list[Pool] = []
+        for i, each in enumerate(pools):
+            if not isinstance(each, dict) or not isinstance(each.get("names"), list):
+                raise InputError("pools[%d] must be a mapping with names (a list of VM names), got %r" % (i, each))
+            gpu_spec = each.get("gpu") or None
+            if gpu_spec is not None and (not isinstance(gpu_spec, dict) or not gpu_spec.get("type")):
+                raise InputError("pools[%d].gpu must be a mapping with type and count, got %r" % (i, gpu_spec))
+            out.append(_pool(each, each.get("name"), list(each["names"]), gpu_spec))
+        return out
+    return [_pool(size, pool, list(names or []), None)]
+
+
+def _pool(size: Mapping[str, Any], name: str | None, names: list[str], gpu_spec: dict[str, Any] | None) -> Pool:
+    """A pool in the machines core's shape: its size (``machines.SIZE_KEYS``), name, machines' names and vGPUs;
+    a name the machines' markers cannot carry is refused here, before anything is read or created."""
+    if name is not None:
+        naming.check_pool(name)
+    return {
+        "vcpus": size.get("vcpus"),
+        "memory": size.get("memory"),
+        "image_id": size.get("image_id"),
+        "disk_size": size.get("disk_size"),
+        "name": name,
+        "names": names,
+        "gpu": gpu_spec,
+    }
+
+
+def ensure_pool(
+    client: WhiteskyClient,
+    *,
+    cluster: str,
+    cloudspace_id: str | None = None,
+    cloudspace: str | None = None,
+    names: Sequence[str] | None = None,
+    pools: Sequence[Any] | None = None,
+    exclusive: bool = False,
+    sweep: bool = False,
+    state: str = "present",
+    pool: str | None = None,
+    force: bool = False,
+    location: str | None = None,
+    vcpus: int | None = None,
+    memory: int | None = None,
+    image_id: int | None = None,
+    disk_size: int | None = None,
+    first_boot: dict[str, Any] | None = None,
+    bootstrap_data: str | None = None,
+    parallel: int = 32,
+    check_mode: bool = False,
+) -> dict[str, Any]:
+    """Core of ``machine_pool``: the machines (see :func:`converge_machines`) of ``pools`` (or of one pool: ``names``
+    and the size), then each GPU pool's vGPUs by type (:func:`vgpus.ensure`, per pool), or, in a teardown with
+    ``sweep``, every reservation the cluster owns released (:func:`sweep.reclaim`)."""
+    size = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
+    wanted = pools_of(pools, names, pool, size)
+    markers.check_machine_names(cluster, [n for each in wanted for n in each["names"]])
+    gpu_pools = [(each, each["gpu"]) for each in wanted if each["gpu"] and each["names"]]
+    if (gpu_pools or sweep or not cloudspace_id) and not location:
+        raise InputError(
+            "location is required for the vGPUs of a pool (gpu), for sweep and to find a cloudspace by name"
+        )
+    boot = Boot(first_boot or {}, bootstrap_data)
+    scope = None
+    made = False
+    if cloudspace_id:
+        scope = Scope(cloudspace_id, cluster, location, state, exclusive, force, parallel)
+    else:
+        # by name: the module requires cloudspace without cloudspace_id, and location was required above
+        location, name = known(location, "location"), known(cloudspace, "cloudspace")
+        space: Mapping[str, Any] | None = cloudspace_by_name(client, name, location)
+        made = space is None and state == "present"
+        if made:  # a new cloudspace, the cluster's own (a note on it records that the cluster created it)
+            planned = new_cloudspace_plan(wanted, boot)  # checked before it is created: bad input leaves nothing
+            if check_mode:
+                return planned
+            space, made = cloudspaces.claim(client, name, location, cluster)
+        if space is not None:
+            scope = Scope(space["cloudspace_id"], cluster, location, state, exclusive, force, parallel)
+    if scope is None:  # gone with its machines: what the cluster reserved may still bill (sweep)
+        result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
+        result["cloudspace_id"] = cloudspace_id
+    else:
+        result = converge_machines(client, wanted, scope, boot, check_mode)
+        result["changed"] = result["changed"] or made
+        result["cloudspace_id"] = scope.cloudspace_id
+    if state == "present" and gpu_pools:
+        # location was required above for a GPU pool; a missing cloudspace was created (state=present)
+        scope, location = known(scope, "the cloudspace"), known(location, "location")
+        result["reservations"] = []
+        for each, gpu_spec in gpu_pools:
+            targets = [n for n in each["names"] if not check_mode or n not in result["created"]]
+            done: dict[str, Any] = {"changed": False}
+            if targets:
+                done = vgpus.ensure(
+                    client,
+                    location=location,
+                    cloudspace_id=scope.cloudspace_id,
+                    cluster=cluster,
+                    machines=targets,
+                    gpu_type=gpu_spec["type"],
+                    count=int(gpu_spec.get("count", 1)),
+                    parallel=parallel,
+                    check_mode=check_mode,
+                )
+            result["changed"] = result["changed"] or done["changed"] or bool(len(targets) < len(each["names"]))
+            result["reservations"] += done.get("reservations", [])
+    if state == "absent" and sweep:
+        _sweep(client, known(location, "location"), cluster, parallel, check_mode, result)
+    return result
+
+
+def _sweep(
+    client: WhiteskyClient, location: str, cluster: str, parallel: int, check_mode: bool, result: dict[str, Any]
+) -> None:
+    """Every reservation the cluster owns released (a teardown's last step); one not released fails the call."""
+    swept = release_cluster(client, location=location, cluster=cluster, parallel=parallel, check_mode=check_mode)
+    result["changed"] = result["changed"] or swept["changed"]
+    result["released"] = swept["released"]
+
+
+def unique_names(pools: Sequence[Pool]) -> list[str]:
+    """Every pool's machine names, in order; a name in two places fails, naming it."""
+    names = [n for pool in pools for n in pool["names"]]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
+    return names
+
+
+def new_cloudspace_plan(pools: Sequence[Pool], boot: Boot) -> dict[str, Any]:
+    """What a call would do in check mode when the cloudspace it names is not there yet: create it and every
+    machine (whose sizes and user data are checked); no vGPU can be planned before a machine exists."""
+    names = unique_names(pools)
+    for pool in pools:
+        if pool["names"]:
+            need_size(pool, pool["names"])
+    pool_user_data(boot, pools)
+    result: dict[str, Any] = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
+    result.update(cloudspace_made=True, diff=names_diff("machine", [], sorted(names)))
+    if any(pool["gpu"] and pool["names"] for pool in pools):
+        result["reservations"] = []
+    return result
+
+
+def converge_machines(
+    client: WhiteskyClient,
+    pools: Sequence[Pool],
+    scope: Scope,
+    boot: Boot | None = None,
+    check_mode: bool = False,
+    world: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A cluster's machines, whole pools per call, within ``scope`` (:class:`Scope`); new ones boot with ``boot``.
+
+    One listing, each VM's description read in parallel; every VM of one of the names must carry the cluster's
+    marker, checked for all of them before anything is changed (:func:`plan_machines`, pure).  Then the missing
+    machines are created and the ones to go deleted, concurrently (:func:`apply_machines`).  With ``exclusive``, the
+    cluster's machines named in no pool go too (a scale-down; with ``state=absent``, every machine the cluster
+    owns).  ``world`` holds what a caller read already: ``vms`` (described) and ``inventory``.
+    """
+    names = unique_names(pools)
+    if not names and not scope.exclusive:
+        return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": names_diff("machine", [], [])}
+    step = _prepare(client, pools, scope, boot or Boot(), world or {})
+    if check_mode or not step.result["changed"]:
+        return step.result
+    # one run at a time per cluster; what was read before this run held the cluster may be stale
+    with lease.held(client, scope.cloudspace_id, scope.cluster) as fresh:
+        if fresh is not None:
+            step = _prepare(client, pools, scope, boot or Boot(), {})
+        if step.result["changed"]:
+            apply_machines(client, scope, pools, step.planned, step.data, step.reservations, step.result)
+    return step.result
+
+
+class _Step(NamedTuple):
+    result: dict[str, Any]
+    planned: MachinesPlan
+    data: dict[int, str]
+    reservations: dict[str, list[Reservation]]
+
+
+def _prepare(
+    client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot, world: Mapping[str, Any]
+) -> _Step:
+    """Read (what ``world`` does not hold), plan, check sizes and user data: what :func:`apply_machines` needs."""
+    cs, cluster = scope.cloudspace_id, scope.cluster
+    result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
+    listing = world["vms"] if "vms" in world else described(client, cs, cluster, scope.parallel)
+    planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
+    creates, deletes = planned.creates, planned.deletes
+    result.update(machines=[vm_view(v) for v in planned.listed], diff=planned.diff)
+    if planned.warnings:
+        result["warnings"] = planned.warnings
+    if not creates and not deletes:
+        return _Step(result, planned, {}, {})
+    for pool in pools:
+        missing = [n for q, n in creates if q is pool]
+        if missing:
+            need_size(pool, missing)
+    data = pool_user_data(boot, [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools])
+    if deletes:
+        need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
+    reservations: dict[str, list[Reservation]] = {}
+    if deletes and not scope.force:
+        inventory = world.get("inventory") or Inventory(client, known(scope.location, "location"))
+        reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
+        result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
+    result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
+    return _Step(result, planned, data, reservations)
+
+
+def plan_machines(
+    pools: Sequence[Pool], listing: Sequence[DescribedVM], cluster: str, present: bool, exclusive: bool
+) -> MachinesPlan:
+    """What converging the pools changes, from the cloudspace's VMs with their owners (pure): a
+    :class:`~records.MachinesPlan` of ``creates`` (pool, name), ``deletes`` and ``listed`` (VMs), the ``diff`` of the
+    cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not own holds is
+    refused."""
+    names = [n for pool in pools for n in pool["names"]]
+    by_name = {v["name"]: v for v in listing}
+    foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
+    if foreign:
+        raise InputError(
+            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
+            + "; nothing was changed"
+        )
+    owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
+    creates: list[tuple[Pool, str]] = []
+    listed = [by_name[n] for n in names if n in by_name]
+    if present:
+        creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
+        deletes = [v for v in owned if v["name"] not in names] if exclusive else []
+    else:
+        deletes = owned if exclusive else listed
+        listed = deletes
+    before = [v["name"] for v in owned]
+    gone = {v["name"] for v in deletes}
+    after = sorted({n for n in before if n not in gone} | {n for _p, n in creates})
+    warnings: list[str | None] = []
+    if present:
+        warnings = [
+            w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool["names"] if n in by_name)
+        ]
+    return MachinesPlan(
+        creates=creates,
+        deletes=deletes,
+        listed=listed,
+        diff=names_diff("machine", before, after),
+        warnings=[w for w in warnings if w],
+    )
+
+
+def apply_machines(
+    client: WhiteskyClient,
+    scope: Scope,
+    pools: Sequence[Pool],
+    planned: MachinesPlan,
+    data: Mapping[int, str],
+    reservations: Mapping[str, list[Reservation]],
+    result: dict[str, Any],
+) -> None:
+    """Create and delete the planned machines, concurrently; ``result`` says what was done, also on failure."""
+    cs, cluster, force = scope.cloudspace_id, scope.cluster, scope.force
+    creates, deletes = planned.creates, planned.deletes
+    ops = None if force or scope.location is None else Ops(client, scope.location, cs, permanently=True)
+    jobs: dict[tuple[str, str], Callable[[], Any]] = {}
+    for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
+        spec = dict(pool, cluster=cluster, pool=pool["name"])
+        for name in [n for q, n in creates if q is pool]:
+            jobs[("create", name)] = partial(create, client, cs, name, spec, data[i])
+    for vm in deletes:
+        jobs[("delete", vm["name"])] = partial(delete, client, cs, vm, force, ops, reservations.get(vm["name"], ()))
+    done, errors = run_parallel(jobs, scope.parallel)
+    result["created"] = [n for _p, n in creates if ("create", n) in done]
+    result["deleted"] = [v["name"] for v in deletes if ("delete", v["name"]) in done]
+    if scope.state == "present":
+        result["machines"] += [done[("create", n)] for _p, n in creates if ("create", n) in done]
+    if errors:
+        raise PartialFailure(
+            "%d machine(s) did not converge: %s"
+            % (len(errors), "; ".join("%s %s: %s" % (what, n, e) for (what, n), e in sorted(errors.items()))),
+            {
+                "created": result["created"],
+                "deleted": result["deleted"],
+                "failed_machines": sorted(n for _what, n in errors),
+            },
+        )

@@ -1,0 +1,289 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster spec: one typed contract, written once (pure Python).
+
+The spec is what a user writes (``cluster``, ``control_plane``, ``pools``, ``sriov``, ``first_boot``).  It is
+checked whole here (:func:`check`, with the schema's parser, ``schema``), for every entry that takes it: the cluster
+playbooks (through the ``cluster`` module), the AWX surveys (whose answers become a spec) and the controller (the
+CRDs' OpenAPI schemas are tested against ``reference.openapi``).  :func:`check` returns a :class:`ClusterSpec`,
+frozen and typed, that the cluster core plans from; its ``document`` is the checked spec as the module returns it.
+docs/lifecycle.md's reference is generated from :data:`SPEC` (``reference.reference``).  A new field of the spec
+goes into :data:`SPEC`, and, when the cluster core reads it, into the records below.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.render import RETRIES
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import (
+    CLOUDSPACE,
+    DRIVER_VERSION,
+    GPU_TYPE,
+    LABEL,
+    MISSING,
+    PACKAGE,
+    Errors,
+    Field,
+    int_field,
+    parse,
+    suggest,
+)
+
+CONTROL_PLANE = "cp"
+MAX_REPLICAS = 100
+MAX_POOLS = 20
+
+
+def cidr_error(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return "is not a CIDR (such as 203.0.113.0/24)"
+    return None if "/" in value else "is not a CIDR (such as 203.0.113.0/24): it has no prefix length"
+
+
+_GPU = Field(
+    "object",
+    "vGPUs by type on every machine of the pool: the type is resolved against the location's profiles.",
+    fields={
+        "type": Field(
+            "str",
+            "The GPU type, for example NVIDIA A100 (case and spacing aside).",
+            required=True,
+            pattern=GPU_TYPE,
+            max_length=64,
+        ),
+        "count": int_field("vGPUs per machine.", 1, 16, default=1),
+        "driverVersion": Field(
+            "str",
+            "The NVIDIA driver branch (550) or version (550.127.05) the first boot installs, pinned, and verifies; "
+            "empty verifies a driver the image has.",
+            pattern=DRIVER_VERSION,
+            max_length=32,
+            default="",
+            numeric_text=True,
+        ),
+    },
+)
+
+
+def machine_fields(vcpus: int | None = None, memory: int | None = None) -> dict[str, Field]:
+    """What a machine is made of (the control plane, each pool, and the VCOMachine CRD): without defaults,
+    vcpus and memory are required."""
+    size: dict[str, Any] = {"default": vcpus} if vcpus else {"required": True}
+    mem: dict[str, Any] = {"default": memory} if memory else {"required": True}
+    return {
+        "vcpus": int_field("Virtual CPUs of each machine.", 1, 256, **size),
+        "memory": int_field("Memory of each machine, in MiB.", 512, 4194304, **mem),
+        "image": int_field("The platform image id to boot.", 0),
+        "diskSize": int_field("Boot disk size in GiB.", 1, 65536),
+    }
+
+
+_NETWORK = Field(
+    "object",
+    "An external network pods may ask for.",
+    fields={
+        "name": Field("str", "The NetworkAttachmentDefinition's name.", required=True, pattern=LABEL, max_length=63),
+        "network": Field("str", "The platform's external network, by name or id.", required=True, max_length=128),
+        "namespace": Field("str", "The NetworkAttachmentDefinition's namespace.", pattern=LABEL, max_length=63),
+        "mtu": int_field("The pod interface's MTU.", 576, 9216),
+        "routes": Field(
+            "list",
+            "Routes to add in the pod through this NIC.",
+            items=Field(
+                "object",
+                "A route.",
+                fields={"dst": Field("str", "A CIDR.", required=True, max_length=64, check=cidr_error)},
+            ),
+            max_items=64,
+        ),
+    },
+)
+
+
+FIRST_BOOT = {
+    "packages": Field(
+        "list",
+        "Debian packages the first boot installs (retried), as name or name=version.",
+        items=Field("str", "A package.", pattern=PACKAGE, max_length=128),
+        max_items=100,
+        default=[],
+    ),
+    "attempts": int_field("Attempts of each install before the first boot fails.", 1, 20, default=RETRIES["attempts"]),
+    "delay": int_field("Seconds before the first retry (doubled each time).", 0, 600, default=RETRIES["delay"]),
+    "lock_timeout": int_field("Seconds to wait for the dpkg lock.", 0, 7200, default=RETRIES["lock_timeout"]),
+}
+
+SRIOV = {
+    "enabled": Field("bool", "Deploy the SR-IOV NICs-per-pod add-on.", default=False),
+    "networks": Field("list", "The external networks pods may ask for.", items=_NETWORK, max_items=32, default=[]),
+    "credential": Field("str", "The node agent's own platform token (never the cluster's).", secret=True),
+    "credentialSecretRef": Field(
+        "object",
+        "A Secret with the node agent's token, instead of credential.",
+        fields={
+            "name": Field("str", "The Secret's name.", required=True, max_length=253),
+            "key": Field("str", "The key that holds the token.", default="token", max_length=253),
+        },
+    ),
+    "kubeconfig": Field(
+        "str",
+        "The workload cluster's kubeconfig file (an absolute path where the playbook runs): the add-on is deployed "
+        "there, never to the default kubeconfig's cluster. The cluster playbooks require it with sriov.enabled "
+        "unless they only render the manifests (capvco_render_dir).",
+        max_length=4096,
+        check=lambda value: None if value.startswith("/") else "is not an absolute path",
+    ),
+}
+
+#: The whole cluster spec: the playbooks' top-level variables.
+SPEC = Field(
+    "object",
+    "The cluster spec.",
+    fields={
+        "cluster": Field(
+            "object",
+            "Who the cluster is and where it lives.",
+            required=True,
+            fields={
+                "name": Field(
+                    "str",
+                    "The cluster's name: the owner in its machines' markers and its vGPU reservations' names.",
+                    required=True,
+                    pattern=LABEL,
+                    max_length=32,
+                ),
+                "location": Field(
+                    "str", "The whitesky.cloud location, e.g. be-gen-1.", required=True, pattern=LABEL, max_length=64
+                ),
+                "cloudspace": Field(
+                    "str",
+                    "The cloudspace of the machines, by name; created (and recorded as the cluster's) when missing. "
+                    "Default: the cluster's name.",
+                    pattern=CLOUDSPACE,
+                    max_length=64,
+                ),
+            },
+        ),
+        "control_plane": Field(
+            "object",
+            "The control plane's machines (pool cp).",
+            default={},
+            fields=dict(
+                {"replicas": int_field("How many machines.", 0, MAX_REPLICAS, default=1)}, **machine_fields(2, 4096)
+            ),
+        ),
+        "pools": Field(
+            "list",
+            "The worker pools; a pool that is no longer listed is scaled to zero (its machines deleted).",
+            default=[],
+            max_items=MAX_POOLS,
+            items=Field(
+                "object",
+                "A pool of identical machines.",
+                fields=dict(
+                    {
+                        "name": Field("str", "The pool's name (not cp).", required=True, pattern=LABEL, max_length=20),
+                        "replicas": int_field("How many machines.", 0, MAX_REPLICAS, required=True),
+                    },
+                    **machine_fields(),
+                    gpu=_GPU,
+                ),
+            ),
+        ),
+        "sriov": Field("object", "The SR-IOV add-on.", default={}, fields=SRIOV),
+        "first_boot": Field("object", "What every machine's first boot installs.", default={}, fields=FIRST_BOOT),
+    },
+)
+
+
+def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) -> dict[str, Any]:
+    """The cluster spec, checked whole and with its defaults: a new dict, or :class:`InputError` naming every bad
+    field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``).
+
+    ``variables`` are the names of the caller's variables, when the spec was read from variables of its keys' names
+    (the playbooks): one close to a key that is not one (``pool``, ``control-plane``) is a typo the caller could not
+    see, and is refused the same way.
+    """
+    errors = Errors()
+    for name in sorted(set(variables or ())):
+        hint = suggest(name, SPEC.fields) if name not in SPEC.fields else None
+        if hint and _near(name, hint):
+            errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
+    out: dict[str, Any] = parse(spec if spec is not None else {}, SPEC, "", errors)
+    if out is not MISSING and not errors:
+        _cross_checks(out, errors)
+    if errors:
+        raise InputError(
+            "the cluster spec is invalid (%d error(s)), nothing was changed: %s" % (len(errors), "; ".join(errors)),
+            {"spec_errors": list(errors)},
+        )
+    return out
+
+
+def _near(name: str, key: str) -> bool:
+    """A variable's name is a spec key misspelt: the same once case, '_' and '-' are set aside, or very close."""
+    fold = name.lower().replace("_", "").replace("-", "")
+    return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
+
+
+def secrets(raw: object) -> list[str]:
+    """The secret values in a spec as given (checked or not), to be hidden wherever output shows them."""
+    out: list[str] = []
+
+    def walk(value: object, field: Field) -> None:
+        if field.secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            out.append(str(value))
+        elif field.kind == "object" and isinstance(value, dict):
+            for key, sub in field.fields.items():
+                walk(value.get(key), sub)
+        elif field.kind == "list" and isinstance(value, list):
+            for item in value:
+                walk(item, field.items)
+
+    walk(raw, SPEC)
+    return out
+
+
+def _cross_checks(spec: dict[str, Any], errors: Errors) -> None:
+    cluster = spec["cluster"]
+    cluster.setdefault("cloudspace", cluster["name"])
+    taken = {CONTROL_PLANE: "control_plane"}
+    for i, pool in enumerate(spec["pools"]):
+        name = pool["name"]
+        if name in taken:
+            errors.add(
+                "pools[%d].name" % i,
+                "%r is taken (by %s); pool names are unique and cp is the control plane's" % (name, taken[name]),
+            )
+        taken[name] = "pools[%d]" % i
+    sriov = spec["sriov"]
+    seen: dict[tuple[str | None, str], int] = {}
+    for i, net in enumerate(sriov["networks"]):
+        key = (net.get("namespace"), net["name"])
+        if key in seen:
+            errors.add("sriov.networks[%d].name" % i, "%r is taken (by sriov.networks[%d])" % (net["name"], seen[key]))
+        seen[key] = i
+    if sriov.get("enabled"):
+        if not sriov["networks"]:
+            errors.add("sriov.networks", "is required (at least one network) when sriov.enabled is true")
+        if bool(sriov.get("credential")) == bool(sriov.get("credentialSecretRef")):
+            errors.add("sriov", "give one of credential and credentialSecretRef when sriov.enabled is true")
+
+
+def pools(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every pool of a checked spec, the control plane first, with its machines' names: ``[{name, names, vcpus,
+    memory, image, diskSize, gpu}]`` (``gpu`` None for a pool without GPUs)."""
+    out: list[dict[str, Any]] = []
+    name = spec["cluster"]["name"]
+    for pool in [dict(spec["control_plane"], name=CONTROL_PLANE)] + spec["pools"]:
+        machines = ["%s-%s-%d" % (name, pool["name"], i) for i in range(pool["replicas"])]
+        out.append(dict(pool, names=machines, gpu=pool.get("gpu")))
+    return out
