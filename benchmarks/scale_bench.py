@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import yaml
 from goals import report  # beside this file: a script's own folder is on its path
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator

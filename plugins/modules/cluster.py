@@ -201,7 +201,7 @@ spec_errors:
   elements: str
 """
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 

@@ -89,7 +89,7 @@ types:
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 
 
 def main():
@@ -98,7 +98,7 @@ def main():
             location=dict(type="str", required=True),
             type=dict(type="str"),
         )
-    ).run(vgpus.profile_info, adapt=lambda params: {"location": params["location"], "gpu_type": params["type"]})
+    ).run(gpu_profiles.profile_info, adapt=lambda params: {"location": params["location"], "gpu_type": params["type"]})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (

@@ -22,7 +22,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
 
 from helpers import Emulator, save_figures
@@ -193,6 +193,10 @@ def test_specs_drawn_against_a_live_cluster(tmp_path):
                 raise AssertionError((said(plan), said(done)))
             FIGURES["valid_applied"] += 1
             converged(emu, spec)
+            # the plan's price is what the run then holds: as many vGPUs as it said, reserved and released as it said
+            price, held = done["plan"]["price"], live(emu, NAME)
+            assert price["vgpus_after"] == len(held), (price, len(held))
+            assert len(done["reserved"]) - len(done["released"]) == price["vgpus_after"] - price["vgpus_before"]
 
         try:
             check()

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes

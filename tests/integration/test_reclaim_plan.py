@@ -36,7 +36,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster as cluster_core
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep

@@ -20,9 +20,10 @@ import time
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import ClusterBusy, LeaseLost
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from capvco_lab.emulator import wait_for
@@ -127,7 +128,7 @@ def check_invariant(emu, outcome, name="duo"):
     assert not unmarked, "VMs of the cluster's cloudspace without its marker: %s" % unmarked
     for actor, got, _ended in outcome:
         if isinstance(got, Exception):
-            assert isinstance(got, lease.ClusterBusy) or "another run holds" in str(got), (
+            assert isinstance(got, ClusterBusy) or "another run holds" in str(got), (
                 "a %s failed for another reason than a held cluster: %s" % (actor.kind, got)
             )
     done = [(ended, actor) for actor, got, ended in outcome if not isinstance(got, Exception) and actor.spec]
@@ -141,7 +142,7 @@ def check_invariant(emu, outcome, name="duo"):
             sorted(slots),
         )
         return
-    want = sorted(n for pool in cluster.clusterspec.pools(cluster.clusterspec.check(last.spec)) for n in pool["names"])
+    want = sorted(cluster.clusterspec.check(last.spec).names)
     assert len(spaces) == 1, "one cloudspace of the cluster's name, got %d" % len(spaces)
     assert sorted(v["name"] for v in vms) == want, "a converge returned last; the machines are not its spec"
     gpu_names = [n for n in want if "-gpu-" in n]
@@ -225,7 +226,7 @@ def test_a_killed_holders_lease_expires_and_a_waiter_goes_on(emulator):
         assert not [n for n in client.cloudspace_notes(cs) if lease.parse_lease(n["title"], n["content"])]
         client.create_cloudspace_note(cs, *lease.lease_note("duo", "1" * 16, 600))
         before = emulator.snapshot()
-        busy = pytest.raises(lease.ClusterBusy, match="held by another run .run 1111111111111111.")
+        busy = pytest.raises(ClusterBusy, match="held by another run .run 1111111111111111.")
         with busy, lease.held(client, cs, "duo", wait=1.5):
             pass
         assert emulator.snapshot()["notes"] == before["notes"], "the waiter took its own note back"
@@ -291,7 +292,7 @@ def test_a_lease_note_that_claims_a_day_is_believed_for_the_collections_time_to_
         cs = [c["cloudspace_id"] for c in client.cloudspaces() if c["name"] == "duo-cs"][0]
         client.create_cloudspace_note(cs, "capvco/v1", "lease cluster=duo run=0123456789abcdef ttl=99999")
         busy = pytest.raises(
-            lease.ClusterBusy, match=r"run 0123456789abcdef, its note unchanged for 1[0-9]s\) and it did not let go"
+            ClusterBusy, match=r"run 0123456789abcdef, its note unchanged for 1[0-9]s\) and it did not let go"
         )
         with busy:
             lease.Lease(client, cs, "duo", wait=15, clock=clock, sleep=clock.sleep).acquire()
@@ -319,16 +320,16 @@ def test_a_holder_past_its_fence_writes_nothing_and_its_run_fails(emulator):
             got.fence()  # still proven
             clock.now += 1
             before = emulator.snapshot()
-            with pytest.raises(lease.LeaseLost, match=r"last renewal was 20s ago, past 20s of its 30s time to live"):
+            with pytest.raises(LeaseLost, match=r"last renewal was 20s ago, past 20s of its 30s time to live"):
                 client.create_vm(cs, name="duo-x", description="", vcpus=1, memory=512)
             assert emulator.snapshot()["vms"] == before["vms"]
         finally:
             del client.leases[(cs, "duo")]
             got.release()
-        with pytest.raises(lease.LeaseLost), lease.held(client, cs, "duo") as inner:
+        with pytest.raises(LeaseLost), lease.held(client, cs, "duo") as inner:
             inner._clock = clock
             inner.proven = clock.now - lease.TTL
-            with pytest.raises(lease.LeaseLost):
+            with pytest.raises(LeaseLost):
                 client.create_vm(cs, name="duo-x", description="", vcpus=1, memory=512)
 
 

@@ -171,6 +171,9 @@ def test_defaults_and_conversions():
             ],
         )
     )
+    typed, got = got, got.as_dict()
+    assert (typed.name, typed.cloudspace, typed.names) == ("ty", "ty", ["ty-cp-0", "ty-gpu-0", "ty-gpu-1"])
+    assert typed.pools[1].gpu == clusterspec.GpuSpec("T4", 1, "550") and typed.pools[0].gpu is None
     assert got["cluster"]["cloudspace"] == "ty"
     assert got["control_plane"] == {"replicas": 1, "vcpus": 2, "memory": 4096}
     assert got["pools"][0]["replicas"] == 2 and got["pools"][0]["gpu"] == {
@@ -243,7 +246,7 @@ def test_any_input_is_a_spec_or_an_input_error(raw):
     except InputError as exc:
         assert exc.details["spec_errors"] and all(": " in e for e in exc.details["spec_errors"])
     else:
-        assert clusterspec.check(got) == got, "a checked spec checks again to itself"
+        assert clusterspec.check(got.as_dict()) == got, "a checked spec checks again to itself"
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus, InvalidStatus
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
@@ -393,7 +395,7 @@ def consume(client):
 
     def plan():
         profiles = client.gpu_profiles(LOC)
-        kind = vgpus.display_type(profiles[0]) if profiles else "NVIDIA A100"
+        kind = gpu_profiles.display_type(profiles[0]) if profiles else "NVIDIA A100"
         got = {"profiles": profiles, "inventory": Inventory(client, LOC)}
         return vgpus.plan(got, [(1, "m0"), (2, "m1")], CLUSTER, 2, kind, LOC)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
@@ -16,21 +17,24 @@ PROFILES = [
 
 
 def test_type_is_matched_without_case_or_spacing():
-    assert [p["id"] for p in vgpus.profiles_of_type(PROFILES, "  nvidia   a100 ", "loc")] == ["a100-40", "a100-20"]
+    assert [p["id"] for p in gpu_profiles.profiles_of_type(PROFILES, "  nvidia   a100 ", "loc")] == [
+        "a100-40",
+        "a100-20",
+    ]
 
 
 def test_unknown_type_lists_what_is_offered():
     with pytest.raises(InputError) as err:
-        vgpus.profiles_of_type(PROFILES, "AMD MI300", "loc")
+        gpu_profiles.profiles_of_type(PROFILES, "AMD MI300", "loc")
     assert "'AMD MI300'" in str(err.value) and "NVIDIA A100, NVIDIA L4" in str(err.value)
 
 
 def test_allocation_picks_a_profile_with_enough_and_fails_before_reserving():
-    a100 = vgpus.profiles_of_type(PROFILES, "NVIDIA A100", "loc")
-    assert vgpus.allocate(a100, {"m0": 3}, "NVIDIA A100") == {"m0": "a100-20"}
-    assert vgpus.allocate(a100, {"m0": 2, "m1": 2}, "NVIDIA A100") == {"m0": "a100-20", "m1": "a100-40"}
+    a100 = gpu_profiles.profiles_of_type(PROFILES, "NVIDIA A100", "loc")
+    assert gpu_profiles.allocate(a100, {"m0": 3}, "NVIDIA A100") == {"m0": "a100-20"}
+    assert gpu_profiles.allocate(a100, {"m0": 2, "m1": 2}, "NVIDIA A100") == {"m0": "a100-20", "m1": "a100-40"}
     with pytest.raises(InsufficientCapacity) as err:  # not InputError: capacity may free up, a retry can help
-        vgpus.allocate(a100, {"m0": 4}, "NVIDIA A100")
+        gpu_profiles.allocate(a100, {"m0": 4}, "NVIDIA A100")
     assert "need 4 more" in str(err.value) and "a100-40: 2" in str(err.value) and "a100-20: 3" in str(err.value)
 
 

@@ -133,7 +133,7 @@ def _append(path: Path, text: str) -> None:
 
 
 def test_a_planted_upward_import_is_caught(planted):
-    _append(planted / "platform" / "client.py", "\nfrom %scluster import cluster  # noqa\n" % PREFIX)
+    _append(planted / "platform" / "client.py", "\nfrom %scluster import run  # noqa\n" % PREFIX)
     got = violations(planted)
     assert any(v.startswith("platform/client.py:") and "cluster is above platform" in v for v in got), got
 

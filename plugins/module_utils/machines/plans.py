@@ -34,10 +34,11 @@ class Pool(_Pool, total=False):
 class MachinesPlan:
     """What converging the pools changes (``pools.plan_machines``): the machines to create (``(pool, name)``), the
     VMs to delete and the VMs ``listed`` in the result, the ``diff`` of the cluster's machine names, and size
-    ``warnings``."""
+    ``warnings``; ``owned``: the names of the cluster's machines there before (sorted)."""
 
     creates: list[tuple[Pool, str]]
     deletes: list[DescribedVM]
     listed: list[DescribedVM]
     diff: Diff
     warnings: list[str]
+    owned: list[str]

@@ -316,6 +316,7 @@ def plan_machines(
         listed=listed,
         diff=names_diff("machine", before, after),
         warnings=[w for w in warnings if w],
+        owned=before,
     )
 
 

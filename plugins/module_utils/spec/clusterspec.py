@@ -17,6 +17,8 @@ from __future__ import annotations
 import difflib
 import ipaddress
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.render import RETRIES
@@ -30,6 +32,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import
     PACKAGE,
     Errors,
     Field,
+    copy_value,
     int_field,
     parse,
     suggest,
@@ -204,9 +207,9 @@ SPEC = Field(
 )
 
 
-def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) -> dict[str, Any]:
-    """The cluster spec, checked whole and with its defaults: a new dict, or :class:`InputError` naming every bad
-    field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``).
+def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) -> ClusterSpec:
+    """The cluster spec, checked whole and with its defaults: a :class:`ClusterSpec`, or :class:`InputError` naming
+    every bad field by its path (``pools[1].gpu.driverversion: unknown key; did you mean driverVersion?``).
 
     ``variables`` are the names of the caller's variables, when the spec was read from variables of its keys' names
     (the playbooks): one close to a key that is not one (``pool``, ``control-plane``) is a typo the caller could not
@@ -225,7 +228,7 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
             "the cluster spec is invalid (%d error(s)), nothing was changed: %s" % (len(errors), "; ".join(errors)),
             {"spec_errors": list(errors)},
         )
-    return out
+    return _typed(out)
 
 
 def _near(name: str, key: str) -> bool:
@@ -287,3 +290,77 @@ def pools(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         machines = ["%s-%s-%d" % (name, pool["name"], i) for i in range(pool["replicas"])]
         out.append(dict(pool, names=machines, gpu=pool.get("gpu")))
     return out
+
+
+# --- the checked spec, typed and frozen: what the cluster core plans from ---
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A pool's vGPUs: the type by the platform's name (vendor and model), how many per machine, and the driver
+    branch or version the first boot installs (empty: the image has the driver)."""
+
+    type: str
+    count: int
+    driver_version: str
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One pool of identical machines, the control plane's (``cp``) included: its machines' names in order."""
+
+    name: str
+    names: tuple[str, ...]
+    vcpus: int
+    memory: int
+    image: int | None
+    disk_size: int | None
+    gpu: GpuSpec | None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A cluster spec, checked (:func:`check`): who the cluster is, where, its pools (the control plane first), what
+    its machines' first boot installs, and ``document``, the checked spec whole (the module's ``spec``)."""
+
+    name: str
+    location: str
+    cloudspace: str
+    pools: tuple[PoolSpec, ...]
+    first_boot: Mapping[str, Any]
+    document: Mapping[str, Any]
+
+    @property
+    def names(self) -> list[str]:
+        """Every machine's name, pool by pool."""
+        return [n for pool in self.pools for n in pool.names]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The checked spec as a new plain dict (what the module returns and a spec file holds)."""
+        return copy_value(self.document)
+
+
+def _typed(doc: dict[str, Any]) -> ClusterSpec:
+    out = []
+    for pool in pools(doc):
+        g = pool.get("gpu")
+        out.append(
+            PoolSpec(
+                name=pool["name"],
+                names=tuple(pool["names"]),
+                vcpus=pool["vcpus"],
+                memory=pool["memory"],
+                image=pool.get("image"),
+                disk_size=pool.get("diskSize"),
+                gpu=GpuSpec(g["type"], g["count"], g["driverVersion"]) if g else None,
+            )
+        )
+    c = doc["cluster"]
+    return ClusterSpec(
+        name=c["name"],
+        location=c["location"],
+        cloudspace=c["cloudspace"],
+        pools=tuple(out),
+        first_boot=MappingProxyType(copy_value(doc["first_boot"])),
+        document=MappingProxyType(doc),
+    )

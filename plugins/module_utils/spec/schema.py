@@ -179,7 +179,11 @@ def _parse_object(value: Any, field: Field, path: str, errors: Errors) -> Any:
             if sub.required:
                 errors.add(where, "is required")
             elif sub.default is not MISSING:
-                out[key] = parse(_copy(sub.default), sub, where, errors) if sub.kind == "object" else _copy(sub.default)
+                out[key] = (
+                    parse(copy_value(sub.default), sub, where, errors)
+                    if sub.kind == "object"
+                    else copy_value(sub.default)
+                )
             continue
         parsed = parse(got, sub, where, errors)
         if parsed is not MISSING:
@@ -187,9 +191,9 @@ def _parse_object(value: Any, field: Field, path: str, errors: Errors) -> Any:
     return out
 
 
-def _copy(value: Any) -> Any:
+def copy_value(value: Any) -> Any:
     return (
-        {k: _copy(v) for k, v in value.items()}
+        {k: copy_value(v) for k, v in value.items()}
         if isinstance(value, dict)
         else list(value)
         if isinstance(value, list)

@@ -1,0 +1,296 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What converging a cluster to its spec changes, computed once from what was read (pure: no platform call).
+
+:func:`plan` returns one :class:`ClusterPlan`: the cloudspace, the machines' plan (``pools.plan_machines``) with
+every pool's user data rendered and the reservations each graceful delete releases first, every pool's vGPU plan
+(``vgpus.plan_machine``) with the one allocation of profiles made for all pools at once, the capacity that takes
+and the price per hour before and after.  Every check is here: ownership of every VM the plan touches, sizes, user
+data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly this object; check mode returns its
+:meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first platform write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import (
+    currency_of,
+    price_per_hour,
+    price_problem,
+    times,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools, userdata
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
+
+
+class Price(TypedDict):
+    """What the cluster's vGPUs cost per hour before and after a plan; each price is None when the location's price
+    is not known (``billing.price_per_hour``)."""
+
+    currency: str | None
+    per_vgpu_hour: float | None
+    vgpus_before: int
+    vgpus_after: int
+    hourly_before: float | None
+    hourly_added: float | None
+    hourly_removed: float | None
+    hourly_after: float | None
+
+
+class CloudspacePlan(TypedDict):
+    name: str
+    cloudspace_id: str | None
+    create: bool
+
+
+class MachineCreate(TypedDict):
+    name: str
+    pool: str
+
+
+class SlotReserve(TypedDict):
+    machine: str
+    slot: int
+    type: str
+    profile: str
+
+
+class Capacity(TypedDict):
+    needed: int
+    available: int
+
+
+class PlanView(TypedDict):
+    """A :class:`ClusterPlan` as the ``cluster`` module returns it (``plan``; its shape is the module's RETURN)."""
+
+    cloudspace: CloudspacePlan
+    create: list[MachineCreate]
+    delete: list[str]
+    keep: list[str]
+    reserve: list[SlotReserve]
+    release: list[str]
+    attach: list[str]
+    capacity: dict[str, Capacity]
+    price: Price
+    user_data_bytes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PoolVgpus:
+    """One pool's vGPU plan: the machines it converges (a GPU pool's all, another pool's those that hold
+    reservations to release) and their :class:`~gpu.plans.VgpuPlan`, its profiles taken from the one allocation."""
+
+    pool: str
+    targets: tuple[str, ...]
+    plan: VgpuPlan
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Everything a converge changes, and what its appliers need to do it without reading or planning again."""
+
+    spec: ClusterSpec
+    cloudspace: CloudspacePlan
+    #: the spec's pools in the machines core's shape, the control plane first (``machines`` refers to these)
+    pools: tuple[Pool, ...]
+    machines: MachinesPlan
+    #: ``{pool index: user data}`` of the pools with machines to create, rendered and checked
+    user_data: dict[int, str]
+    #: ``{machine: reservations}`` each machine to delete releases first
+    graceful: dict[str, list[Reservation]]
+    vgpus: tuple[PoolVgpus, ...]
+    capacity: dict[str, Capacity]
+    price: Price
+
+    @property
+    def changed(self) -> bool:
+        view = self.view()
+        return bool(
+            view["cloudspace"]["create"]
+            or view["create"]
+            or view["delete"]
+            or view["reserve"]
+            or view["release"]
+            or view["attach"]
+        )
+
+    def view(self) -> PlanView:
+        """The plan as check mode shows it and the module returns it."""
+        reserve: list[SlotReserve] = []
+        releases: list[Reservation] = [i for items in self.graceful.values() for i in items]
+        attach: list[Reservation] = []
+        by_pool = {pv.pool: pv for pv in self.vgpus}
+        for pool in self.pools:
+            pv = by_pool.get(pool["name"] or "")
+            if pv is None:
+                continue
+            for name in pv.targets:
+                mp = pv.plan.machines[name]
+                releases += mp.releases
+                attach += mp.fixes
+                if pool["gpu"]:
+                    reserve += [
+                        {"machine": name, "slot": s, "type": pool["gpu"]["type"], "profile": pv.plan.alloc[name]}
+                        for s in mp.missing
+                    ]
+        deleted = {v["name"] for v in self.machines.deletes}
+        owned = self.machines.owned
+        return {
+            "cloudspace": dict(self.cloudspace),  # type: ignore[typeddict-item]
+            "create": [{"name": n, "pool": pool["name"] or ""} for pool, n in self.machines.creates],
+            "delete": [v["name"] for v in self.machines.deletes],
+            "keep": [n for n in owned if n not in deleted],
+            "reserve": reserve,
+            "release": sorted(i["vgpu_name"] for i in releases),
+            "attach": sorted(i["vgpu_name"] for i in attach),
+            "capacity": dict(self.capacity),
+            "price": self.price,
+            "user_data_bytes": {self.pools[i]["name"] or "": len(d) for i, d in sorted(self.user_data.items())},
+        }
+
+
+def machine_pools(spec: ClusterSpec) -> tuple[Pool, ...]:
+    """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``)."""
+    return tuple(
+        {
+            "name": p.name,
+            "names": list(p.names),
+            "vcpus": p.vcpus,
+            "memory": p.memory,
+            "image_id": p.image,
+            "disk_size": p.disk_size,
+            "gpu": dict(type=p.gpu.type, count=p.gpu.count, driver_version=p.gpu.driver_version) if p.gpu else None,
+        }
+        for p in spec.pools
+    )
+
+
+def boot(spec: ClusterSpec) -> userdata.Boot:
+    """What the cluster's new machines boot with."""
+    return userdata.Boot(dict(spec.first_boot))
+
+
+def price(world: ClusterWorld, before: int, reserve: int, release: int) -> Price:
+    """The price per hour of ``before`` vGPUs, and of what reserving and releasing some changes."""
+    per_hour = price_per_hour(world.get("price"))
+    return {
+        "currency": currency_of(world.get("price")),
+        "per_vgpu_hour": times(1, per_hour),
+        "vgpus_before": before,
+        "vgpus_after": before + reserve - release,
+        "hourly_before": times(before, per_hour),
+        "hourly_added": times(reserve, per_hour),
+        "hourly_removed": times(release, per_hour),
+        "hourly_after": times(before + reserve - release, per_hour),
+    }
+
+
+def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, location: str) -> None:
+    """Refuse a plan whose vGPUs cost more per hour than ``max_hourly_cost``, or whose price is not known."""
+    if max_hourly_cost is not None and p["hourly_after"] is None:
+        raise InputError(
+            "max_hourly_cost %s cannot be checked: %s for location %r, so the price of the plan's %d vGPU(s) is not "
+            "known; nothing was changed"
+            % (max_hourly_cost, price_problem(world.get("price")), location, p["vgpus_after"])
+        )
+    if max_hourly_cost is not None and p["hourly_after"] is not None and p["hourly_after"] > max_hourly_cost:
+        raise InputError(
+            "the plan costs %.4f %s per hour in vGPUs once applied (%d vGPU(s)), over max_hourly_cost %s; nothing was "
+            "changed" % (p["hourly_after"], p["currency"] or "", p["vgpus_after"], max_hourly_cost)
+        )
+
+
+def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None = None) -> ClusterPlan:
+    """What converging to ``spec`` changes, from the ``world`` that ``world.read`` returned (pure).
+
+    Raises :class:`InputError` (or ``InsufficientCapacity``) for any plan that cannot be carried out whole.
+    """
+    cluster, location = spec.name, spec.location
+    space = world["spaces"][0] if world["spaces"] else None
+    vms = space["vms"] if space else []
+    by_name = {v["name"]: v for v in vms}
+    wanted = machine_pools(spec)
+    machines = pools.plan_machines(wanted, vms, cluster, present=True, exclusive=True)  # refuses foreign names
+    for pool in wanted:
+        missing = [n for q, n in machines.creates if q is pool]
+        if missing:
+            need_size(pool, missing)
+    user_data = userdata.pool_user_data(
+        boot(spec), [{**pool, "names": [n for q, n in machines.creates if q is pool]} for pool in wanted]
+    )
+    inventory = world["inventory"]
+    deletes = [v["name"] for v in machines.deletes]
+    if deletes:
+        need_graceful(False, cluster, location, deletes)
+    graceful = {n: inventory.owned(cluster, n) for n in deletes}
+    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve})
+    needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int]]] = {}
+    per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
+    for pool in wanted:
+        g = pool["gpu"]
+        type_ids: set[str] = set()
+        if g:
+            profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
+            type_ids = {p["id"] for p in profiles}
+            needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}))
+        plans: dict[str, MachinePlan] = {}
+        for name in pool["names"]:
+            items = inventory.owned(cluster, name)
+            if not g and not items:
+                continue
+            vm_id = by_name[name]["vm_id"] if name in by_name else None
+            mp = vgpus.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
+            plans[name] = mp
+            if g and mp.missing:
+                needs[gpu_profiles.normalise_type(g["type"])][2][name] = len(mp.missing)
+        per_pool.append((pool, plans))
+    capacity: dict[str, Capacity] = {}
+    alloc: dict[str, str] = {}
+    for label, profiles, slots in needs.values():
+        alloc.update(gpu_profiles.allocate(profiles, slots, label))  # InsufficientCapacity before anything is made
+        capacity[label] = {
+            "needed": sum(slots.values()),
+            "available": sum(int(p.get("available_instances") or 0) for p in profiles),
+        }
+    pool_vgpus = tuple(
+        PoolVgpus(
+            pool["name"] or "",
+            tuple(plans),
+            VgpuPlan(machines=plans, alloc={n: alloc[n] for n, mp in plans.items() if mp.missing}),
+        )
+        for pool, plans in per_pool
+        if plans
+    )
+    reserve = sum(len(mp.missing) for pv in pool_vgpus for mp in pv.plan.machines.values())
+    release = sum(len(mp.releases) for pv in pool_vgpus for mp in pv.plan.machines.values())
+    release += sum(len(items) for items in graceful.values())
+    p = price(world, len(inventory.owned(cluster)), reserve, release)
+    _check_cap(p, max_hourly_cost, world, location)
+    return ClusterPlan(
+        spec=spec,
+        cloudspace={
+            "name": spec.cloudspace,
+            "cloudspace_id": space["cloudspace"]["cloudspace_id"] if space else None,
+            "create": space is None,
+        },
+        pools=wanted,
+        machines=machines,
+        user_data=user_data,
+        graceful=graceful,
+        vgpus=pool_vgpus,
+        capacity=capacity,
+        price=p,
+    )

@@ -1,0 +1,280 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``cluster`` module's core: a whole cluster from its spec, checked, read, planned, then applied.
+
+1. The spec is checked whole (``clusterspec.check``): a bad one fails before anything is read.
+2. The world is read (``world.read``).
+3. One plan is made (``plan.plan`` for a converge, ``teardown.plan_teardown``), pure.
+4. Check mode returns the plan's view.  The real run holds the cluster's lease, reads and plans again when it had to
+   wait for it (what was read before may be stale), applies that plan (``apply.apply``, ``teardown.apply_teardown``)
+   and reports what it did, also when it fails halfway.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.apply import apply
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, plan
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown import (
+    TeardownPlan,
+    apply_teardown,
+    plan_teardown,
+    write_reclaim_plan,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
+    InputError,
+    PartialFailure,
+    WhiteskyError,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
+
+#: How often a run starts again from its reads when a teardown deletes the cloudspace it waited on.
+RESTARTS = 3
+
+
+def _gone(spec: ClusterSpec) -> WhiteskyError:
+    return WhiteskyError(
+        "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
+        "run it again" % (spec.name, RESTARTS)
+    )
+
+
+def _sorted(done: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run did, its lists sorted (the platform answers in its own order), each name once."""
+    return {k: sorted(set(v)) if isinstance(v, list) else v for k, v in done.items()}
+
+
+def _failed(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
+    """A failure halfway: the error, with what the run did before it (``changed`` true when it did anything)."""
+    done = _sorted(done)
+    details = dict(exc.details, **done)
+    details["changed"] = any(done.values())
+    what = "; ".join("%s %s" % (k, ", ".join(v) if isinstance(v, list) else v) for k, v in done.items() if v)
+    return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
+
+
+def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The module's result: the plan's view, and what was done (in check mode: what the plan would do)."""
+    view: PlanView = p.view()
+    if done is None:
+        done = _sorted(
+            {
+                "cloudspace_created": view["cloudspace"]["create"],
+                "created": [c["name"] for c in view["create"]],
+                "deleted": list(view["delete"]),
+                "reserved": sorted("%s/%02d" % (r["machine"], r["slot"]) for r in view["reserve"]),
+                "released": list(view["release"]),
+            }
+        )
+    if done.get("cloudspace_created") and not view["cloudspace"]["create"]:
+        # this run made the cloudspace under the lease, then planned again from fresh reads: the plan it returns
+        # says it created it, as its check mode did
+        view["cloudspace"] = dict(view["cloudspace"], create=True)  # type: ignore[typeddict-item]
+    space = diff_lines("cloudspace", [view["cloudspace"]["name"]])
+    diff = {
+        "before": ("" if view["cloudspace"]["create"] else space)
+        + diff_lines("machine", sorted(view["keep"] + view["delete"]))
+        + diff_lines("vgpus", [view["price"]["vgpus_before"]]),
+        "after": space
+        + diff_lines("machine", sorted(view["keep"] + [c["name"] for c in view["create"]]))
+        + diff_lines("vgpus", [view["price"]["vgpus_after"]]),
+    }
+    out = dict(done, changed=p.changed, plan=view, spec=p.spec.as_dict(), diff=diff)
+    out["machines"] = [
+        {
+            "name": n,
+            "pool": pool.name,
+            "gpu": dict(type=pool.gpu.type, count=pool.gpu.count, driverVersion=pool.gpu.driver_version)
+            if pool.gpu
+            else {},
+        }
+        for pool in p.spec.pools
+        for n in pool.names
+    ]
+    return out
+
+
+def converge(
+    client: WhiteskyClient,
+    raw_spec: Mapping[str, Any] | None,
+    check_mode: bool = False,
+    max_hourly_cost: float | None = None,
+    parallel: int = 32,
+    variables: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Core of ``cluster`` with ``state=present``."""
+    spec = clusterspec.check(raw_spec, variables)
+    if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
+        raise InputError("max_hourly_cost must be a number of 0 or more, got %r" % max_hourly_cost)
+    for _attempt in range(RESTARTS):
+        p = plan(spec, cluster_world.read(client, spec, parallel=parallel), max_hourly_cost)
+        if check_mode or not p.changed:
+            return dict(_result(p), cloudspace_id=p.cloudspace["cloudspace_id"])
+        done: dict[str, Any] = {
+            "cloudspace_created": False,
+            "created": [],
+            "deleted": [],
+            "reserved": [],
+            "released": [],
+        }
+        try:
+            return _converge_held(client, p, done, parallel, max_hourly_cost)
+        except lease.CloudspaceGone:
+            continue  # a teardown deleted the cloudspace while this run waited for it: start again from the reads
+        except WhiteskyError as exc:
+            raise _failed(exc, done) from None
+    raise _gone(spec)
+
+
+def _converge_held(
+    client: WhiteskyClient, p: ClusterPlan, done: dict[str, Any], parallel: int, max_hourly_cost: float | None
+) -> dict[str, Any]:
+    """The cloudspace (claimed when there is none), then, holding the cluster's lease on it, the plan applied (made
+    again from fresh reads when this run had to wait for the lease)."""
+    spec = p.spec
+    cs = p.cloudspace["cloudspace_id"] or _claim(client, spec, done)["cloudspace_id"]
+    with lease.held(client, cs, spec.name) as fresh:
+        if fresh is not None:
+            w = cluster_world.read(client, spec, parallel=parallel)
+            if not w["spaces"] or w["spaces"][0]["cloudspace"]["cloudspace_id"] != cs:
+                raise lease.CloudspaceGone("cloudspace %s is no longer the cluster's" % cs, {})
+            p = plan(spec, w, max_hourly_cost)
+        apply(client, p, cs, done, parallel)
+    out = dict(_result(p, _sorted(done)), cloudspace_id=cs)
+    if fresh is not None and fresh.holders:
+        out["warnings"] = [lease.waited_message(fresh)]
+    return out
+
+
+def _claim(client: WhiteskyClient, spec: ClusterSpec, done: dict[str, Any]) -> CloudspaceView:
+    """A new cloudspace for the cluster, its creator note on it (or the one another run made first)."""
+    try:
+        space, done["cloudspace_created"] = cloudspaces.claim(client, spec.cloudspace, spec.location, spec.name)
+    except WhiteskyError as exc:  # created, but neither claimed nor taken back
+        done["cloudspace_created"] = bool(exc.details.get("cloudspace_created"))
+        raise
+    return space
+
+
+def _teardown_result(p: TeardownPlan, machine: str | None) -> dict[str, Any]:
+    """What a teardown would do (check mode), or the frame of what it did."""
+    view = p.view()
+    planned = {
+        "deleted": view["delete"],
+        "released": view["release"],
+        "cloudspaces_deleted": [c["cloudspace_id"] for c in view["cloudspaces"] if c["delete"]],
+    }
+    out = dict(planned, changed=any(planned.values()), plan=view, spec=p.spec.as_dict())
+    out["diff"] = {
+        "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
+        + diff_lines("machine", view["delete"])
+        + diff_lines("vgpus", [view["price"]["vgpus_before"]]),
+        "after": diff_lines("vgpus", [view["price"]["vgpus_after"]]),
+    }
+    if machine is not None and not view["delete"]:
+        out["warnings"] = [
+            "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
+            % (machine, p.spec.cloudspace, p.spec.name)
+        ]
+    return out
+
+
+def teardown(
+    client: WhiteskyClient,
+    raw_spec: Mapping[str, Any] | None,
+    check_mode: bool = False,
+    machine: str | None = None,
+    force: bool = False,
+    delete_cloudspace: bool = True,
+    parallel: int = 32,
+    variables: Iterable[str] = (),
+    plan_file: str | None = None,
+) -> dict[str, Any]:
+    """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
+    reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
+    else deleted.  In check mode, ``plan_file`` also writes the reservations it would release to that file, a
+    reclaim plan (``reclaim.planfile``) that ``vgpu_reclaim plan=FILE`` applies after review."""
+    spec = clusterspec.check(raw_spec, variables)
+    if plan_file is not None:
+        if machine is not None:
+            raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")
+        planfile.check_new(plan_file, check_mode)
+
+    def make() -> tuple[cluster_world.ClusterWorld, TeardownPlan]:
+        w = cluster_world.read(client, spec, teardown=True, parallel=parallel)
+        return w, plan_teardown(spec, w, machine, force, delete_cloudspace)
+
+    for _attempt in range(RESTARTS):
+        w, p = make()
+        out = _teardown_result(p, machine)
+        if plan_file is not None:
+            return dict(out, **write_reclaim_plan(client, p, plan_file))
+        if check_mode or not out["changed"]:
+            return out
+        done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
+        try:
+            if not w["spaces"]:  # nothing but reservations left, in no cloudspace to hold a lease on
+                apply_teardown(client, p, done, parallel)
+                return dict(out, **_sorted(done))
+            with lease.held(client, w["spaces"][0]["cloudspace"]["cloudspace_id"], spec.name) as got:
+                if got is not None:  # what was read before this run held the cluster may be stale
+                    w, p = make()
+                    out = _teardown_result(p, machine)
+                apply_teardown(client, p, done, parallel)
+        except lease.CloudspaceGone:
+            continue  # another teardown deleted it while this run waited: read what is left
+        except WhiteskyError as exc:
+            raise _failed(exc, done) from None
+        out = dict(out, **_sorted(done))
+        if got is not None and got.holders:
+            out.setdefault("warnings", []).append(lease.waited_message(got))
+        return out
+    raise _gone(spec)
+
+
+def run(
+    client: WhiteskyClient,
+    *,
+    spec: Mapping[str, Any] | None,
+    variables: Iterable[str] | None = None,
+    state: str = "present",
+    machine: str | None = None,
+    force: bool = False,
+    delete_cloudspace: bool = True,
+    max_hourly_cost: float | None = None,
+    parallel: int = 32,
+    plan_file: str | None = None,
+    check_mode: bool = False,
+) -> dict[str, Any]:
+    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`."""
+    if state == "present":
+        if machine is not None:
+            raise InputError("machine is for state=absent (delete one machine of the cluster)")
+        if plan_file is not None:
+            raise InputError("plan_file is for state=absent (a teardown's reclaim plan, written in check mode)")
+        return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
+    return teardown(
+        client,
+        spec,
+        check_mode,
+        machine=machine,
+        force=force,
+        delete_cloudspace=delete_cloudspace,
+        parallel=parallel,
+        variables=variables or (),
+        plan_file=plan_file,
+    )

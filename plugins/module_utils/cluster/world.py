@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, whitesky.capvco contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a cluster's plan is made from, read in two parallel rounds (the only reads of a cluster run): the
+cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles and
+prices, and, for a teardown, each cloudspace's notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspaces_named
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView, DescribedVM
+
+_K = TypeVar("_K")
+
+
+class ClusterSpace(TypedDict):
+    """One cloudspace of the cluster's name as :func:`read` gives it: its view, its VMs (described) and the
+    cluster its creator note names (read for a teardown only)."""
+
+    cloudspace: CloudspaceView
+    vms: list[DescribedVM]
+    creator: str | None
+    #: the other clusters its notes name as having machines in it (a teardown's read; empty otherwise)
+    members: list[str]
+
+
+class ClusterWorld(TypedDict):
+    """What :func:`read` reads for a plan: the same-named cloudspaces (earliest first), the location's
+    reservations, its price list and GPU profiles (as the platform gives them)."""
+
+    spaces: list[ClusterSpace]
+    inventory: Inventory
+    price: dict[str, Any]
+    profiles: list[dict[str, Any]]
+
+
+def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
+    got, failed = run_parallel(jobs, len(jobs))
+    if failed:
+        raise next(iter(failed.values()))
+    return got
+
+
+def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, parallel: int = 32) -> ClusterWorld:
+    """The world a plan needs, read in two parallel rounds (a converge reads the first same-named cloudspace only;
+    a teardown reads each one's notes: who holds it, and the other clusters noted as having machines in it)."""
+    jobs: dict[str, Callable[[], Any]] = {
+        "spaces": lambda: cloudspaces_named(client, spec.cloudspace, spec.location),
+        "inventory": lambda: Inventory(client, spec.location),
+        "price": lambda: client.prices(spec.location),
+    }
+    if not teardown and any(pool.gpu for pool in spec.pools):
+        jobs["profiles"] = lambda: client.gpu_profiles(spec.location)
+    first = _read(jobs)
+    spaces = first["spaces"] if teardown else first["spaces"][:1]
+    second: dict[tuple[str, str], Callable[[], Any]] = {}
+    for cs in spaces:
+        cs_id = cs["cloudspace_id"]
+        second[("vms", cs_id)] = partial(described, client, cs_id, spec.name, parallel)
+        if teardown:
+            second[("notes", cs_id)] = partial(client.cloudspace_notes, cs_id)
+    got = _read(second)
+    out: list[ClusterSpace] = []
+    for cs in spaces:
+        notes = got.get(("notes", cs["cloudspace_id"])) or []
+        holder = cloudspaces.holder(notes) if teardown else None
+        out.append(
+            {
+                "cloudspace": cloudspaces.view(cs),
+                "vms": got[("vms", cs["cloudspace_id"])],
+                "creator": holder,
+                "members": sorted(ownership_notes.clusters_in(notes) - {holder}) if teardown else [],
+            }
+        )
+    return {
+        "spaces": out,
+        "inventory": first["inventory"],
+        "price": first["price"],
+        "profiles": first.get("profiles", []),
+    }

@@ -1,0 +1,145 @@
+"""The cluster's planners by property, without a server: ``cluster.plan.plan`` and ``cluster.teardown.plan_teardown``
+on random worlds (the cluster's machines, strangers' machines with the same name shape, reservations in every
+state).  The plan is one object: its view (what check mode shows) is computed from the parts that the appliers are
+handed, so what the view says is what the appliers get."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import plan as cluster_plan
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH, times
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
+
+CLUSTER, LOC, CS = "c1", "loc", "cs-1"
+PROFILES = [
+    {"id": "a100-20", "vendor": "NVIDIA", "model": "A100", "available_instances": 6},
+    {"id": "a100-40", "vendor": "NVIDIA", "model": "A100", "available_instances": 3},
+]
+
+
+class _Listing:
+    """The one call ``Inventory`` makes, answered from a list (the client boundary, no server)."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def vgpus(self, location, include_deleted=False):
+        return [dict(i) for i in self.items]
+
+
+@st.composite
+def worlds(draw):
+    cp = draw(st.integers(0, 2))
+    gpu_replicas = draw(st.integers(0, 3))
+    count = draw(st.integers(1, 2))
+    spec = clusterspec.check(
+        {
+            "cluster": {"name": CLUSTER, "location": LOC, "cloudspace": CS},
+            "control_plane": {"replicas": cp, "vcpus": 1, "memory": 1024},
+            "pools": [
+                {
+                    "name": "gpu",
+                    "replicas": gpu_replicas,
+                    "vcpus": 2,
+                    "memory": 2048,
+                    "gpu": {"type": "NVIDIA A100", "count": count},
+                }
+            ],
+        }
+    )
+    candidates = ["c1-cp-%d" % i for i in range(3)] + ["c1-gpu-%d" % i for i in range(4)] + ["c1-old-0"]
+    vms, vm_id = [], 100
+    for name in draw(st.lists(st.sampled_from(candidates), unique=True, max_size=6)):
+        vm_id += 1
+        owner = CLUSTER if draw(st.integers(0, 4)) else "c2"  # now and then a stranger holds the name
+        vms.append({"vm_id": vm_id, "name": name, "owner": owner, "description": markers.machine_marker(owner)})
+    items = []
+    for i, (machine, slot, state) in enumerate(
+        draw(st.lists(st.tuples(st.sampled_from(candidates), st.integers(0, 2), st.sampled_from("adr")), max_size=8))
+    ):
+        vm = next((v for v in vms if v["name"] == machine and v["owner"] == CLUSTER), None)
+        attached = state == "a" and vm is not None
+        items.append(
+            {
+                "vgpu_id": "v%d" % i,
+                "vgpu_name": naming.encode(CLUSTER, machine, slot, created=1_800_000_000 + i),
+                "gpu_id": draw(st.sampled_from(["a100-20", "a100-40", "l4"])),
+                "status": "DELETED" if state == "d" else ("ATTACHED" if attached else "RESERVED"),
+                "virtual_machine": {"id": vm["vm_id"], "name": machine, "cloudspace_id": CS} if attached else None,
+            }
+        )
+    world = {
+        "spaces": [{"cloudspace": {"cloudspace_id": CS, "name": CS}, "vms": vms, "creator": CLUSTER, "members": []}],
+        "inventory": Inventory(_Listing(items), LOC),
+        "price": {"currency": "EUR", "resources": {"vgu": draw(st.sampled_from([730.0, 0, None, -1, "x"]))}},
+        "profiles": PROFILES,
+    }
+    return spec, world
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds())
+def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
+    spec, world = case
+    strangers = {v["name"] for v in world["spaces"][0]["vms"] if v["owner"] != CLUSTER}
+    try:
+        p = cluster_plan.plan(spec, world)
+    except InputError as exc:  # a stranger holds a name of the spec, or the location has too few vGPUs
+        assert isinstance(exc, InsufficientCapacity) or any(n in str(exc) for n in strangers & set(spec.names)), exc
+        return
+    view = p.view()
+    assert not strangers & set(spec.names)
+    # the machines: created only where no VM holds the name; deleted only the cluster's own, named in no pool
+    assert [c["name"] for c in view["create"]] == [n for _pool, n in p.machines.creates]
+    assert set(view["delete"]).isdisjoint(spec.names) and not set(view["delete"]) & strangers
+    assert set(view["user_data_bytes"]) == {c["pool"] for c in view["create"]}
+    # every reservation the view names is one the appliers are handed, and the other way round
+    handed = [i for items in p.graceful.values() for i in items]
+    handed += [i for pv in p.vgpus for mp in pv.plan.machines.values() for i in mp.releases]
+    assert view["release"] == sorted(i["vgpu_name"] for i in handed)
+    missing = [(n, s) for pv in p.vgpus for n, mp in pv.plan.machines.items() for s in mp.missing]
+    assert sorted((r["machine"], r["slot"]) for r in view["reserve"]) == sorted(missing)
+    assert all(r["profile"] == next(pv.plan.alloc[r["machine"]] for pv in p.vgpus if r["machine"] in pv.targets)
+               for r in view["reserve"])  # fmt: skip
+    # the price is the count of what the appliers reserve and release, at the location's price (or unknown)
+    price = view["price"]
+    assert price["vgpus_before"] == len(world["inventory"].owned(CLUSTER))
+    assert price["vgpus_after"] == price["vgpus_before"] + len(view["reserve"]) - len(view["release"])
+    monthly = world["price"]["resources"]["vgu"]
+    per_hour = monthly / HOURS_PER_MONTH if isinstance(monthly, float) or monthly == 0 else None
+    assert price["hourly_added"] == times(len(view["reserve"]), per_hour)
+    assert price["hourly_after"] == times(price["vgpus_after"], per_hour)
+    assert p.changed == bool(view["create"] or view["delete"] or view["reserve"] or view["release"] or view["attach"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(worlds(), st.booleans())
+def test_a_teardown_plan_deletes_only_the_clusters_machines_and_releases_what_it_owns(case, force):
+    spec, world = case
+    p = teardown.plan_teardown(spec, world, force=force)
+    view = p.view()
+    own = sorted(v["name"] for v in world["spaces"][0]["vms"] if v["owner"] == CLUSTER)
+    assert view["delete"] == own
+    assert view["release"] == sorted(i["vgpu_name"] for i in world["inventory"].owned(CLUSTER))
+    assert (not p.graceful) if force else set(p.graceful) == set(own)
+    assert view["price"]["vgpus_after"] == 0
+
+
+def test_a_teardown_of_one_machine_a_stranger_holds_is_refused():
+    spec = clusterspec.check({"cluster": {"name": CLUSTER, "location": LOC}})
+    vm = {"vm_id": 1, "name": "c1-cp-0", "owner": "c2", "description": markers.machine_marker("c2")}
+    world = {
+        "spaces": [{"cloudspace": {"cloudspace_id": CS}, "vms": [vm], "creator": "c2", "members": []}],
+        "inventory": Inventory(_Listing([]), LOC),
+        "price": {},
+        "profiles": [],
+    }
+    with pytest.raises(InputError, match="'c1-cp-0' is not owned by cluster 'c1'"):
+        teardown.plan_teardown(spec, world, machine="c1-cp-0")
