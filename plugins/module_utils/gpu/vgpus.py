@@ -1,14 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPUs by type: profile resolution, the slot planner and ``ensure`` (pure Python).
+"""A machine's vGPUs by type (plain Python, no Ansible): the slot planner (:func:`plan_machine`, :func:`plan`: pure),
+the applier (:func:`apply`) and ``ensure``, the core of ``vgpu`` (reads, plans, applies).
 
 A vGPU bills from reservation until permanent deletion, so every path here is
 built to never reserve twice and never leave one behind:
 
 - one listing of the location's reservations serves a whole pool;
 - a reservation is made with the single reserve-and-attach call, under a name
-  that encodes its owner (see ``ownership``);
+  that encodes its owner (``ownership.naming``);
 - a reserve whose answer is lost is resolved by looking its slot up by name
   before any retry;
 - releases detach and delete permanently, and treat 404 as already done.
@@ -94,14 +95,13 @@ def ensure(
     state: str = "present",
     permanently: bool = True,
     parallel: int = 32,
-    world: Mapping[str, Any] | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none).
 
-    Every machine must carry ``cluster``'s marker (checked before anything is changed).  ``world`` holds what a
-    caller read and checked already (the ``cluster`` core): ``vms``, ``inventory`` and ``profiles``.  The reads,
-    then :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out.
+    Every machine must carry ``cluster``'s marker (checked before anything is changed).  The reads, then
+    :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out (planned again from fresh
+    reads when this run had to wait for the cluster's lease).
     """
     present = state == "present"
     count = count if present else 0
@@ -113,17 +113,17 @@ def ensure(
     target = Target(location, cloudspace_id, cluster, permanently, parallel)
     wanted = gpu_type if present else None
 
-    def read_and_plan(known: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[int, str]], VgpuPlan]:
-        got = _read(client, target, dict(known), machines, present)
+    def read_and_plan() -> tuple[dict[str, Any], list[tuple[int, str]], VgpuPlan]:
+        got = _read(client, target, machines, present)
         resolved = resolve_machines(got["vms"], machines, cloudspace_id)
         return got, resolved, plan(got, resolved, cluster, count, wanted, location)
 
-    got, resolved, planned = read_and_plan(world or {})
+    got, resolved, planned = read_and_plan()
     if not check_mode and _writes(planned):
         # one run at a time per cluster; what was read before this run held the cluster may be stale
         with lease.held(client, cloudspace_id, cluster) as fresh:
             if fresh is not None:
-                got, resolved, planned = read_and_plan({})
+                got, resolved, planned = read_and_plan()
             result = _result(got, planned, cluster, permanently)
             result["reservations"] = apply(client, target, resolved, planned)
             return result
@@ -161,11 +161,9 @@ class Target:
     parallel: int = 32
 
 
-def _read(
-    client: WhiteskyClient, target: Target, world: dict[str, Any], wanted: Sequence[str | int], present: bool
-) -> dict[str, Any]:
+def _read(client: WhiteskyClient, target: Target, wanted: Sequence[str | int], present: bool) -> dict[str, Any]:
     """What a plan needs, read at once (one round trip): the VMs (with the targets' markers checked), the
-    location's reservations, and its profiles; what ``world`` already holds is not read again."""
+    location's reservations, and its profiles."""
     cs = target.cloudspace_id
 
     def owned_vms() -> list[VM]:  # the listing, then the targets' markers (beside the inventory's pages)
@@ -177,11 +175,10 @@ def _read(
     reads: dict[str, Callable[[], Any]] = {"vms": owned_vms, "inventory": lambda: Inventory(client, target.location)}
     if present:
         reads["profiles"] = lambda: client.gpu_profiles(target.location)
-    reads = {k: v for k, v in reads.items() if k not in world}
     got, failed = run_parallel(reads, len(reads))
     if failed:
         raise next(iter(failed.values()))
-    return dict(got, **world)
+    return got
 
 
 def plan(
@@ -207,11 +204,7 @@ def plan(
     alloc: dict[str, str] = {}
     if gpu_type is not None:
         needs = {n: len(pl.missing) for n, pl in plans.items()}
-        given = got.get("alloc") or {}  # a caller's allocation over more machines (the cluster's, all its pools)
-        if all(given.get(n) in type_ids for n, need in needs.items() if need):
-            alloc = {n: given[n] for n, need in needs.items() if need}
-        else:
-            alloc = allocate(profiles, needs, gpu_type)
+        alloc = allocate(profiles, needs, gpu_type)
     return VgpuPlan(machines=plans, alloc=alloc)
 
 

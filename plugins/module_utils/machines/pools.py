@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A cluster's machines, whole pools per call (pure Python): read once, planned (:func:`plan_machines`, pure), then
-created and deleted concurrently (:func:`apply_machines`); the core of ``machine_pool``."""
+"""A cluster's machines, whole pools per call (plain Python, no Ansible): planned from the cloudspace's VMs
+(:func:`plan_machines`, pure), then created and deleted concurrently (:func:`apply_machines`).  The ``cluster``
+core calls these two with what it read and planned; ``machine_pool``'s core (:func:`ensure_pool`) reads, plans and
+applies, and plans again from fresh reads when it had to wait for the cluster's lease."""
 
 from __future__ import annotations
 
@@ -216,7 +218,6 @@ def converge_machines(
     scope: Scope,
     boot: Boot | None = None,
     check_mode: bool = False,
-    world: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A cluster's machines, whole pools per call, within ``scope`` (:class:`Scope`); new ones boot with ``boot``.
 
@@ -224,18 +225,18 @@ def converge_machines(
     marker, checked for all of them before anything is changed (:func:`plan_machines`, pure).  Then the missing
     machines are created and the ones to go deleted, concurrently (:func:`apply_machines`).  With ``exclusive``, the
     cluster's machines named in no pool go too (a scale-down; with ``state=absent``, every machine the cluster
-    owns).  ``world`` holds what a caller read already: ``vms`` (described) and ``inventory``.
+    owns).
     """
     names = unique_names(pools)
     if not names and not scope.exclusive:
         return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": names_diff("machine", [], [])}
-    step = _prepare(client, pools, scope, boot or Boot(), world or {})
+    step = _prepare(client, pools, scope, boot or Boot())
     if check_mode or not step.result["changed"]:
         return step.result
     # one run at a time per cluster; what was read before this run held the cluster may be stale
     with lease.held(client, scope.cloudspace_id, scope.cluster) as fresh:
         if fresh is not None:
-            step = _prepare(client, pools, scope, boot or Boot(), {})
+            step = _prepare(client, pools, scope, boot or Boot())
         if step.result["changed"]:
             apply_machines(client, scope, pools, step.planned, step.data, step.reservations, step.result)
     return step.result
@@ -248,13 +249,11 @@ class _Step(NamedTuple):
     reservations: dict[str, list[Reservation]]
 
 
-def _prepare(
-    client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot, world: Mapping[str, Any]
-) -> _Step:
-    """Read (what ``world`` does not hold), plan, check sizes and user data: what :func:`apply_machines` needs."""
+def _prepare(client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot) -> _Step:
+    """Read, plan, check sizes and user data: what :func:`apply_machines` needs."""
     cs, cluster = scope.cloudspace_id, scope.cluster
     result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
-    listing = world["vms"] if "vms" in world else described(client, cs, cluster, scope.parallel)
+    listing = described(client, cs, cluster, scope.parallel)
     planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
     creates, deletes = planned.creates, planned.deletes
     result.update(machines=[vm_view(v) for v in planned.listed], diff=planned.diff)
@@ -271,7 +270,7 @@ def _prepare(
         need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
     reservations: dict[str, list[Reservation]] = {}
     if deletes and not scope.force:
-        inventory = world.get("inventory") or Inventory(client, known(scope.location, "location"))
+        inventory = Inventory(client, known(scope.location, "location"))
         reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
         result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
     result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
