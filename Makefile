@@ -12,7 +12,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration e2e \
+.PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration smoke e2e \
 	molecule chaos bench sanity lint consumers build clean
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
@@ -50,7 +50,7 @@ test:
 	@hack/layers.sh $(LAYERS)
 
 # The README on a new machine: a bare Debian bookworm (python3, python3-venv, make, git) in a privileged
-# container, a clone of this working tree in it, then `make demo` and `make unit integration` there, and the
+# container, a clone of this working tree in it, then `make demo` and `make unit smoke` there, and the
 # user's path of the README's "Install" (hack/user-path.sh: the built artifact installed by ansible-galaxy into a
 # venv with requirements.txt only, the emulator by a plain pip install, `ansible-playbook whitesky.capvco.site`).
 fresh: deps-containers
@@ -67,6 +67,14 @@ unit: link
 
 integration: link
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) tests/integration
+
+# What of the integration layer only a new machine can show (make fresh runs it there; `make integration` runs it all
+# here): the emulator installed and served over real HTTP, a cluster converged and torn down through the playbooks
+# of the linked collection, the node agent in network namespaces, the artifacts built and installed.
+SMOKE ?= tests/integration/test_packaging.py tests/integration/test_client_emulator.py \
+	tests/integration/test_sriov_agent.py tests/integration/test_cluster_spec.py
+smoke: link
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(SMOKE)
 
 # System packages, by the targets that need them (each installs only when something is missing).
 deps: deps-demo deps-e2e deps-containers image

@@ -17,7 +17,6 @@ import os
 from starlette.responses import JSONResponse
 
 from .params import Invalid, validate
-from .ratelimit import class_of
 
 #: This checkout's root (the emulator is a development package of the repository, installed editable).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 API_FILE = os.path.join(ROOT, "plugins", "module_utils", "platform", "api.py")
 
 
-def load_operations():
+def load_api():
     """The project's one table of operations (``module_utils/platform/api.py``: operationId -> method, path, ...).
 
     Imported from the collection when it is on the path (``make link``); else the copy a built emulator carries
@@ -35,13 +34,13 @@ def load_operations():
     try:
         from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
 
-        return api.OPERATIONS
+        return api
     except ImportError:
         pass
     try:
         from . import _api  # only in a built emulator
 
-        return _api.OPERATIONS
+        return _api
     except ImportError:
         pass
     spec = importlib.util.spec_from_file_location("whitesky_emulator._capvco_api", API_FILE)
@@ -49,11 +48,14 @@ def load_operations():
         raise ImportError("the table of the API's operations is missing: %s" % API_FILE)
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
-    return table.OPERATIONS
+    return table
 
 
+API = load_api()
 #: operationId -> (method, path template, query names, body names) of every operation the project knows
-OPERATIONS = load_operations()
+OPERATIONS = API.OPERATIONS
+#: a request's rate-limit class (read or mutating), by the collection's one rule
+request_class = API.request_class
 
 
 class HTTPError(Exception):
@@ -134,7 +136,7 @@ def rate_limit(emu, request, cls):
 
 
 def make_endpoint(emu, operation_id, mutating, func):
-    cls = class_of(OPERATIONS[operation_id][0])
+    cls = request_class(OPERATIONS[operation_id][0])
 
     async def endpoint(request):
         emu.stats.requests += 1

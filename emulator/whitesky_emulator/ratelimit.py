@@ -32,11 +32,6 @@ VALID = (
 )
 
 
-def class_of(method):
-    """The bucket a request of this HTTP method takes its token from."""
-    return "read" if method.upper() == "GET" else "mutating"
-
-
 def credential_key(token):
     """The key of a credential's buckets: a hash of the bearer token (the token itself is never kept)."""
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:16]

@@ -75,3 +75,14 @@ OPERATIONS: dict[str, Operation] = {
         "DELETE", VM + "/external-nics/{external_ip_address}", ("external_network_id", "external_network_type")
     ),
 }
+
+
+#: The two classes of request that the platform's rate limit counts apart (one token bucket each, per credential):
+#: reads (GET) and mutating calls (every other method).  The client's governor and the emulator both ask here.
+READ = "read"
+MUTATING = "mutating"
+
+
+def request_class(method: str) -> str:
+    """The class of a request of this HTTP method: :data:`READ` or :data:`MUTATING`."""
+    return READ if method.upper() == "GET" else MUTATING

@@ -50,9 +50,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-#: The classes of request: every method but GET is ``mutating``; GET is ``read``.
-MUTATING = "mutating"
-READ = "read"
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING, READ, request_class
+
+#: The classes of request (``api.request_class``: every method but GET is ``mutating``; GET is ``read``).
 CLASSES = (MUTATING, READ)
 
 #: What became of a request, for :meth:`Governor.release`: it passed the limit (any answer but 429 and 5xx),
@@ -114,11 +114,6 @@ DEFAULT_RETRY_AFTER = 1.0
 GO = "go"
 SLEEP = "sleep"
 WAIT = "wait"
-
-
-def class_of(method: str) -> str:
-    """The class a request of this HTTP method belongs to."""
-    return READ if method.upper() == "GET" else MUTATING
 
 
 class Lane:
@@ -324,7 +319,7 @@ class Governor:
     def acquire(self, method: str, deadline: float | None = None) -> Permit:
         """Wait for this request's turn (FIFO per class), its window and its paced start; raise :class:`Overdue`
         instead when it would start after ``deadline`` (on the clock)."""
-        kind = class_of(method)
+        kind = request_class(method)
         lane = self.lanes[kind]
         began = self._clock()
         with self._cond:
