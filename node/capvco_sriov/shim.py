@@ -94,9 +94,8 @@ TIMEOUT = 60
 PROBE = b'{"probe": true}\n'
 PROBE_TIMEOUT = 5
 
-# CNI spec error codes
+# CNI spec error codes (those the plugin answers with)
 INCOMPATIBLE_VERSION = 1
-UNSUPPORTED_FIELD = 2
 UNKNOWN_CONTAINER = 3
 INVALID_ENV = 4
 IO_FAILURE = 5

@@ -2,11 +2,12 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``first_boot_status`` filter: a status file's text, read from the machine, parsed as hostile (a thin face
-of ``firstboot_status.parse``)."""
+of the core's ``firstboot.status.parse``)."""
 
 from __future__ import annotations
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import InvalidStatus, parse
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import parse
 
 
 def first_boot_status(text: object) -> dict[str, object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.errors import AddressTaken
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from test_gpu import three_ways, vms
@@ -73,7 +74,7 @@ def test_a_chosen_address_is_the_nics_identity_and_a_taken_one_is_refused_by_nam
         assert result["changed"] and result["nic"]["ip_address"] == "198.51.100.77"
         assert emulator.op_count("listExternalNetworksVirtualMachine") == 1, "one read before; none to diff after"
         for ip in ("198.51.100.77", "198.51.100.255"):
-            with pytest.raises(nics.AddressTaken) as err:
+            with pytest.raises(AddressTaken) as err:
                 nics.ensure(client, **dict(params, machine="n1", ip_address=ip))
             assert ip in str(err.value) and "not available on external network 101" in str(err.value)
         assert client.nics(CS, vm_b) == []

@@ -33,7 +33,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import headers
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
@@ -215,13 +215,13 @@ DATES = st.datetimes(
 
 
 def bounded(value):
-    return value is None or (isinstance(value, float) and 0.0 <= value <= transport.RETRY_AFTER_MAX)
+    return value is None or (isinstance(value, float) and 0.0 <= value <= headers.RETRY_AFTER_MAX)
 
 
 @FUZZ
 @given(st.text() | st.from_regex(r"\A-?[0-9. eE+-]{1,20}\Z") | st.sampled_from(["nan", "inf", "-inf", "soon", "1e9"]))
 def test_fuzz_retry_after_with_any_text(value):
-    got = transport.retry_after(value)
+    got = headers.retry_after(value)
     COUNTS["Retry-After, text"]["number" if got is not None else "none"] += 1
     assert bounded(got)
 
@@ -237,11 +237,11 @@ def test_fuzz_retry_after_with_http_dates(when, form):
         "asctime": utc.strftime("%a %b ") + "%2d" % utc.day + utc.strftime(" %H:%M:%S %Y"),
     }[form]
     now = datetime.datetime(2026, 6, 1, tzinfo=UTC).timestamp()
-    got = transport.retry_after(text, now=lambda: now)
+    got = headers.retry_after(text, now=lambda: now)
     COUNTS["Retry-After, HTTP-date"]["%s %s" % (form, "number" if got is not None else "none")] += 1
     assert bounded(got)
     if form in ("imf", "offset"):
-        expected = min(max(0.0, when.timestamp() - now), transport.RETRY_AFTER_MAX)
+        expected = min(max(0.0, when.timestamp() - now), headers.RETRY_AFTER_MAX)
         assert got == pytest.approx(expected, abs=1.0), text
 
 
@@ -374,8 +374,8 @@ def fake_platform(world):
 
     clock = Clock()
     c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock)
-    c._http.close()
-    c._http = httpx.Client(transport=httpx.MockTransport(handler))
+    c.transport._http.close()
+    c.transport._http = httpx.Client(transport=httpx.MockTransport(handler))
     return c
 
 

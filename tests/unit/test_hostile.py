@@ -20,14 +20,11 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
-from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import (
-    FirstBootStatus,
-    InvalidStatus,
-    MachineNotFound,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus, MachineNotFound
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, headers
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
@@ -327,8 +324,8 @@ def mock_client(handler, token="t", **kw):
     clock = FakeClock()
     kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 0.1, "max_backoff": 0.1}, **kw)
     c = core.WhiteskyClient("http://127.0.0.1:9", token, "cust", sleep=clock.sleep, clock=clock, **kw)
-    c._http.close()
-    c._http = httpx.Client(transport=httpx.MockTransport(handler))
+    c.transport._http.close()
+    c.transport._http = httpx.Client(transport=httpx.MockTransport(handler))
     return c, clock
 
 
@@ -479,7 +476,7 @@ def http_date(offset):
         ("3", 3.0),
         (" 2.5 ", 2.5),
         ("0", 0.0),
-        ("99999999999", transport.RETRY_AFTER_MAX),
+        ("99999999999", headers.RETRY_AFTER_MAX),
         ("soon", None),
         ("-1", None),
         ("nan", None),
@@ -489,17 +486,17 @@ def http_date(offset):
         (None, None),
         ("\x00\xff", None),
         ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
-        ("Fri, 31 Dec 9999 23:59:59 GMT", transport.RETRY_AFTER_MAX),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", headers.RETRY_AFTER_MAX),
         ("Mon, 32 Foo 2015 99:99:99 GMT", None),
     ],
 )
 def test_retry_after_is_a_bounded_number_or_none(value, expected):
-    assert transport.retry_after(value) == expected
+    assert headers.retry_after(value) == expected
 
 
 def test_retry_after_as_an_http_date_in_the_future():
-    assert 50 <= transport.retry_after(http_date(60)) <= 60
-    assert transport.retry_after(http_date(-60)) == 0.0
+    assert 50 <= headers.retry_after(http_date(60)) <= 60
+    assert headers.retry_after(http_date(-60)) == 0.0
 
 
 # -- mutants: each test fails on the one-character change its docstring names -----------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, InputError
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the emulator's (assumed) rule
 
@@ -239,3 +239,37 @@ def test_a_holder_on_a_slow_platform_keeps_its_proof_fresh():
     finally:
         held.release()
     assert client.updates >= 4
+
+
+class _TakenNotes(_SlowNotes):
+    """A cloudspace's notes whose update of a note that is gone is a 404, as the platform answers it."""
+
+    def update_cloudspace_note(self, cs, note_id, title, content):
+        if not any(n["id"] == note_id for n in self.notes):
+            raise ApiError("PUT", "/notes/%s" % note_id, 404, "no such note")
+        super().update_cloudspace_note(cs, note_id, title, content)
+
+
+def test_a_holder_whose_renewal_found_its_note_gone_is_told_another_run_took_the_cluster_over():
+    """``Lease.lost`` is read: a renewal that finds the note gone sets it and renews nothing more; once the fence
+    refuses, its message says that the note is gone (without ``lost``, it does not)."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import LeaseLost
+
+    now = [0.0]
+    client = _TakenNotes(latency=0.0)
+    client.create_cloudspace_note("cs", *ownership_notes.creator_note("taken"))
+    held = lease.Lease(client, "cs", "taken", clock=lambda: now[0]).acquire()
+    try:
+        now[0] = lease.TTL * lease.FENCE
+        with pytest.raises(LeaseLost) as stalled:
+            held.fence("create_vm")
+        assert "took the cluster over" not in str(stalled.value)
+        assert held._renew_once() and not held.lost, "its note is there: renewed"
+        client.notes = [n for n in client.notes if n["id"] != held.note_id]  # another run took it over
+        assert not held._renew_once() and held.lost
+        now[0] += lease.TTL * lease.FENCE
+        with pytest.raises(LeaseLost, match="its note is gone: another run took the cluster over"):
+            held.fence("create_vm")
+    finally:
+        held.release()

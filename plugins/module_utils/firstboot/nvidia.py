@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA driver on a node: run the driver fragment the first boot embeds, and report it (pure Python).
+"""The NVIDIA driver on a node: run the driver fragment the first boot embeds, and report it (plain Python, no
+Ansible).
 
-The install and the verification are shell, in ``firstboot_sh.GPU_DRIVER``: one implementation, which the first
-boot of a new machine embeds and the ``gpu_driver`` and ``gpu_driver_verify`` modules run here, as a script of
-its own with the same status file (``gpu-driver.status``).  This module only runs it and reads what it says.
+The install and the verification are shell, in ``script.GPU_DRIVER``: one implementation, which the first boot of a
+new machine embeds and the ``gpu_driver`` role's modules (``gpu_driver_install``, ``gpu_driver_verify``) run here,
+as a script of its own with the same status file (``gpu-driver.status``).  This module only runs it and reads
+what it says.
 """
 
 from __future__ import annotations
@@ -17,13 +19,9 @@ from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import DriverError, InvalidStatus
 
 _LINE = re.compile(r"^(\d+(?:\.\d+)*), (.+)$")
-
-
-class DriverError(WhiteskyError):
-    """The driver script failed; ``details`` carries its step, reason and the tail of its log."""
 
 
 def parse_query(text: str | None) -> list[dict[str, str]]:
@@ -76,7 +74,7 @@ def run(
     try:
         with open(status_file, encoding="utf-8", errors="replace") as fh:
             status = firstboot_status.parse(fh.read(firstboot_status.STATUS_LIMIT + 1))
-    except (OSError, firstboot_status.InvalidStatus) as exc:
+    except (OSError, InvalidStatus) as exc:
         raise DriverError(
             "the GPU driver script left no status in %s (exit %d): %s %s"
             % (status_file, proc.returncode, exc, (proc.stdout + proc.stderr).strip()[-800:]),

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The first-boot user data of a machine: retried package installs that fail loudly (pure Python).
 
-This module puts the scripts together and checks what goes in (``firstboot_sh`` holds their shell,
-``firstboot_status`` reads what they report).
+This module puts the scripts together and checks what goes in (``script`` holds their shell,
+``status`` reads what they report).
 
 The script waits for the apt/dpkg lock, retries transient failures with
 exponential backoff, then runs the wrapped bootstrap data (for example a

@@ -2,11 +2,11 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a machine's first boot reports: its status file read through the platform's guest agent, and a GPU
-machine's ``GPUDriverReady`` condition (pure Python).
+machine's ``GPUDriverReady`` condition (plain Python, no Ansible).
 
 The file comes from the machine, so it is parsed as hostile: at most :data:`STATUS_LIMIT` bytes and
 :data:`DEPTH_LIMIT` levels of nesting, both checked before it is parsed as JSON; then read into a
-:class:`FirstBootStatus`, whose fields are exactly what ``firstboot_sh.PRELUDE``'s ``status`` writes, each of its
+:class:`FirstBootStatus`, whose fields are exactly what ``script.PRELUDE``'s ``status`` writes, each of its
 type.  Anything else (an unknown field, a field of another type, a state that is none of the three) is an
 :class:`InvalidStatus` whose message is bounded and scrubbed; what the record carries is scrubbed too.
 """
@@ -18,12 +18,9 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus, MachineNotFound
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.script import STATUS_FILE
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
-    ApiError,
-    WhiteskyError,
-    missing_is_none,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 if TYPE_CHECKING:
@@ -47,7 +44,8 @@ _VERSION = re.compile(r"(?:[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})?")
 @dataclass(frozen=True)
 class FirstBootStatus:
     """A first boot's report (``first-boot.status``, or ``gpu-driver.status`` of the driver's own script), its
-    texts scrubbed.  A report from a script older than a field has that field's default."""
+    texts scrubbed.  The script writes every field; a document needs only ``state``, and a field it leaves out
+    reads as empty (``""``, ``False``)."""
 
     state: str
     step: str = ""
@@ -72,15 +70,6 @@ _FIELDS: dict[str, type] = {
     "changed": bool,
     "log_tail": str,
 }
-
-
-class InvalidStatus(WhiteskyError):
-    """A status document that is not one (too large, too deep, not JSON, a field unknown or of another type)."""
-
-
-class MachineNotFound(WhiteskyError):
-    """The VM, or its cloudspace, does not exist: no first boot will ever report (``details``:
-    ``machine_not_found``, ``cloudspace_id``, ``vm_id``)."""
 
 
 def _depth(text: str) -> int:

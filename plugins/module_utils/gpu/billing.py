@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vGPU billing: the platform's consumption report and prices, turned into seconds and cost (pure Python).
+"""vGPU billing: the platform's consumption report and prices, turned into seconds and cost (plain Python, no
+Ansible).
 
 A vGPU bills from reservation until permanent deletion.  The consumption
 report gives ``vgu`` in unit-hours; the price list gives ``vgu`` per month,
@@ -14,12 +15,14 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 
 #: ``{vgpu_id: (vgpu_seconds, cost)}``; the cost is None when the location's price is not known
@@ -145,8 +148,8 @@ def figures(report: dict[str, Any] | None, price: dict[str, Any] | None) -> Figu
 def fetch(client: WhiteskyClient, location: str, start: float, now: float) -> Figures:
     """The consumption report from ``start`` and the price list, read at once, as :class:`Figures` (the report
     itself is let go as soon as it is read)."""
-    with ThreadPoolExecutor(max_workers=2) as pool:  # independent reads: one round trip
-        price_f = pool.submit(client.prices, location)
+    with Beside(1) as beside:  # independent reads: one round trip
+        price_f = beside.start(client.prices, location)
         report = client.consumption(location, int(start) - 1, int(now) + 1, object_hook=compact)
         return figures(report, price_f.result())
 

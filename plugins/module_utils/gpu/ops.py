@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The platform operations on one vGPU reservation: release, restore, attach, reserve (pure Python).
+"""The platform operations on one vGPU reservation: release, restore, attach, reserve (plain Python, no Ansible).
 
 The client retries (``client.request``: one layer, with a deadline); what
 these add is theirs: a VM that is ``locked`` by another operation is waited

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cloudspaces by name, and who created them (pure Python).
+"""Cloudspaces by name, and who created them (plain Python, no Ansible).
 
 The platform keeps no owner for a cloudspace, but it keeps notes on it.  A cloudspace a cluster creates gets a
 note at once (``ownership_notes.creator_note``): the only proof a teardown accepts.  A cluster's teardown deletes a

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""External NICs: find the network, attach, detach (pure Python).
+"""External NICs: find the network, attach, detach (plain Python, no Ansible).
 
 ``POST .../external-nics`` answers only ``{success}``.  Two ways to know the
 new NIC:
@@ -22,12 +22,12 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.errors import AddressTaken
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
     InputError,
     LogicError,
     Resolved,
-    WhiteskyError,
     gone_is_done,
     missing_is_none,
 )
@@ -64,10 +64,6 @@ def nic_view(nic: Nic) -> dict[str, Any]:
 
 def on_network(nics: Iterable[Nic], net_id: object) -> list[Nic]:
     return [n for n in nics if str(n.get("network_id")) == str(net_id)]
-
-
-class AddressTaken(WhiteskyError):
-    """The platform refused the chosen address (a 409 that is not a VM lock): another NIC holds it."""
 
 
 def nic_at(

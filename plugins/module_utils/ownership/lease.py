@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One run at a time per cluster: a lease held in a note on the cluster's cloudspace (pure Python).
+"""One run at a time per cluster: a lease held in a note on the cluster's cloudspace (plain Python, no Ansible).
 
 The platform has no lock, but it keeps notes on a cloudspace, each with the platform's own creation time and id.
-A run that is about to change a cluster writes a lease note (``ownership.lease_note``: the cluster, a random run
+A run that is about to change a cluster writes a lease note (:func:`lease_note`: the cluster, a random run
 id, the lease's time to live), lists the notes, and goes on only while its note is the earliest live lease note of
 the cluster (creation time, then id: every run sees the same order).  Until then it waits, polling, for at most
 ``wait`` seconds; then it takes its note back and fails, naming the run that holds the cluster.
@@ -44,6 +44,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import (
+    CloudspaceGone,
+    ClusterBusy,
+    LeaseLost,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
     Resolved,
@@ -68,23 +73,10 @@ WAIT = 900.0
 POLL = 0.5
 
 
-class ClusterBusy(WhiteskyError):
-    """Another run holds the cluster's lease and did not let go within the wait."""
-
-
-class LeaseLost(WhiteskyError):
-    """This run can no longer prove that it holds the cluster's lease (it was stopped past its time to live, or its
-    note was taken over): it writes nothing more."""
-
-
 def _clock() -> float:
     """Seconds on a clock that counts a suspend (``CLOCK_BOOTTIME``), else the monotonic clock."""
     boottime = getattr(time, "CLOCK_BOOTTIME", None)
     return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
-
-
-class CloudspaceGone(WhiteskyError):
-    """The cloudspace that carried the lease was deleted (a teardown ran): start again from the reads."""
 
 
 class Lease:
@@ -112,7 +104,9 @@ class Lease:
         self.note_id: str | None = None
         self.waited = 0.0
         self.holders: list[str] = []
-        self.lost = False  # a renewal found the note gone (taken over, or the cloudspace went): no more renewals
+        # a renewal found the note gone (taken over, or the cloudspace went): no more renewals.  Read by fence(),
+        # whose refusal then says that another run took the cluster over
+        self.lost = False
         self.proven: float | None = None  # when the last write of the note that succeeded was sent (this clock)
         self.fenced = False  # fence() refused a write of this run
         self.silent: dict[str, float] = {}  # run -> seconds its note has been seen unchanged (while waiting)

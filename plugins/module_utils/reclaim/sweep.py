@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a location's reservations say: the report of ``vgpu_info``, and the sweeps of ``vgpu_reclaim`` (pure Python).
+"""What a location's reservations say: the report of ``vgpu_info``, and the sweeps of ``vgpu_reclaim`` (plain Python,
+no Ansible).
 
 A sweep releases only what decodes as this cluster's (``scope=cluster``), or
 what is owned but whose machine no longer exists, after a grace period
@@ -17,7 +18,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -38,19 +38,22 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside, run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import (
     Inventory,
     attached_to,
     deleted,
+    listing,
     owner_of,
     view,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import check_owned
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.naming import Owner
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, Reservation
@@ -107,20 +110,20 @@ def info(
     if max_rows is not None and max_rows < 0:
         raise InputError("max_rows must be 0 or more, got %r" % max_rows)
     now = time.time()
-    with ThreadPoolExecutor(max_workers=2) as pool:  # what does not depend on the listing is read while it streams
-        vms = pool.submit(machines_in_location, client, location) if (orphans_only or cluster) else None
-        listing: Iterator[Reservation] = iter(client.vgpus(location, include_deleted=True))
-        first = next(listing, None)
+    with Beside(2) as beside:  # what does not depend on the listing is read while it streams
+        vms = beside.start(machines_in_location, client, location) if (orphans_only or cluster) else None
+        stream: Iterator[Reservation] = listing(client, location)
+        first = next(stream, None)
         early: tuple[float, Future[Figures]] | None = None
         streamed: Streamed | None = None
         if with_cost and first is not None:  # the listing is oldest first: the report can start there
-            owner = naming.decode(first.get("vgpu_name"))
+            owner = first["owner"]
             start = oldest([Billed(first["vgpu_id"], None, None, owner.created if owner else None)], now)
-            early = (start, pool.submit(fetch, client, location, start, now))
+            early = (start, beside.start(fetch, client, location, start, now))
             streamed = Streamed(*early)
         head = [first] if first is not None else []
         summary, rows, billed = scan(
-            itertools.chain(head, listing),
+            itertools.chain(head, stream),
             vms,
             cluster=cluster,
             machine=machine,
@@ -164,7 +167,8 @@ def scan(
     orphans_only: bool = False,
     keep: Callable[[Billed], bool] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[Billed]]:
-    """Stream the listing into ``(summary, rows, billed)``; ``vms`` is the future of the location's VM names."""
+    """Stream the listing (decoded: :func:`~world.reservations.listing`) into ``(summary, rows, billed)``; ``vms`` is
+    the future of the location's VM names."""
     orphan = OrphanCheck(vms.result()) if vms is not None else None
     now = time.time()
     summary: dict[str, Any] = {
@@ -179,13 +183,12 @@ def scan(
     billed: list[Billed] = []
     clusters: dict[str, str] = {}  # one string per cluster, however many reservations name it
     for item in listing:
-        owner = naming.decode(item.get("vgpu_name"))
+        owner = item["owner"]
         if cluster and (owner is None or not naming.owned_by(owner, cluster, machine)):
             continue
         is_orphan_now = bool(owner is not None and orphan is not None and orphan(owner))
         if orphans_only and not is_orphan_now:
             continue
-        item["owner"] = owner
         summary["count"] += 1
         summary["attached"] += attached_to(item) is not None
         summary["in_recycle_bin"] += deleted(item)

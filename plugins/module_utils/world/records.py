@@ -40,7 +40,7 @@ class BilledVgpu(TypedDict):
 
     vgpu_id: str
     virtual_machine: VmRef | None
-    #: decoded from ``vgpu_name`` (``ownership.decode``): None for a name that is not ours
+    #: decoded from ``vgpu_name`` (``naming.decode``): None for a name that is not ours
     owner: Owner | None
 
 
@@ -52,7 +52,7 @@ class _Reservation(BilledVgpu):
 
 
 class Reservation(_Reservation, total=False):
-    """A vGPU reservation as ``inventory.Inventory`` holds it: the platform's dict with its ``owner`` decoded.
+    """A vGPU reservation as ``reservations.Inventory`` holds it: the platform's dict with its ``owner`` decoded.
     The core updates ``status`` and ``virtual_machine`` in place when it attaches one."""
 
     account_id: int

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A location's vGPU reservations: one paginated listing, each name decoded into its owner (pure Python)."""
+"""A location's vGPU reservations: one paginated listing, each name decoded into its owner (plain Python, no
+Ansible)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import n
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import known
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.naming import Owner
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import BilledVgpu, Reservation
@@ -34,13 +37,19 @@ def view(item: Reservation) -> dict[str, Any]:
     return out
 
 
+def listing(client: WhiteskyClient, location: str) -> Iterator[Reservation]:
+    """The location's reservations (soft-deleted included), each with its ``owner`` decoded from its name (None for a
+    name that is not ours), as the pages come: a scan that keeps none of them holds one page at a time."""
+    for item in client.vgpus(location, include_deleted=True):
+        item["owner"] = naming.decode(item.get("vgpu_name"))
+        yield item
+
+
 class Inventory:
-    """One paginated listing of a location's reservations (soft-deleted included), decoded."""
+    """One paginated listing of a location's reservations (soft-deleted included), decoded (:func:`listing`)."""
 
     def __init__(self, client: WhiteskyClient, location: str) -> None:
-        self.items: list[Reservation] = list(client.vgpus(location, include_deleted=True))
-        for item in self.items:
-            item["owner"] = naming.decode(item.get("vgpu_name"))
+        self.items: list[Reservation] = list(listing(client, location))
 
     def owned(self, cluster: str | None = None, machine: str | None = None) -> list[Reservation]:
         """The reservations whose names decode: all of them, or ``cluster``'s (and ``machine``'s, when given)."""

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The VMs of a cloudspace: by name or id, and with their owners read from their markers (pure Python)."""
+"""The VMs of a cloudspace: by name or id, and with their owners read from their markers (plain Python, no
+Ansible)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def described(client: WhiteskyClient, cloudspace_id: str, cluster: str, parallel
 
 
 def not_owned(name: str, cluster: str, description: str | None) -> InputError:
-    """The refusal of a VM that ``cluster`` does not own (the same words from every module)."""
+    """The refusal of a VM that ``cluster`` does not own (the same words from every module; several such VMs are
+    refused together by :func:`refuse_foreign`)."""
     return InputError(
         "machine %r is not owned by cluster %r: its description (%r) carries no marker of that cluster, so it is left "
         "as it is; give the machine another name, or remove it by hand" % (name, cluster, description or "")
@@ -77,7 +79,13 @@ def check_owned(
     results, errors = run_parallel({vm["vm_id"]: partial(describe, client, cloudspace_id, vm) for vm in vms}, parallel)
     if errors:
         raise next(iter(errors.values()))
-    foreign = [v for v in results.values() if v is not None and v["owner"] != cluster]
+    refuse_foreign([v for v in results.values() if v is not None], cluster)
+
+
+def refuse_foreign(vms: Iterable[DescribedVM], cluster: str) -> None:
+    """Refuse, before anything is changed, when a VM of ``vms`` (each with the owner its marker names) is not
+    ``cluster``'s: one error, naming each such VM in :func:`not_owned`'s words."""
+    foreign = [v for v in vms if v["owner"] != cluster]
     if foreign:
         raise InputError(
             "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
