@@ -6,7 +6,7 @@ parameters (``self`` or ``cls`` of a method aside) has an annotation and it has 
 nested in a function are its own business and are not looked at.  Prints each offender as ``path:line: name`` and
 exits 1 when there is one.
 
-    hack/typed_public.py [FILE ...]    (default: plugins/module_utils/*.py and node/capvco_sriov/*.py)
+    hack/typed_public.py [FILE ...]    (default: plugins/module_utils/*/*.py and node/capvco_sriov/*.py)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT = ("plugins/module_utils/*.py", "node/capvco_sriov/*.py")
+DEFAULT = ("plugins/module_utils/*/*.py", "node/capvco_sriov/*.py")
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -64,6 +64,9 @@ def offenders(path: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     files = [Path(a).resolve() for a in argv] or sorted(p for pattern in DEFAULT for p in ROOT.glob(pattern))
+    if not files:
+        print("typed_public: no file matches %s: the tree moved, and this check would pass on nothing" % (DEFAULT,))
+        return 2
     found = [line for path in files for line in offenders(path)]
     for line in found:
         print(line)

@@ -12,13 +12,10 @@ import threading
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
-    InputError,
-    InsufficientCapacity,
-    PartialFailure,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import live

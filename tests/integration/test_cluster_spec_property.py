@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from helpers import Emulator, save_figures
 from test_gpu import live

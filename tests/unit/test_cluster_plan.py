@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import plan as cluster_plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH, times
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 

@@ -6,8 +6,9 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 PROFILES = [
     {"id": "a100-40", "vendor": "NVIDIA", "model": "A100", "available_instances": 2, "description": ""},

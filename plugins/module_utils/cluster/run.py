@@ -28,6 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown i
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
     PartialFailure,
@@ -133,7 +134,7 @@ def converge(
         }
         try:
             return _converge_held(client, p, done, parallel, max_hourly_cost)
-        except lease.CloudspaceGone:
+        except CloudspaceGone:
             continue  # a teardown deleted the cloudspace while this run waited for it: start again from the reads
         except WhiteskyError as exc:
             raise _failed(exc, done) from None
@@ -151,7 +152,7 @@ def _converge_held(
         if fresh is not None:
             w = cluster_world.read(client, spec, parallel=parallel)
             if not w["spaces"] or w["spaces"][0]["cloudspace"]["cloudspace_id"] != cs:
-                raise lease.CloudspaceGone("cloudspace %s is no longer the cluster's" % cs, {})
+                raise CloudspaceGone("cloudspace %s is no longer the cluster's" % cs, {})
             p = plan(spec, w, max_hourly_cost)
         apply(client, p, cs, done, parallel)
     out = dict(_result(p, _sorted(done)), cloudspace_id=cs)
@@ -235,7 +236,7 @@ def teardown(
                     w, p = make()
                     out = _teardown_result(p, machine)
                 apply_teardown(client, p, done, parallel)
-        except lease.CloudspaceGone:
+        except CloudspaceGone:
             continue  # another teardown deleted it while this run waited: read what is left
         except WhiteskyError as exc:
             raise _failed(exc, done) from None

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The controller's one write seam to Kubernetes: status, providerID and Events of the CAPVCO kinds (pure Python).
+"""The controller's one write seam to Kubernetes: status, providerID and Events of the CAPVCO kinds (plain Python,
+no Ansible; it writes through the Kubernetes API).
 
 The reconcile playbooks read with kubernetes.core; every write of the
 controller's own results goes through ``write_status`` here, with the
@@ -24,6 +25,7 @@ import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.errors import KubeError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
@@ -44,17 +46,6 @@ COMPONENT = "capvco-controller"
 #: The longest message of a condition or a status field (``failureMessage``), and of an Event (the API's limit).
 MESSAGE_LIMIT = 4096
 EVENT_MESSAGE_LIMIT = 1024
-
-
-class KubeError(WhiteskyError):
-    """A Kubernetes API call failed."""
-
-    def __init__(self, action: str, exc: BaseException) -> None:
-        self.status: int | None = getattr(exc, "status", None)
-        reason = getattr(exc, "reason", None) or str(exc)
-        super().__init__(
-            "%s failed: %s%s" % (action, "%s " % self.status if self.status else "", reason), {"status": self.status}
-        )
 
 
 def now_iso(now: datetime.datetime | None = None) -> str:

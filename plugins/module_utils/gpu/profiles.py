@@ -10,7 +10,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient

@@ -33,7 +33,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel 
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import release_cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described, not_owned
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described, refuse_foreign
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import Pool
@@ -286,12 +286,7 @@ def plan_machines(
     refused."""
     names = [n for pool in pools for n in pool["names"]]
     by_name = {v["name"]: v for v in listing}
-    foreign = [by_name[n] for n in names if n in by_name and by_name[n]["owner"] != cluster]
-    if foreign:
-        raise InputError(
-            "; ".join(str(not_owned(v["name"], cluster, v.get("description"))) for v in foreign)
-            + "; nothing was changed"
-        )
+    refuse_foreign([by_name[n] for n in names if n in by_name], cluster)
     owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
     creates: list[tuple[Pool, str]] = []
     listed = [by_name[n] for n in names if n in by_name]

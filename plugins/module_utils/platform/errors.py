@@ -1,11 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The errors the core raises (pure Python, no imports of the collection).
+"""The base classes of the core's errors, and the platform's own (pure Python, no imports of the collection).
 
-Every module of the core raises these and nothing else, so that a module
-that only validates input or parses output need not import the HTTP client.
-``module.py`` turns them into ``fail_json``: the message, plus ``details``.
+Every error the core raises is a :class:`WhiteskyError`, which ``faces/module.py`` turns into ``fail_json``: the
+message, plus ``details``.  Here are the base and the kinds every package raises (:class:`InputError`,
+:class:`PartialFailure`) and the platform's (:class:`ApiError`, :class:`BadAnswer`, :class:`LogicError`).  A
+package that has errors of its own keeps them in its ``errors.py``: ``ownership.errors`` (the lease's),
+``firstboot.errors`` (a first boot's report, the NVIDIA driver), ``gpu.errors`` (capacity), ``machines.errors`` (a
+NIC's address), ``faces.errors`` (Kubernetes).
+A module that only validates input or parses output imports these, never the HTTP client.  (The governor's
+``Overdue`` is no error of the core: the transport turns it into an :class:`ApiError`, and it never leaves the
+platform.)
 """
 
 from __future__ import annotations
@@ -26,10 +32,6 @@ class WhiteskyError(Exception):
 
 class InputError(WhiteskyError, ValueError):
     """Bad input from the user: the message names the value and what is valid."""
-
-
-class InsufficientCapacity(WhiteskyError):
-    """The location has too few instances of a GPU type now; capacity may free up, so a retry can help."""
 
 
 class PartialFailure(WhiteskyError):
