@@ -38,7 +38,7 @@ from goals import report  # beside this file: a script's own folder is on its pa
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.paging import PAGE_LIMIT
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 

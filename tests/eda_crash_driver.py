@@ -19,9 +19,12 @@ import runpy
 import sys
 import time
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import cursor as cursors
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans
 
-SOURCE = os.path.join(os.path.dirname(events.__file__), "..", "..", "extensions", "eda", "plugins", "event_source")
+SOURCE = os.path.join(
+    os.path.dirname(cursors.__file__), "..", "..", "..", "extensions", "eda", "plugins", "event_source"
+)
 
 
 class Queue(asyncio.Queue):
@@ -68,8 +71,8 @@ def main() -> int:
             sys.stdout.flush()
             os._exit(137)
 
-    real_plan, real_save = events.plan, events.Cursor.save
-    real_prepare = getattr(events.Cursor, "prepare", None)
+    real_plan, real_save = orphans.plan, cursors.Cursor.save
+    real_prepare = getattr(cursors.Cursor, "prepare", None)
 
     def plan(*a, **kw):
         at("read")
@@ -85,9 +88,9 @@ def main() -> int:
         if getattr(self, "pending", None) is None:
             at("settled")
 
-    events.plan, events.Cursor.save = plan, save
+    orphans.plan, cursors.Cursor.save = plan, save
     if real_prepare is not None:
-        events.Cursor.prepare = prepare
+        cursors.Cursor.prepare = prepare
     source = runpy.run_path(os.path.join(SOURCE, "vgpu_events.py"))["main"]
 
     asyncio.run(consume(source, args, quiet, at, lambda: reached["read"]))

@@ -1,7 +1,8 @@
 """``capvco-sriov-agent``: the node agent daemon.
 
 It holds the platform credential (read from a file that a Secret mounts; it
-refuses to start without one and never falls back to any other credential),
+refuses to start without one and never falls back to any other credential, nor
+to the connection's environment variables: its ``Connection`` is its command line's),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
 reclaimer.  The logic is in ``sriov``, on the collection's platform client and NIC operations.
 """
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import LIMIT, scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import resolve_machines
@@ -124,7 +126,15 @@ def build(args: argparse.Namespace) -> NicAgent:
     from capvco_sriov.pods import KubePods
 
     token = read_credential(args.credential_file)
-    client = WhiteskyClient(args.api_url, token, args.customer_id, validate_certs=not args.no_verify, timeout=30)
+    connection = Connection.from_options(
+        {
+            "api_url": args.api_url,
+            "api_token": token,
+            "customer_id": args.customer_id,
+            "validate_certs": not args.no_verify,
+        }
+    )
+    client = WhiteskyClient.connect(connection)
     pods = KubePods(args.node_name) if args.node_name else None
     vm_id = args.vm_id
     if vm_id is None:

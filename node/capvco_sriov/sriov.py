@@ -44,7 +44,8 @@ from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, LogicError, WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import RETRY_STATUSES
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.files import write_whole
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.retry import RETRY_STATUSES
 from capvco_sriov.shim import (
     CHECK_MISMATCH,
     INVALID_CONFIG,
@@ -437,14 +438,10 @@ class Ledger:
         return os.path.join(self.dir, key + ".json")
 
     def put(self, key: str, entry: LedgerEntry) -> None:
-        """Replace the entry atomically: one fsync (the new file's data) before the rename.  A journaling file
-        system (ext4, xfs) commits the rename with its journal; an agent that is killed loses nothing."""
-        tmp = self._path(key) + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(entry, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path(key))
+        """Replace the entry atomically (``files.write_whole``): one fsync (the new file's data) before the rename.
+        A journaling file system (ext4, xfs) commits the rename with its journal; an agent that is killed loses
+        nothing."""
+        write_whole(self._path(key), json.dumps(entry))
 
     def get(self, key: str) -> LedgerEntry | None:
         """The entry, or None: none there, or one that is not an entry (logged, and left on disk for a person)."""

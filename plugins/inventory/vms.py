@@ -169,15 +169,13 @@ from ansible.release import __version__ as ansible_version  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import (  # noqa: E402
+    OPTIONS,
+    Connection,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError  # noqa: E402
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub  # noqa: E402
 
-#: The connection options that must have a value, and the environment variable each is read from.
-CONNECTION_ENV = {
-    "api_url": "WHITESKY_API_URL",
-    "api_token": "WHITESKY_API_TOKEN",
-    "customer_id": "WHITESKY_CUSTOMER_ID",
-}
 #: The longest message of an error or a warning.
 MESSAGE_LIMIT = 4096
 #: Before ansible-core 2.19 a string an inventory plugin sets is a template unless it is wrapped as unsafe; from 2.19
@@ -207,7 +205,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         try:
             conn = self._connection()
             key = vm_inventory.fingerprint(
-                conn["api_url"], conn["customer_id"], self.get_option("locations"), self.get_option("cloudspaces")
+                conn.api_url, conn.customer_id, self.get_option("locations"), self.get_option("cloudspaces")
             )
             got = self._cached(path, key) if cache and self.get_option("cache") else None
             if got is None:
@@ -222,35 +220,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _clean(self, text):
         """A message as it may be shown: without the token, controls escaped, cut."""
-        text = str(text)
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return scrub(text, MESSAGE_LIMIT)
+        return scrub(text, MESSAGE_LIMIT, secrets=(self._secret,))
 
     def _connection(self):
-        """The connection options, templated (with the extra vars); a missing one fails naming its variable."""
+        """The connection (``connection.OPTIONS``), its options templated (with the extra vars); a missing one fails
+        naming its variable (Ansible read the variables already)."""
         self.templar.available_variables = self._vars
-        conn = {}
-        for option in CONNECTION_ENV:
-            value = self.get_option(option)
+        options = {}
+        for option in OPTIONS:
+            value = self.get_option(option.name)
             if isinstance(value, str) and self.templar.is_template(value):
                 value = self.templar.template(value)
-            conn[option] = str(value).strip() if value is not None else ""
-            if option == "api_token":
-                self._secret = conn[option]
-        missing = [o for o in CONNECTION_ENV if not conn[o]]
-        if missing:
-            raise AnsibleParserError(
-                "missing the platform connection: %s. Set %s in %s, or the environment variable%s %s."
-                % (
-                    ", ".join(missing),
-                    "the option" if len(missing) == 1 else "the options",
-                    self.NAME,
-                    "" if len(missing) == 1 else "s",
-                    ", ".join(CONNECTION_ENV[o] for o in missing),
-                )
-            )
-        return conn
+                value = str(value) if value is not None and option.type == "str" else value
+            options[option.name] = value
+        self._secret = str(options["api_token"] or "").strip()  # cut out of every message from now on
+        return Connection.from_options(options, where=" in %s" % self.NAME)
 
     def _check_hostnames(self):
         unknown = [str(h) for h in self.get_option("hostnames") if h not in vm_inventory.HOSTNAME_SOURCES]
@@ -273,14 +257,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
         if HTTPX_IMPORT_ERROR:
             raise AnsibleParserError("%s needs the Python library httpx (pip install httpx)" % self.NAME)
-        client = WhiteskyClient(
-            conn["api_url"],
-            conn["api_token"],
-            conn["customer_id"],
-            validate_certs=self.get_option("validate_certs"),
-            timeout=self.get_option("timeout"),
-        )
-        with client:
+        with WhiteskyClient.connect(conn) as client:
             for warning in client.warnings:
                 self.display.warning(self._clean(warning))
             return vm_inventory.read(

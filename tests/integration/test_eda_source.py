@@ -17,9 +17,11 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import cursor as cursors
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 
 from helpers import COLLECTIONS, CUSTOMER, ROOT, read_text
@@ -136,7 +138,7 @@ def test_each_orphan_is_delivered_once_across_restarts_with_its_payload(emulator
     got, late = asyncio.run(scenario())
     assert [e["seq"] for e in got] == list(range(1, len(old) + 2)), "numbered once each, across the restart"
     assert [e["vgpu_name"] for e in got] == sorted(old, key=lambda n: naming.decode(n).created) + [late]
-    assert {e["type"] for e in got} == {events.ORPHANED}
+    assert {e["type"] for e in got} == {orphans.ORPHANED}
     first = got[0]
     owner = naming.decode(first["vgpu_name"])
     assert first["owner"] == {"cluster": "gone", "machine": owner.machine, "slot": owner.slot, "created": owner.created}
@@ -180,22 +182,22 @@ def test_reclaimed_once_by_reason_and_the_threshold_once_per_crossing(emulator, 
         return run.got, escaped, owner_back, swept, released, again
 
     got, escaped, owner_back, swept, released, again = asyncio.run(scenario())
-    assert [e["type"] for e in escaped] == [events.ORPHANED] * 3 + [events.THRESHOLD]
+    assert [e["type"] for e in escaped] == [orphans.ORPHANED] * 3 + [orphans.THRESHOLD]
     assert escaped[0]["vgpu_name"] == back, "the oldest first"
     threshold = escaped[3]
     assert threshold["cost_per_hour"] == 3.0 and threshold["threshold"] == 2.5 and threshold["orphans"] == 3
     assert threshold["currency"] == "EUR" and sorted(threshold["vgpu_names"]) == sorted(
         e["vgpu_name"] for e in escaped[:3]
     )
-    assert owner_back["type"] == events.RECLAIMED and owner_back["reason"] == "owner_back"
+    assert owner_back["type"] == orphans.RECLAIMED and owner_back["reason"] == "owner_back"
     assert owner_back["vgpu_name"] == back and owner_back["orphaned_seq"] == escaped[0]["seq"]
     assert owner_back["saved_per_hour"] == 0.0 and owner_back["cost_per_hour"] == 1.0
     assert sorted(r["vgpu_id"] for r in swept["released"]) == sorted(e["vgpu_id"] for e in escaped[1:3])
-    assert [e["type"] for e in released] == [events.RECLAIMED] * 2
+    assert [e["type"] for e in released] == [orphans.RECLAIMED] * 2
     assert {e["reason"] for e in released} == {"released"} and {e["saved_per_hour"] for e in released} == {1.0}
     assert sorted(e["vgpu_id"] for e in released) == sorted(e["vgpu_id"] for e in escaped[1:3])
-    assert [e["type"] for e in again] == [events.ORPHANED] * 3 + [events.THRESHOLD], "re-armed once it fell"
-    assert [e["type"] for e in got].count(events.THRESHOLD) == 2
+    assert [e["type"] for e in again] == [orphans.ORPHANED] * 3 + [orphans.THRESHOLD], "re-armed once it fell"
+    assert [e["type"] for e in got].count(orphans.THRESHOLD) == 2
     assert [e["seq"] for e in got] == list(range(1, len(got) + 1))
 
 
@@ -234,12 +236,12 @@ def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path)
     an id (JSON escapes it) and reads it back."""
     name = naming.encode("gone", "m0", 0, created=1700000000)
     hostile = "{{ lookup('pipe', 'id') }}"
-    found = events.Found(hostile, name, naming.decode(name), "ATTACHED\n", 7, "{% raw %}x")
-    reading = events.Reading(
+    found = orphans.Found(hostile, name, naming.decode(name), "ATTACHED\n", 7, "{% raw %}x")
+    reading = orphans.Reading(
         LOC, 1700007200.0, frozenset([hostile]), (found,), {hostile: (1.0, float("nan"))}, 1.0, "{{ c }}"
     )
-    place = events.Place()
-    (step,) = events.plan(place, reading, 900, None)
+    place = orphans.Place()
+    (step,) = orphans.plan(place, reading, 900, None)
     event = step.event
     assert (
         event["vgpu_id"] is None and event["status"] is None and event["vm_name"] is None and event["currency"] is None
@@ -247,11 +249,11 @@ def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path)
     assert sorted(event["withheld"]) == ["currency", "status", "vgpu_id", "vm_name"]
     assert event["cost"] is None and event["vgpu_seconds"] == 1.0 and event["vm_id"] == 7 and event["age"] == 7200
     assert "{{" not in json.dumps(event) and "{%" not in json.dumps(event)
-    assert len(events.plan(place, reading._replace(orphans=(found, found)), 900, None)) == 1, "one event per id"
-    cursor = events.Cursor(str(tmp_path / "c.json"), "http://127.0.0.1:9/api/1", CUSTOMER)
+    assert len(orphans.plan(place, reading._replace(orphans=(found, found)), 900, None)) == 1, "one event per id"
+    cursor = cursors.Cursor(str(tmp_path / "c.json"), "http://127.0.0.1:9/api/1", CUSTOMER)
     cursor.record(LOC, step, 1)
     cursor.save()
-    back = events.load(cursor.path, cursor.api_url, CUSTOMER)
+    back = cursors.load(cursor.path, cursor.api_url, CUSTOMER)
     assert (
         back.locations[LOC].reported[hostile].vgpu_name == name
         and back.locations[LOC].reported[hostile].currency is None
@@ -260,8 +262,8 @@ def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path)
 
 def valid_cursor(**changes):
     doc = {
-        "kind": events.CURSOR_KIND,
-        "version": events.CURSOR_VERSION,
+        "kind": cursors.CURSOR_KIND,
+        "version": cursors.CURSOR_VERSION,
         "api_url": "http://127.0.0.1:9/api/1",
         "customer_id": CUSTOMER,
         "seq": 1,
@@ -322,9 +324,9 @@ def test_the_valid_cursor_sample_loads_and_a_cursor_in_use_is_refused(tmp_path):
     os.makedirs(os.path.dirname(args["cursor"]))
     with open(args["cursor"], "w", encoding="utf-8") as fh:
         fh.write(valid_cursor())
-    cursor = events.load(args["cursor"], "http://user:pw@127.0.0.1:9/", CUSTOMER)  # the address as the cursor has it
+    cursor = cursors.load(args["cursor"], "http://user:pw@127.0.0.1:9/", CUSTOMER)  # the address as the cursor has it
     assert cursor.seq == 1 and cursor.locations[LOC].reported["v-1"].cost == 0.5
-    with events.locked(args["cursor"]), pytest.raises(InputError, match="is in use by another"):
+    with cursors.locked(args["cursor"]), pytest.raises(InputError, match="is in use by another"):
         asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
 
 
@@ -399,7 +401,7 @@ def test_the_sample_rulebook_runs_this_source_and_answers_its_events():
     (source,) = ruleset["sources"]
     assert events.SOURCE in source and set(source[events.SOURCE]) <= events.ARGUMENTS
     conditions = [rule["condition"] for rule in ruleset["rules"]]
-    for kind in (events.ORPHANED, events.RECLAIMED, events.THRESHOLD):
+    for kind in (orphans.ORPHANED, orphans.RECLAIMED, orphans.THRESHOLD):
         assert any('event.type == "%s"' % kind in c for c in conditions), kind
     (reclaim_rule,) = [r for r in ruleset["rules"] if "run_playbook" in r["action"]]
     assert "vars.vgpu_reclaim == true" in reclaim_rule["condition"]
@@ -456,10 +458,10 @@ def test_a_source_killed_at_every_point_loses_no_event_and_never_reuses_a_seq(em
     assert sorted(by_seq) == list(range(1, max(by_seq) + 1)), "a gap in the seqs: an event was lost"
     orphaned = {}
     for event in got:
-        if event["type"] == events.ORPHANED:
+        if event["type"] == orphans.ORPHANED:
             orphaned.setdefault(event["vgpu_id"], set()).add(event["seq"])
     assert all(len(seqs) == 1 for seqs in orphaned.values()), "a repeated vgpu.orphaned came with a new seq"
-    reclaimed = {e["vgpu_id"] for e in got if e["type"] == events.RECLAIMED and e["reason"] == "released"}
+    reclaimed = {e["vgpu_id"] for e in got if e["type"] == orphans.RECLAIMED and e["reason"] == "released"}
     never = sorted(ids[v] for v in released if v in orphaned and v not in reclaimed)
     assert not never, "vgpu.orphaned came, vgpu.reclaimed never did: %s" % never
     assert set(live) <= set(orphaned), "a live orphan was never reported"
@@ -474,22 +476,22 @@ def test_every_event_has_the_keys_a_pending_event_is_checked_against(emulator, t
     gone = naming.encode("gone", "m0", 0, created=now - 7200)
     (vgpu_id,) = seed(emulator, gone)
     with emulator.client() as client:
-        reading = events.read(client, LOC)
-        place = events.Place()
-        (orphaned,) = events.plan(place, reading, 900, 0.5)[:1]
-        threshold = events.plan(place, reading, 900, 0.5)[-1]
-        assert set(dict(orphaned.event, seq=1)) == events.EVENT_KEYS[events.ORPHANED]
-        assert set(dict(threshold.event, seq=1)) == events.EVENT_KEYS[events.THRESHOLD]
+        reading = orphans.read(client, LOC)
+        place = orphans.Place()
+        (orphaned,) = orphans.plan(place, reading, 900, 0.5)[:1]
+        threshold = orphans.plan(place, reading, 900, 0.5)[-1]
+        assert set(dict(orphaned.event, seq=1)) == orphans.EVENT_KEYS[orphans.ORPHANED]
+        assert set(dict(threshold.event, seq=1)) == orphans.EVENT_KEYS[orphans.THRESHOLD]
         place.reported[vgpu_id] = orphaned.report[1]
         client.delete_vgpu(LOC, vgpu_id, detach=True, permanently=True)
-        (reclaimed,) = events.plan(place, events.read(client, LOC), 900, None)
-        assert set(dict(reclaimed.event, seq=1)) == events.EVENT_KEYS[events.RECLAIMED]
+        (reclaimed,) = orphans.plan(place, orphans.read(client, LOC), 900, None)
+        assert set(dict(reclaimed.event, seq=1)) == orphans.EVENT_KEYS[orphans.RECLAIMED]
     args = source_args(None, tmp_path)
     os.makedirs(os.path.dirname(args["cursor"]))
     for change, said in (
         ({"extra": "x"}, "has the keys"),
         ({"vgpu_name": "handmade"}, "names a reservation that is not an owned one"),
-        ({"type": events.THRESHOLD}, "has the keys"),
+        ({"type": orphans.THRESHOLD}, "has the keys"),
     ):
         pending = dict(orphaned.event, seq=1, **change)
         with open(args["cursor"], "w", encoding="utf-8") as fh:

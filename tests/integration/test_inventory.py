@@ -25,7 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import PAGE_LIMIT
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.paging import PAGE_LIMIT
 
 from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_consumer_check, run_playbook
 

@@ -211,7 +211,7 @@ def test_a_platform_outage_on_every_call_is_try_again_later(node, emulator):
 
 
 def test_errors_never_carry_the_credential(node):
-    token = node.client._token
+    token = node.client.transport._token
 
     class Echoing:  # a platform whose error body echoes the request's headers
         client = node.client

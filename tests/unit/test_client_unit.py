@@ -63,9 +63,9 @@ def test_undeclared_parameter_is_refused_before_sending():
 
 def test_backoff_honours_retry_after_and_grows():
     c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", backoff=1.0, max_backoff=8.0)
-    assert 2.0 <= c._delay(1, retry_after=2.0) <= 2.1
-    assert all(0 <= c._delay(4) <= 8.0 for _ in range(100))
-    assert max(c._delay(4) for _ in range(200)) > 1.0  # grows past the first step
+    assert 2.0 <= c.transport.retry.delay(1, retry_after=2.0) <= 2.1
+    assert all(0 <= c.transport.retry.delay(4) <= 8.0 for _ in range(100))
+    assert max(c.transport.retry.delay(4) for _ in range(200)) > 1.0  # grows past the first step
 
 
 # -- nested deadlines: an operation's deadline is inherited by what runs inside it ------------------------------
@@ -93,8 +93,8 @@ def fake_client(handler=None, **kw):
     kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 1.0, "max_backoff": 1.0, "max_attempts": 1000}, **kw)
     c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock, **kw)
     if handler is not None:
-        c._http.close()
-        c._http = httpx.Client(transport=httpx.MockTransport(handler))
+        c.transport._http.close()
+        c.transport._http = httpx.Client(transport=httpx.MockTransport(handler))
     return c, clock
 
 

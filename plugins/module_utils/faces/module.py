@@ -16,7 +16,8 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import OPTIONS, Connection, Option
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import HTTPX_IMPORT_ERROR
 
@@ -25,21 +26,23 @@ MESSAGE_LIMIT = 4096
 #: The longest text in a failure's details (a log tail keeps its lines).
 DETAIL_LIMIT = 16384
 
-#: The connection options and the environment variable each falls back to.  They are required, from the option
-#: or the variable: checked by ``WhiteskyModule`` so that the error names both (Ansible's own says only
-#: "missing required arguments: api_token").
-CONNECTION_ENV = {
-    "api_url": "WHITESKY_API_URL",
-    "api_token": "WHITESKY_API_TOKEN",
-    "customer_id": "WHITESKY_CUSTOMER_ID",
-}
-CONNECTION_SPEC = dict(
-    api_url=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["api_url"]])),
-    api_token=dict(type="str", no_log=True, fallback=(env_fallback, [CONNECTION_ENV["api_token"]])),
-    customer_id=dict(type="str", fallback=(env_fallback, [CONNECTION_ENV["customer_id"]])),
-    validate_certs=dict(type="bool", default=True),
-    timeout=dict(type="float", default=30.0, fallback=(env_fallback, ["WHITESKY_TIMEOUT"])),
-)
+
+def _argument(option: Option) -> dict[str, Any]:
+    """A connection option as the argument spec has it.  The required ones are not ``required``: they may come from
+    the variable, and ``WhiteskyModule`` checks them (``Connection.from_options``) so that the error names both
+    (Ansible's own says only "missing required arguments: api_token")."""
+    spec: dict[str, Any] = {"type": option.type}
+    if option.no_log:
+        spec["no_log"] = True
+    if option.default is not None:
+        spec["default"] = option.default
+    if option.env is not None:
+        spec["fallback"] = (env_fallback, [option.env])
+    return spec
+
+
+#: The connection options (``connection.OPTIONS``), each falling back to its environment variable.
+CONNECTION_SPEC = {option.name: _argument(option) for option in OPTIONS}
 
 
 class WhiteskyModule:
@@ -64,27 +67,18 @@ class WhiteskyModule:
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
         if secrets is not None:
             self.module.no_log_values.update(v for v in secrets(self.module.params) if v)
-        missing = [o for o in CONNECTION_ENV if connection and not (self.module.params[o] or "").strip()]
-        if missing:
-            # white space alone is no secret: hiding it would mask every space of the message
-            self.module.no_log_values.difference_update([v for v in self.module.no_log_values if not v.strip()])
-            self.module.fail_json(
-                msg="missing the platform connection: %s. Set %s, or the environment variable%s %s."
-                % (
-                    ", ".join(missing),
-                    "the option" if len(missing) == 1 else "the options",
-                    "" if len(missing) == 1 else "s",
-                    ", ".join(CONNECTION_ENV[o] for o in missing),
-                ),
-                invalid_input=True,
-            )
+        self.platform: Connection | None = None
+        if connection:
+            try:
+                self.platform = Connection.from_options(self.module.params)
+            except InputError as exc:
+                # white space alone is no secret: hiding it would mask every space of the message
+                self.module.no_log_values.difference_update([v for v in self.module.no_log_values if not v.strip()])
+                self.module.fail_json(msg=scrub(exc, MESSAGE_LIMIT), invalid_input=True)
 
     def client(self) -> WhiteskyClient:
         """The platform's client, from the connection options."""
-        p = self.module.params
-        return WhiteskyClient(
-            p["api_url"], p["api_token"], p["customer_id"], validate_certs=p["validate_certs"], timeout=p["timeout"]
-        )
+        return WhiteskyClient.connect(known(self.platform, "the platform connection"))
 
     def run(
         self,

@@ -3,47 +3,39 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The whitesky.cloud API client: the platform's operations and their endpoints.
 
-Pure Python, with no Ansible import, so that the modules, the node agent and the tests all share it; requests,
-retries and paging are ``transport``'s, the VM lock's policy ``vmlock``'s.  Every operation it calls is declared once,
-in ``api.OPERATIONS`` (method, path template, query names, body names) exactly as the platform's Swagger spec has
-them: the one table that the emulator serves its routes from too, and that ``tests/unit/test_contract.py`` checks
-against the spec.
+Pure Python, with no Ansible import, so that the modules, the node agent and the tests all share it.  The client
+holds a ``transport.Transport`` (requests, with its retry loop and deadlines) rather than being one; listings are
+paged by ``paging``, through the client's own :meth:`WhiteskyClient.call`; the VM lock's policy is ``vmlock``'s.
+Every operation it calls is declared once, in ``api.OPERATIONS`` (method, path template, query names, body names)
+exactly as the platform's Swagger spec has them: the one table that the emulator serves its routes from too, and
+that ``tests/unit/test_contract.py`` checks against the spec.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, paging
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import (
+    Connection,
+    check_id,
+    require,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
-    InputError,
     Resolved,
     WhiteskyError,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import Transport
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.vmlock import vm_locked
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-__all__ = ["OPERATIONS", "WhiteskyClient", "check_id"]
+__all__ = ["OPERATIONS", "WhiteskyClient"]
 
 #: The writes of the lease itself (its note, renewed and taken back): never fenced by the lease they keep.
 _LEASE_OPERATIONS = frozenset({"createCloudspaceNote", "updateCloudspaceNote", "deleteCloudspaceNote"})
-
-
-def check_id(kind: str, value: Any) -> str:
-    """A customer or location id as it enters: letters, digits, ``.``, ``_`` and ``-``, at most 128."""
-    if not isinstance(value, str) or not _ID.fullmatch(value):
-        raise InputError(
-            "invalid %s %r: use 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-            % (kind, value)
-        )
-    return value
 
 
 def _field(answer: Any, key: str, types: tuple[type, ...], operation: str) -> Any:
@@ -52,28 +44,89 @@ def _field(answer: Any, key: str, types: tuple[type, ...], operation: str) -> An
     return answer if isinstance(answer, Resolved) else answers.field(answer, key, types, operation)
 
 
-class WhiteskyClient(Transport):
-    """The platform's operations for one customer, over :class:`Transport` (retries, deadline, paging).
+class _Held:
+    """An attribute of a part the client holds, read (and set) through the client: ``_Held("transport.retry")`` on
+    ``backoff`` makes ``client.backoff`` the transport's retry loop's ``backoff``; ``name`` when the part calls it
+    otherwise."""
+
+    def __init__(self, part: str, name: str | None = None) -> None:
+        self.part = part.split(".")
+        self.name = name or ""
+
+    @classmethod
+    def each(cls, part: str, count: int) -> tuple[_Held, ...]:
+        """``count`` attributes of ``part``, each named as the client's attribute that it is."""
+        return tuple(cls(part) for _ in range(count))
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def _holder(self, client: object) -> Any:
+        for step in self.part:
+            client = getattr(client, step)
+        return client
+
+    def __get__(self, client: object, owner: type | None = None) -> Any:
+        return self if client is None else getattr(self._holder(client), self.name)
+
+    def __set__(self, client: object, value: Any) -> None:
+        setattr(self._holder(client), self.name, value)
+
+
+class WhiteskyClient:
+    """The platform's operations for one customer, over the :class:`Transport` it holds (``transport``).
 
     :param customer_id: the customer every path is under; the other parameters are :class:`Transport`'s.
+
+    The transport's settings and counters read through the client as they are named there (``base_url``,
+    ``warnings``, ``governor``; its deadlines' ``timeout`` and ``retry_budget``; its retry loop's ``max_attempts``,
+    ``backoff``, ``max_backoff``, ``retries``, ``rate_limited`` and ``rate_waited``), and so do a call
+    (:meth:`request`), an operation's deadline (:meth:`deadline`, :meth:`inherited_deadline`) and a wait
+    (:meth:`wait_until`).
 
     A client lives as long as one run (one module call), and keeps what the run learns once: ``markers``, each VM's
     description as first read (``vms.describe``: a VM id is never reused, and only a hand edit changes a
     marker), and ``leases``, the cluster leases the run holds (``lease.held``).
     """
 
+    # what the client reads and sets of the parts it holds, under the name it has there (``_Held``)
+    base_url, warnings, governor, redact = _Held.each("transport", 4)
+    timeout, retry_budget, wait_until = _Held.each("transport.deadlines", 3)
+    deadline, inherited_deadline = _Held("transport.deadlines", "operation"), _Held("transport.deadlines", "inherited")
+    request, max_attempts, backoff, max_backoff, retries, rate_limited, rate_waited = _Held.each("transport.retry", 7)
+
     def __init__(self, api_url: str, token: str, customer_id: str, **transport: Any) -> None:
-        if api_url and token and not customer_id:
-            raise InputError("customer_id is required (or set WHITESKY_CUSTOMER_ID)")
-        if customer_id:
-            check_id("customer_id", customer_id)
-        super().__init__(api_url, token, **transport)
+        require(api_url=api_url, api_token=token, customer_id=customer_id)
+        check_id("customer_id", customer_id)
+        self.transport = Transport(api_url, token, **transport)
         self.customer_id = str(customer_id)
         self.markers: dict[tuple[str, int], Any] = {}
         self.leases: dict[tuple[str, str], Any] = {}
 
+    @classmethod
+    def connect(cls, connection: Connection, **transport: Any) -> WhiteskyClient:
+        """The client of a :class:`Connection` (its ``validate_certs`` and ``timeout`` too); ``transport``: more of
+        :class:`Transport`'s parameters."""
+        return cls(
+            connection.api_url,
+            connection.api_token,
+            connection.customer_id,
+            validate_certs=connection.validate_certs,
+            timeout=connection.timeout,
+            **transport,
+        )
+
     def __repr__(self) -> str:
         return "WhiteskyClient(%r, customer_id=%r)" % (self.base_url, self.customer_id)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> WhiteskyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def call(
         self,
@@ -102,7 +155,7 @@ class WhiteskyClient(Transport):
                 retry_if = vm_locked(self, path_params.get("cloudspace_id"), path_params["vm_id"])
         values = dict(path_params, customer_id=self.customer_id)
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
-        return self.request(
+        return self.transport.retry.request(
             method,
             path,
             params=query,
@@ -111,6 +164,20 @@ class WhiteskyClient(Transport):
             retry_if=retry_if,
             resolve=resolve,
             object_hook=object_hook,
+        )
+
+    def paginate(
+        self,
+        operation: str,
+        query: dict[str, Any] | None = None,
+        limit: int = paging.PAGE_LIMIT,
+        parallel: int = 32,
+        **path_params: Any,
+    ) -> Iterator[Any]:
+        """Every item of the paginated listing ``operation``, in order, each page asked for with :meth:`call`, up
+        to ``parallel`` pages at a time, under the deadline of the operation the listing runs in (``paging``)."""
+        return paging.paginate(
+            self.call, self.transport.deadlines, operation, query=query, limit=limit, parallel=parallel, **path_params
         )
 
     def result(

@@ -7,7 +7,8 @@ library only; the node agent imports it too).
 What comes from outside (the platform's error texts, a machine's first-boot report, a CNI runtime's input) may
 carry a credential, a terminal escape, or a megabyte.  ``scrub`` returns text that is safe to show:
 
-1. **secrets removed** (each replaced by ``***``): bearer tokens (``Bearer xxx``); JWTs (``eyJ...`` base64url
+1. **secrets removed** (each replaced by ``***``): the caller's own (``secrets``: a credential it holds, whatever
+   its form, e.g. an API token that is no JWT); bearer tokens (``Bearer xxx``); JWTs (``eyJ...`` base64url
    segments, two or three); the credentials of a URL (``https://user:pass@host`` -> ``https://***@host``);
    the value of a secret-ish key (a name with ``token``, ``password``, ``passwd``, ``passphrase``, ``secret``,
    ``api_key``/``apikey``, ``access_key``, ``private_key``, ``authorization``, ``credential``, ``cookie``) in
@@ -29,7 +30,7 @@ escapes, then the cut.  ``scrub`` never raises.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 #: The default bound of a scrubbed text, in characters.
 LIMIT = 1024
@@ -98,10 +99,14 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def scrub(text: object, limit: int = LIMIT, *, multiline: bool = False) -> str:
-    """``text`` (``str()`` of it; bytes are decoded, None is empty) fit to leave the process: secrets removed,
-    controls escaped, at most ``limit`` characters (see the module's documentation for the rules)."""
+def scrub(text: object, limit: int = LIMIT, *, multiline: bool = False, secrets: Iterable[str] = ()) -> str:
+    """``text`` (``str()`` of it; bytes are decoded, None is empty) fit to leave the process: secrets removed (each of
+    ``secrets`` first, wherever it stands: the one way to hide a credential the caller holds; an empty or blank one
+    is no secret), controls escaped, at most ``limit`` characters (see the module's documentation for the rules)."""
     whole = _text(text)
+    for secret in secrets:
+        if secret and secret.strip():
+            whole = whole.replace(secret, "***")
     limit = max(0, int(limit))
     scan = max(_SCAN, 4 * limit)
     shown, beyond = whole[:scan], whole[scan:]

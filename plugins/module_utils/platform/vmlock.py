@@ -46,7 +46,7 @@ def vm_locked(client: VmClient, cloudspace_id: str | None, vm_id: int | None) ->
 
 
 def wait_unlocked(client: VmClient, cloudspace_id: str, vm_id: int) -> None:
-    """Wait (within a call's deadline, or the operation's it runs in when that is earlier: ``Transport.deadline``)
+    """Wait (within a call's deadline, or the operation's it runs in when that is earlier: ``WhiteskyClient.deadline``)
     until no operation holds the VM: what was sent to it has settled."""
 
     def unlocked() -> bool:

@@ -21,19 +21,19 @@ Pure Python, but for :func:`write` and :func:`read`, which do the file.
 
 from __future__ import annotations
 
-import contextlib
 import errno
+import functools
 import hashlib
 import json
 import math
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import files
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted, view
 
@@ -409,23 +409,13 @@ def read(path: str, location: str) -> Plan:
     it (or root)."""
     path = resolve(path)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        raw = files.read_bounded(path, MAX_BYTES, follow=False, check=functools.partial(_check_file, path))
+    except files.TooLarge:
+        raise _refuse(path, "is over %d bytes: not a plan this collection wrote" % MAX_BYTES) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _refuse(path, "is a symbolic link: give the plan file itself") from None
         raise _refuse(path, "cannot be read (%s)" % (exc.strerror or exc)) from None
-    try:
-        _check_file(path, os.fstat(fd))
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise _refuse(path, "cannot be read (%s)" % (exc.strerror or exc)) from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(raw) > MAX_BYTES:
-        raise _refuse(path, "is over %d bytes: not a plan this collection wrote" % MAX_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -469,47 +459,24 @@ def check_new(path: str, check_mode: bool) -> None:
 def write(path: str, plan: Plan) -> str:
     """Write the plan to ``path`` (on the machine the module runs on: the controller) and return its absolute path.
 
-    Mode 0600, written whole or not at all: to a temporary file in the same folder, then linked into place (renamed
-    where the file system has no hard links), so a reader never sees half a plan.  A file that exists is never
-    replaced (a plan that was reviewed is the one applied): refused, naming it."""
+    Mode 0600, written whole or not at all (``files.write_whole``: a temporary file in the same folder, then linked
+    into place), so a reader never sees half a plan.  A file that exists is never replaced (a plan that was reviewed
+    is the one applied): refused, naming it."""
     path = resolve(path)
-    folder = os.path.dirname(path)
     if os.path.lexists(path):
         raise InputError(
             "plan file %s exists: a plan is never overwritten (the plan that was reviewed must be the one applied); "
             "remove it, or give another path" % path
         )
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError("plan file %s cannot be written (%s)" % (path, exc.strerror or exc)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(dumps(plan))
-            fh.flush()
-            os.fsync(fh.fileno())
-        _place(tmp, path)
-    except OSError as exc:
-        raise WhiteskyError("plan file %s could not be written (%s)" % (path, exc.strerror or exc)) from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return path
-
-
-def _place(tmp: str, path: str) -> None:
-    """``tmp`` becomes ``path``, which must not exist (a link refuses an existing file at once)."""
-    try:
-        os.link(tmp, path)
+        files.write_whole(path, dumps(plan), replace=False)
     except FileExistsError:
         raise InputError(
             "plan file %s exists: a plan is never overwritten; remove it, or give another path" % path
         ) from None
-    except OSError:  # no hard links here: a rename, after the check that the file is not there
-        if os.path.lexists(path):
-            raise InputError("plan file %s exists: a plan is never overwritten" % path) from None
-        os.rename(tmp, path)
+    except OSError as exc:
+        raise WhiteskyError("plan file %s could not be written (%s)" % (path, exc.strerror or exc)) from None
+    return path
 
 
 # --- matching a plan against now (pure) ---

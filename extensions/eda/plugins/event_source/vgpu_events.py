@@ -4,7 +4,8 @@
 """whitesky.capvco.vgpu_events: an ansible-rulebook event source for vGPU reservations that escaped (orphans).
 
 ansible-rulebook loads this file with ``runpy.run_path`` and awaits ``main(queue, args)``.  The logic is the
-collection's core, ``plugins/module_utils/faces/events.py`` (with ``sweep``, ``billing`` and the client); see there and
+collection's core: the arguments in ``plugins/module_utils/faces/events.py``, the cursor in ``faces/cursor.py``, the
+reading and the events in ``reclaim/events.py`` (with ``sweep``, ``billing`` and the client); see there and
 docs/gpus.md ("Events") for the events, the cursor and the delivery guarantee.
 """
 
@@ -26,7 +27,7 @@ description:
     released (or its machine is back); C(cost.threshold) once each time the money at risk per hour in a location
     rises above O(cost_threshold).
   - Each event is written down in a cursor file (its seq, what it changes, the event itself) before it is put on
-    the queue, so a source stopped or killed anywhere loses no event: on restart it delivers the written-down event
+    the queue, so a source stopped or killed anywhere loses no event; on restart it delivers the written-down event
     again first, with the same seq; a seq never names two events.
   - The connection arguments fall back to the environment variables the collection's modules read.
 options:
@@ -46,6 +47,7 @@ options:
   timeout:
     description: Seconds for one API call. Default from E(WHITESKY_TIMEOUT), else 30.
     type: float
+    default: 30.0
   location:
     description: The location to watch (or O(locations)).
     type: str
@@ -113,13 +115,14 @@ def _find_the_collection() -> None:
 
 _find_the_collection()
 try:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.faces import cursor as cursors  # noqa: E402
     from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events  # noqa: E402
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient  # noqa: E402
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (  # noqa: E402
         ApiError,
         WhiteskyError,
     )
-    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub  # noqa: E402
+    from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans  # noqa: E402
 except ImportError as exc:  # pragma: no cover - what the user sees when the collection is not installed whole
     raise ImportError(
         "whitesky.capvco.vgpu_events (%s) cannot import its collection's core, %s (%s). Run it from the installed "
@@ -160,20 +163,11 @@ def _stopped(exc: ApiError, where: str, redact: Callable[[object], str]) -> Whit
 
 
 async def _connect(config: events.Settings) -> _Platform:
-    def build() -> WhiteskyClient:
-        return WhiteskyClient(
-            config.api_url,
-            config.api_token,
-            config.customer_id,
-            validate_certs=config.validate_certs,
-            timeout=config.timeout,
-        )
-
     try:
-        client = await asyncio.to_thread(build)
+        client = await asyncio.to_thread(WhiteskyClient.connect, config)
     except ApiError as exc:  # an expired JWT is refused before any call
         if exc.status in AUTH_STATUSES:
-            raise _stopped(exc, "before the first call", scrub) from None
+            raise _stopped(exc, "before the first call", config.redact) from None
         raise
     for warning in client.warnings:
         LOG.warning("%s: %s", events.SOURCE, client.redact(warning))
@@ -181,28 +175,30 @@ async def _connect(config: events.Settings) -> _Platform:
 
 
 async def _deliver(
-    queue: asyncio.Queue[Any], cursor: events.Cursor, reading: events.Reading, config: events.Settings
+    queue: asyncio.Queue[Any], cursor: cursors.Cursor, reading: orphans.Reading, config: events.Settings
 ) -> int:
     """Put the reading's events on the queue, one at a time, each written down in the cursor before it is put
     (``Cursor.prepare``: a source killed after that delivers it again on restart, with its seq); then the costs."""
     place = cursor.place(reading.location)
-    steps = events.plan(place, reading, config.grace_period, config.cost_threshold)
+    steps = orphans.plan(place, reading, config.grace_period, config.cost_threshold)
     for step in steps:
         event = cursor.prepare(reading.location, step)
         await queue.put(event)
         cursor.delivered()
         await asyncio.sleep(0)
-    events.settle(place, reading, config.grace_period, config.cost_threshold)
+    orphans.settle(place, reading, config.grace_period, config.cost_threshold)
     cursor.save()
     return len(steps)
 
 
-async def _poll(queue: asyncio.Queue[Any], platform: _Platform, cursor: events.Cursor, config: events.Settings) -> bool:
+async def _poll(
+    queue: asyncio.Queue[Any], platform: _Platform, cursor: cursors.Cursor, config: events.Settings
+) -> bool:
     """One poll of every location; False when a location could not be read (logged; the others still are)."""
     ok = True
     for location in config.locations:
         try:
-            reading = await platform.call(events.read, platform.client, location)
+            reading = await platform.call(orphans.read, platform.client, location)
         except ApiError as exc:
             if exc.status in AUTH_STATUSES:
                 raise _stopped(exc, "reading location %s" % location, platform.client.redact) from None
@@ -221,8 +217,8 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     """Poll every ``interval`` seconds until cancelled; an error in the arguments or the cursor, or a refused
     credential, stops the source with an exception that says what to fix."""
     config = events.settings(args, os.environ)
-    with events.locked(config.cursor):
-        cursor = events.load(config.cursor, config.api_url, config.customer_id)
+    with cursors.locked(config.cursor):
+        cursor = cursors.load(config.cursor, config.api_url, config.customer_id)
         if cursor.pending is not None:  # written down, maybe not delivered, when the source last stopped
             await queue.put(dict(cursor.pending))
             cursor.delivered()
