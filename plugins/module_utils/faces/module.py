@@ -10,6 +10,7 @@ Modules are an ``argument_spec`` and one call into the core through ``run``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -87,7 +88,8 @@ class WhiteskyModule:
     ) -> None:
         """Call the core function ``func`` with the module's options as keyword arguments and exit with its result.
 
-        ``func(client, *, check_mode, **options)`` (``func(*, check_mode, **options)`` without a connection); ``adapt``
+        ``func(client, *, check_mode, **options)`` (``func(*, check_mode, **options)`` without a connection;
+        ``check_mode`` only to a function that takes it: an info module's core reads and never writes); ``adapt``
         maps the module's options to the core's arguments where they differ (a name that is a Python builtin, a
         single value that the core takes as a list).  The result may carry ``changed``, ``warnings`` and ``diff``
         (``{"before", "after"}``); diff is returned only when Ansible runs with ``--diff``.
@@ -97,15 +99,16 @@ class WhiteskyModule:
         params = {k: v for k, v in self.module.params.items() if k not in CONNECTION_SPEC or not self.connection}
         if adapt is not None:
             params = adapt(params)
-        check_mode = self.module.check_mode
+        if "check_mode" in inspect.signature(func).parameters:
+            params["check_mode"] = self.module.check_mode
         try:
             if self.connection:
                 with self.client() as client:
                     for warning in client.warnings:
                         self.module.warn(scrub(warning, MESSAGE_LIMIT))
-                    result = func(client, check_mode=check_mode, **params)
+                    result = func(client, **params)
             else:
-                result = func(check_mode=check_mode, **params)
+                result = func(**params)
         except WhiteskyError as exc:
             # invalid_input tells a caller (the controller) that a retry cannot help; what the error says may come
             # from outside (the platform, a machine): scrubbed

@@ -119,7 +119,6 @@ def verify(
     expected_count: int = 1,
     nvidia_smi: str = "nvidia-smi",
     wait: int = 0,
-    check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``gpu_driver_verify``: the driver fragment's verification (it changes nothing, in check mode too)."""
     status = run(

@@ -221,7 +221,6 @@ def info(
     vm_id: int,
     path: str = STATUS_FILE,
     gpu: bool = False,
-    check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``first_boot_info``: a machine's first-boot status, through the platform; with ``gpu``, its
     ``GPUDriverReady`` condition.  A report that is not one is reported (``invalid``, and why in ``message``); a

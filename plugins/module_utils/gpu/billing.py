@@ -226,9 +226,7 @@ def costs(
     return out, currency_of(got.price), per_hour
 
 
-def billing(
-    client: WhiteskyClient, *, location: str, since: float | None = None, check_mode: bool = False
-) -> dict[str, Any]:
+def billing(client: WhiteskyClient, *, location: str, since: float | None = None) -> dict[str, Any]:
     """Core of ``vgpu_billing_info``: vGPU consumption and its cost over a window (``since`` a time, or the last
     day), from the platform."""
     end = int(time.time()) + 1

@@ -35,9 +35,7 @@ def display_type(profile: Profile) -> str:
     return "%s %s" % (profile.get("vendor", ""), profile.get("model", ""))
 
 
-def profile_info(
-    client: WhiteskyClient, *, location: str, gpu_type: str | None = None, check_mode: bool = False
-) -> dict[str, Any]:
+def profile_info(client: WhiteskyClient, *, location: str, gpu_type: str | None = None) -> dict[str, Any]:
     """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type."""
     profiles = client.gpu_profiles(location)
     if gpu_type:

@@ -92,9 +92,7 @@ def view(cs: Mapping[str, Any] | None) -> CloudspaceView:
     return cast("CloudspaceView", {k: cs.get(k) for k in _VIEW}) if cs else {}
 
 
-def info(
-    client: WhiteskyClient, *, name: str | None = None, location: str | None = None, check_mode: bool = False
-) -> dict[str, Any]:
+def info(client: WhiteskyClient, *, name: str | None = None, location: str | None = None) -> dict[str, Any]:
     """Core of ``cloudspace_info``."""
     spaces = client.cloudspaces()
     if name:

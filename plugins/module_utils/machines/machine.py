@@ -254,7 +254,6 @@ def info(
     cluster: str | None = None,
     vm_id: int | None = None,
     parallel: int = 32,
-    check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``machine_info``; with ``vm_id``, one read of that VM (none when it is gone), with its owner."""
     if vm_id is not None:

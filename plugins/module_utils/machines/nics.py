@@ -175,9 +175,7 @@ def detach(client: WhiteskyClient, cloudspace_id: str, vm_id: int, ip_address: s
     return gone_is_done(client.detach_nic, cloudspace_id, vm_id, ip_address, net_id)
 
 
-def network_info(
-    client: WhiteskyClient, *, location: str, name: str | None = None, check_mode: bool = False
-) -> dict[str, Any]:
+def network_info(client: WhiteskyClient, *, location: str, name: str | None = None) -> dict[str, Any]:
     """Core of ``external_network_info``."""
     nets = client.external_networks(location)
     if name:

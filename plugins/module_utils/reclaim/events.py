@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import Billed, Costs, add, costs, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import OrphanCheck, machines_in_location
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, listing
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -112,8 +112,8 @@ def read(client: WhiteskyClient, location: str, now: float | None = None) -> Rea
     exist, so one made while this reads is never taken for an orphan."""
     now = time.time() if now is None else now
     owned: list[Found] = []
-    for item in client.vgpus(location, include_deleted=True):
-        owner = naming.decode(item.get("vgpu_name"))
+    for item in listing(client, location):
+        owner = item["owner"]
         if owner is None:
             continue  # not ours: never reported
         vm = item.get("virtual_machine")

@@ -98,7 +98,6 @@ def info(
     orphans_only: bool = False,
     with_cost: bool = False,
     max_rows: int | None = None,
-    check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``vgpu_info``: reservations, decoded, optionally only orphans, optionally with cost.
 
