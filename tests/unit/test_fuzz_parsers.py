@@ -37,7 +37,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform import he
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, view
 
@@ -389,8 +389,8 @@ def consume(client):
         names = vms.described(client, CS, CLUSTER)
         for vm in client.vms(CS):  # the markers of every VM, whatever its name (``described`` reads c1-* only)
             vms.describe(client, CS, vm)
-        orphan = sweep.OrphanCheck([v["name"] for v in names])
-        sweep.select(inv.owned(CLUSTER), "orphans", orphan, 900, True, NOW)
+        orphan = orphans.OrphanCheck([v["name"] for v in names])
+        orphans.select(inv.owned(CLUSTER), "orphans", orphan, 900, True, NOW)
         return inv
 
     def plan():

@@ -33,7 +33,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     WhiteskyError,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
 
 SECRET = "Zq8wPLANTEDk3Vx"
 JWT = "eyJhbGciOiJFUzM4NCJ9.eyJleHAiOjE5MDAwMDAwMDB9." + SECRET
@@ -543,10 +543,10 @@ def detached(machine, cluster="web"):
 
 def test_a_detached_reservation_of_a_machine_that_exists_is_no_orphan():
     """Kills: an orphan decided by the reservation being detached, not by its machine being gone."""
-    orphan = sweep.OrphanCheck(["web-0", "other"])
+    orphan = orphans.OrphanCheck(["web-0", "other"])
     here, gone = detached("web-0"), detached("web-1")
     assert orphan(here["owner"]) is False and orphan(gone["owner"]) is True
-    chosen, kept = sweep.select([here, gone], "orphans", orphan, grace_period=0, permanently=True, now=10**9)
+    chosen, kept = orphans.select([here, gone], "orphans", orphan, grace_period=0, permanently=True, now=10**9)
     assert [i["vgpu_id"] for i in chosen] == ["vg-web-1"]
     assert [(k["vgpu_id"], k["reason"]) for k in kept] == [("vg-web-0", "machine 'web-0' exists")]
 

@@ -1,5 +1,5 @@
 """The pure planners, by property (no server): a machine's vGPU slots (``vgpus.plan_machine``), a cluster's machines
-(``pools.plan_machines``) and the reclaim's choice (``sweep.select``), each on random worlds built the way the
+(``pools.plan_machines``) and the reclaim's choice (``orphans.select``), each on random worlds built the way the
 platform and the ownership formats build them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
@@ -163,7 +163,7 @@ def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(worl
     assert present or not plan.warnings
 
 
-# --- sweep.select ---
+# --- orphans.select ---
 
 MACHINES = ["m0", "m1", "worker-" + "w" * 50]  # the last is shortened in reservation names
 CLUSTERS = [CLUSTER, "c2"]
@@ -202,7 +202,7 @@ def _live(item, live_names):
 )
 def test_select_releases_what_the_scope_allows_and_keeps_the_rest_with_a_reason(items, live, grace, permanently):
     for scope in ("cluster", "orphans"):
-        chosen, kept = sweep.select(items, scope, sweep.OrphanCheck(live), grace, permanently, NOW)
+        chosen, kept = orphans.select(items, scope, orphans.OrphanCheck(live), grace, permanently, NOW)
         assert sorted(i["vgpu_id"] for i in chosen + kept) == sorted(i["vgpu_id"] for i in items)
         assert all(k["reason"] for k in kept), "each kept one says why"
         in_bin_kept = [i for i in items if deleted(i) and not permanently]

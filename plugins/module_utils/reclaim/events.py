@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import Billed, Costs, add, costs, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import OrphanCheck, machines_in_location
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, machines_in_location
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, listing
 
 if TYPE_CHECKING:

@@ -40,6 +40,11 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import n
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside, run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import (
+    OrphanCheck,
+    machines_in_location,
+    select,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import (
     Inventory,
@@ -54,39 +59,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import c
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.naming import Owner
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, Reservation
-
-
-def machines_in_location(client: WhiteskyClient, location: str) -> set[str]:
-    """Names of the VMs that exist in the location (all the customer's cloudspaces there)."""
-    names: set[str] = set()
-    for cs in client.cloudspaces():
-        if cs.get("location") == location:
-            names.update(v["name"] for v in client.vms(cs["cloudspace_id"]))
-    return names
-
-
-class OrphanCheck:
-    """Whether an owned reservation's machine is gone: the machine keys of the VMs that exist, per cluster part,
-    computed once per cluster (not once per reservation)."""
-
-    def __init__(self, vm_names: Collection[str]) -> None:
-        self.vm_names = vm_names
-        self._keys: dict[str, set[str]] = {}
-
-    def __call__(self, owner: Owner) -> bool:
-        keys = self._keys.get(owner.cluster)
-        if keys is None:
-            keys = set()
-            for name in self.vm_names:
-                try:
-                    keys.add(naming.machine_key(owner.cluster, name))
-                except InputError:
-                    continue
-            self._keys[owner.cluster] = keys
-        return owner.machine not in keys
 
 
 def info(
@@ -467,39 +441,6 @@ def release_cluster(
             {"released": swept["released"], "kept": swept["kept"]},
         )
     return swept
-
-
-def select(
-    candidates: Iterable[Reservation],
-    scope: str,
-    orphan: Callable[[Owner], bool],
-    grace_period: float,
-    permanently: bool,
-    now: float,
-) -> tuple[list[Reservation], list[dict[str, Any]]]:
-    """``(release, kept)`` among a cluster's (or every cluster's) reservations (pure): all of them for a
-    teardown; for ``scope=orphans``, those whose machine is gone and that are older than the grace period.  Each
-    kept one says why."""
-    chosen: list[Reservation] = []
-    kept: list[dict[str, Any]] = []
-    for item in candidates:
-        owner = owner_of(item)
-        age = now - owner.created
-        if deleted(item) and not permanently:
-            why = "already in the recycle bin"
-        elif scope == "cluster":
-            why = None
-        elif not orphan(owner):
-            why = "machine %r exists" % owner.machine
-        elif age < grace_period:
-            why = "within the grace period (age %ds < %ds)" % (age, grace_period)
-        else:
-            why = None
-        if why is None:
-            chosen.append(item)
-        else:
-            kept.append(dict(view(item), reason=why))
-    return chosen, kept
 
 
 def _attached_vms(items: Iterable[Reservation]) -> dict[str, dict[int, VM]]:
