@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The cursor of the ``whitesky.capvco.vgpu_events`` event source: its format, its file and its lock (pure Python,
+"""The cursor of the ``whitesky.capvco.vgpu_events`` event source: its format, its file and its lock (plain Python,
 no Ansible import).
 
 The cursor is what the source delivered, for one customer of one platform: the number of events delivered (``seq``:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``whitesky.capvco.vgpu_events`` event source's arguments (pure Python, no Ansible import).
+"""The ``whitesky.capvco.vgpu_events`` event source's arguments (plain Python, no Ansible).
 
 The source (``extensions/eda/plugins/event_source/vgpu_events.py``) is thin: it parses its arguments here
 (:func:`settings`), holds the cursor (``faces/cursor.py``: :func:`~cursor.locked`, :func:`~cursor.load`), and polls:

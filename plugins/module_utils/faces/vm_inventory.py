@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A customer's VMs as inventory hosts, with their owners and vGPUs: plain records (pure Python).
+"""A customer's VMs as inventory hosts, with their owners and vGPUs: plain records (plain Python, no Ansible).
 
 The core of the inventory plugin ``whitesky.capvco.vms``, without Ansible: :func:`read` reads the platform and
 returns a :class:`HostRecord` per VM; :func:`hostname`, :func:`groups` and :func:`host_vars` are the plugin's

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One machine (a VM in a cloudspace): created with the first boot, deleted gracefully or by force (pure Python);
-the core of ``machine`` and ``machine_info``, and the steps ``pools`` runs for a whole pool.
+"""One machine (a VM in a cloudspace): created with the first boot, deleted gracefully or by force (plain Python,
+no Ansible); the core of ``machine`` and ``machine_info``, and the steps ``pools`` runs for a whole pool.
 
 With a ``cluster``, a machine is that cluster's only when its description
 carries the cluster's marker (``markers.machine_marker``): it is written at

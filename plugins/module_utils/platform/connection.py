@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The platform connection: its options, the environment variables they fall back to, and what it is once read
-(pure Python, no Ansible import).
+(plain Python, no Ansible).
 
 :data:`OPTIONS` is the one table of the connection options.  The modules' argument spec (``faces/module.py``), the
 inventory plugin (``plugins/inventory/vms.py``) and the event source (``faces/events.py``) take theirs from it; the

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Deadlines that nest (pure Python).
+"""Deadlines that nest (plain Python, no Ansible).
 
 A call (a request with its retries, or a wait) ends by its own deadline, ``timeout + retry_budget`` after it
 started, or by the deadline of the operation it runs in, whichever comes first.  An operation sets one with

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Files the collection keeps (pure Python, standard library only; the node agent imports it too): one way to write
+"""Files the collection keeps (plain Python, standard library only; the node agent imports it too): one way to write
 a file safely, one way to read a file that anyone may have put there.
 
 - :func:`write_whole`: a temporary file in the same folder (mode 0600), written, flushed and fsynced, then put in

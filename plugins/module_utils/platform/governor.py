@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One request budget per credential, shared by every transport and thread of a process, that adapts to the
-platform's rate limit (pure Python, standard library only).
+platform's rate limit (plain Python, standard library only).
 
 The platform limits each credential with token buckets, one for mutating calls and one for reads, and answers 429
 with ``Retry-After`` when a bucket is empty.  A :class:`Governor` holds one :class:`Lane` per class (``mutating``:

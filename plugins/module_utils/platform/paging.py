@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Paginated listings (``{"data": [...], "pagination": {"count": N}}``, paged by ``limit`` and ``start_after``):
-every item, in order, each page asked for with the call it is given (pure Python).
+every item, in order, each page asked for with the call it is given (plain Python, no Ansible).
 
 Paging goes on until the platform says it is done: ``pagination.count`` items seen, or an empty page; never because
 a page was shorter than asked (a platform may page smaller).  Once the first page shows the platform's page size and

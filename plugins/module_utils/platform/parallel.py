@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The core's threads (pure Python): independent jobs run with bounded concurrency, every outcome collected
+"""The core's threads (plain Python, no Ansible): independent jobs run with bounded concurrency, every outcome collected
 (:func:`run_parallel`), and reads started beside the caller's own work, to be taken when it needs them
 (:class:`Beside`)."""
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The retry loop: the one place that retries a platform call (pure Python; no Ansible import).
+"""The retry loop: the one place that retries a platform call (plain Python, no Ansible).
 
 It sends through a ``send`` function it is given (``transport.Transport.send``: one HTTP attempt), so it knows
 attempts, statuses and deadlines, not HTTP.  Every attempt goes through the credential's :class:`governor.Governor`

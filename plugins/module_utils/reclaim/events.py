@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The orphan events of a location (pure Python, no Ansible import): which owned reservations escaped (orphans), and
+"""The orphan events of a location (plain Python, no Ansible): which owned reservations escaped (orphans), and
 the events a reading of them calls for against what was already delivered.
 
 :func:`read` reads a location (its reservations, its VMs, the orphans' costs); :func:`plan` says what that reading
