@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, NotRequired, Protocol,
 from urllib.parse import quote
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import documents
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, LogicError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.files import write_whole
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.retry import RETRY_STATUSES
@@ -446,11 +447,11 @@ class Ledger:
     def get(self, key: str) -> LedgerEntry | None:
         """The entry, or None: none there, or one that is not an entry (logged, and left on disk for a person)."""
         try:
-            with open(self._path(key), encoding="utf-8") as fh:
-                entry = json.load(fh)
+            with open(self._path(key), "rb") as fh:
+                entry = documents.loads(fh.read())
         except FileNotFoundError:
             return None
-        except (ValueError, RecursionError) as exc:
+        except documents.NotJson as exc:
             LOG.warning("ledger entry %s is unreadable, left alone: %s", key, exc)
             return None
         if not _an_entry(entry):

@@ -24,7 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors i
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, headers
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import answers, documents, headers
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
@@ -278,7 +278,7 @@ def test_deep_nesting_is_refused_before_it_is_parsed(monkeypatch):
     def never(*_a, **_k):
         raise AssertionError("json.loads reached")
 
-    monkeypatch.setattr(firstboot_status.json, "loads", never)
+    monkeypatch.setattr(documents.json, "loads", never)  # the one parser of outside JSON (platform/documents.py)
     with pytest.raises(InvalidStatus, match="nests deeper"):
         firstboot_status.parse("[" * 33 + "]" * 33)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.events import SOURCE, public_url
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import files
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import documents, files
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import check_id
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.events import (
@@ -134,10 +134,6 @@ def _refuse(path: str, why: str) -> InputError:
         "refusing the cursor file %s: %s. It was left as it is: give the source another cursor path, or remove "
         "the file to start afresh (every orphan past the grace period is then reported again)" % (path, why)
     )
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError("%s is not a number JSON allows" % name)
 
 
 def _field(data: Mapping[str, Any], key: str, types: tuple[type, ...], where: str) -> Any:
@@ -261,8 +257,8 @@ def load(path: str, api_url: str, customer_id: str) -> Cursor:
     except OSError as exc:
         raise _refuse(path, "it cannot be read (%s)" % (exc.strerror or exc)) from None
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
+        data = documents.loads(raw)
+    except documents.NotJson:
         raise _refuse(path, "it is not JSON (a corrupt file, or not a cursor)") from None
     if not isinstance(data, dict) or data.get("kind") != CURSOR_KIND:
         raise _refuse(path, "it is not a %s cursor (its kind is not %r)" % (SOURCE, CURSOR_KIND))

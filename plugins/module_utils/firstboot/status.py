@@ -13,13 +13,13 @@ type.  Anything else (an unknown field, a field of another type, a state that is
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus, MachineNotFound
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.script import STATUS_FILE
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import documents
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
@@ -35,8 +35,6 @@ DEPTH_LIMIT = 32
 MESSAGE_LIMIT = 1024
 STATES = ("running", "ready", "failed")
 
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
-_BRACKET = re.compile(r"[\[\]{}]")
 _STEP = re.compile(r"[A-Za-z0-9._-]{0,64}")
 _VERSION = re.compile(r"(?:[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})?")
 
@@ -70,20 +68,6 @@ _FIELDS: dict[str, type] = {
     "changed": bool,
     "log_tail": str,
 }
-
-
-def _depth(text: str) -> int:
-    """How deep the JSON text nests (brackets outside strings), counted no further than one past the limit."""
-    depth = deepest = 0
-    for found in _BRACKET.finditer(_STRING.sub('""', text)):
-        if found.group() in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > DEPTH_LIMIT:
-                break
-        else:
-            depth -= 1
-    return deepest
 
 
 def _kind(value: object) -> str:
@@ -121,11 +105,11 @@ def parse(text: object) -> FirstBootStatus:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > STATUS_LIMIT:
         raise _invalid("it is larger than %d bytes" % STATUS_LIMIT)
-    if _depth(text) > DEPTH_LIMIT:
+    if documents.text_depth(text, DEPTH_LIMIT) > DEPTH_LIMIT:
         raise _invalid("it nests deeper than %d levels" % DEPTH_LIMIT)
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        doc = documents.loads(text)
+    except documents.NotJson as exc:
         raise _invalid("not JSON (%s)" % exc) from None
     if not isinstance(doc, dict):
         raise _invalid("the document is %s, not an object" % _kind(doc))

@@ -25,7 +25,6 @@ import errno
 import functools
 import hashlib
 import json
-import math
 import os
 import stat
 import time
@@ -33,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import files
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import documents, files
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted, view
 
@@ -309,41 +308,15 @@ def _check_scope(scope: object, path: str) -> PlanScope:
     return typed
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError("%s is not a number a plan holds" % name)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("%s is out of range" % text[:40])
-    return value
-
-
-def _depth(doc: object) -> int:
-    """How deep a parsed document nests (a scalar is 0), without recursion, stopping past :data:`MAX_DEPTH`."""
-    deepest, todo = 0, [(doc, 1)]
-    while todo:
-        value, level = todo.pop()
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
-        todo.extend((child, level + 1) for child in children)
-    return deepest
-
-
 def _document(text: str, path: str) -> Any:
     """The JSON of a plan file, bounded: finite numbers only (no NaN, no 1e400), at most :data:`MAX_DEPTH` deep."""
     try:
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise _refuse(path, "is not a plan: it nests deeper than any plan") from None
-    except ValueError as exc:
-        raise _refuse(path, "is not a plan: it is not JSON of finite numbers (%s)" % str(exc)[:200]) from None
-    if _depth(doc) > MAX_DEPTH:
+        doc = documents.loads(text)
+    except documents.NotJson as exc:
+        if "nests too deep" in str(exc):
+            raise _refuse(path, "is not a plan: it nests deeper than any plan") from None
+        raise _refuse(path, "is not a plan: it is not JSON of finite numbers (%s)" % exc) from None
+    if documents.depth(doc, MAX_DEPTH) > MAX_DEPTH:
         raise _refuse(path, "is not a plan: it nests deeper than %d levels" % MAX_DEPTH)
     return doc
 
