@@ -448,7 +448,7 @@ class Ledger:
         """The entry, or None: none there, or one that is not an entry (logged, and left on disk for a person)."""
         try:
             with open(self._path(key), "rb") as fh:
-                entry = documents.loads(fh.read())
+                entry = documents.loads(fh.read(), "a ledger entry")
         except FileNotFoundError:
             return None
         except documents.NotJson as exc:

@@ -257,7 +257,7 @@ def load(path: str, api_url: str, customer_id: str) -> Cursor:
     except OSError as exc:
         raise _refuse(path, "it cannot be read (%s)" % (exc.strerror or exc)) from None
     try:
-        data = documents.loads(raw)
+        data = documents.loads(raw, "a cursor")
     except documents.NotJson:
         raise _refuse(path, "it is not JSON (a corrupt file, or not a cursor)") from None
     if not isinstance(data, dict) or data.get("kind") != CURSOR_KIND:

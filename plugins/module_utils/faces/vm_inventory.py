@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -38,6 +38,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import describe
 
@@ -348,7 +349,7 @@ def _sort_key(host: HostRecord) -> tuple[str, str, str, str, int]:
 class _Reads:
     """The reads of one inventory, each submitted to ``pool`` as soon as what it waits on is in."""
 
-    def __init__(self, client: WhiteskyClient, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, client: WhiteskyClient, pool: Beside) -> None:
         self.client = client
         self.pool = pool
         self.locations: dict[str, tuple[Future[Inventory], Future[list[Any]], Future[Any]]] = {}
@@ -357,7 +358,7 @@ class _Reads:
 
     def start(self, spaces: Sequence[Mapping[str, Any]]) -> None:
         """Ask at once for every location's reads and every cloudspace's listing and notes."""
-        client, submit = self.client, self.pool.submit
+        client, submit = self.client, self.pool.start
         for loc in sorted({str(cs.get("location")) for cs in spaces}):
             self.locations[loc] = (
                 submit(Inventory, client, loc),
@@ -385,7 +386,7 @@ class _Reads:
             clusters = notes.clusters_in(notes_f.result() or [])
             for vm in vms:
                 if may_be_owned(clusters, vm["name"]):
-                    self.markers[(cs_id, vm["vm_id"])] = self.pool.submit(describe, self.client, cs_id, vm)
+                    self.markers[(cs_id, vm["vm_id"])] = self.pool.start(describe, self.client, cs_id, vm)
             out[cs_id] = vms
         return out
 
@@ -401,15 +402,12 @@ def read(
     when empty) as a :class:`HostRecord`, with at most ``parallel`` reads in flight (see the module's words on
     what it calls)."""
     spaces, warnings = select(client.cloudspaces(), locations, cloudspaces)
-    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
-    try:
+    with Beside(parallel) as pool:
         reads = _Reads(client, pool)
         reads.start(spaces)
         listed = reads.listings()
         where = {loc: reads.location(loc) for loc in reads.locations}
         seen = {key: f.result() for key, f in reads.markers.items()}
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
     hosts = []
     for cs in spaces:
         cs_id = str(cs["cloudspace_id"])

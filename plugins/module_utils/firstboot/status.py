@@ -108,7 +108,7 @@ def parse(text: object) -> FirstBootStatus:
     if documents.text_depth(text, DEPTH_LIMIT) > DEPTH_LIMIT:
         raise _invalid("it nests deeper than %d levels" % DEPTH_LIMIT)
     try:
-        doc = documents.loads(text)
+        doc = documents.loads(text, "a first-boot status")
     except documents.NotJson as exc:
         raise _invalid("not JSON (%s)" % exc) from None
     if not isinstance(doc, dict):

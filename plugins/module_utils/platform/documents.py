@@ -54,10 +54,6 @@ def depth(doc: object, limit: int) -> int:
     return deepest
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError("%s is not a number" % name)
-
-
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -65,12 +61,16 @@ def _finite(text: str) -> float:
     return value
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, what: str = "a document") -> Any:
     """The JSON document in ``text``, its numbers finite; :class:`NotJson` for anything else (never another
     error): not JSON, a constant or an out-of-range number, bytes that are not UTF-8, nesting past the parser's
-    recursion limit."""
+    recursion limit.  ``what`` names the document in the message (``NaN is not a number a plan holds``)."""
+
+    def no_constant(name: str) -> float:
+        raise ValueError("%s is not a number %s holds" % (name, what))
+
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return json.loads(text, parse_constant=no_constant, parse_float=_finite)
     except RecursionError:
         raise NotJson("it nests too deep to parse") from None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors

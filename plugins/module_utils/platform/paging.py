@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.deadline import Deadlines
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import BadAnswer
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
 
 #: The largest page the client asks for; the emulator serves up to this.
 PAGE_LIMIT = 500
@@ -53,12 +53,12 @@ def _planned(size: int, count: int | None) -> range:
 
 
 def _windowed(
-    pool: ThreadPoolExecutor, page: Callable[[int], tuple[list[Any], int | None]], planned: range, parallel: int
+    pool: Beside, page: Callable[[int], tuple[list[Any], int | None]], planned: range, parallel: int
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(start, items)`` of the planned pages in order, at most ``parallel`` of them asked for ahead (the first
     ``parallel`` at once, before the first is handed on), until the first empty page: the listing ends there,
     whatever its count said."""
-    window = deque(pool.submit(page, start) for start in planned[:parallel])  # asked for now, not when first read
+    window = deque(pool.start(page, start) for start in planned[:parallel])  # asked for now, not when first read
 
     def pages() -> Iterator[tuple[int, list[Any]]]:
         for i, start in enumerate(planned):
@@ -66,7 +66,7 @@ def _windowed(
             if not items:
                 return
             if i + parallel < len(planned):
-                window.append(pool.submit(page, planned[i + parallel]))
+                window.append(pool.start(page, planned[i + parallel]))
             yield start, items
 
     return pages()
@@ -118,7 +118,7 @@ def paginate(
     else:
         # at most ``parallel`` pages in flight or waiting: memory stays bounded by the window, not the listing;
         # they are asked for before the first page is handed on, so they are on their way while it is read
-        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(planned)))) as pool:
+        with Beside(min(parallel, len(planned))) as pool:
             pages = _windowed(pool, page, planned, parallel)
             yield from data
             for start, items in pages:

@@ -18,7 +18,8 @@ _T = TypeVar("_T")
 class Beside:
     """Jobs started beside the caller's own work (``with Beside(2) as beside: price = beside.start(read, ...)``),
     at most ``workers`` at once; each :meth:`start` gives its :class:`~concurrent.futures.Future`.  The ``with``
-    block ends once every job has ended, even when the caller's work failed (a job's error is its future's)."""
+    block ends once every started job has ended, even when the caller's work failed (a job's error is its future's);
+    when it failed, the jobs not started yet never start."""
 
     def __init__(self, workers: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers))
@@ -30,8 +31,8 @@ class Beside:
     def __enter__(self) -> Beside:
         return self
 
-    def __exit__(self, *_exc: object) -> None:
-        self._pool.shutdown(wait=True)
+    def __exit__(self, exc_type: object, *_exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
 
 
 def run_parallel(jobs: Mapping[_K, Callable[[], _T]], parallel: int) -> tuple[dict[_K, _T], dict[_K, Exception]]:

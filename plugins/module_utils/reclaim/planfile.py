@@ -311,7 +311,7 @@ def _check_scope(scope: object, path: str) -> PlanScope:
 def _document(text: str, path: str) -> Any:
     """The JSON of a plan file, bounded: finite numbers only (no NaN, no 1e400), at most :data:`MAX_DEPTH` deep."""
     try:
-        doc = documents.loads(text)
+        doc = documents.loads(text, "a plan")
     except documents.NotJson as exc:
         if "nests too deep" in str(exc):
             raise _refuse(path, "is not a plan: it nests deeper than any plan") from None
