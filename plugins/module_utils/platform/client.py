@@ -56,7 +56,7 @@ class _Held:
     @classmethod
     def each(cls, part: str, count: int) -> tuple[_Held, ...]:
         """``count`` attributes of ``part``, each named as the client's attribute that it is."""
-        return tuple(cls(part) for _ in range(count))
+        return tuple(cls(part) for _each in range(count))
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = self.name or name
