@@ -68,6 +68,26 @@ def violations(core: Path) -> list[str]:
     return out
 
 
+def _path_back(edges: dict[str, set[str]], start: str, group: set[str]) -> list[str]:
+    """The shortest import path from ``start`` back to itself within its strongly connected ``group``."""
+    came: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        nxt = []
+        for v in todo:
+            for w in sorted(edges[v] & group):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(came[path[-1]])
+                    return [start] + path[::-1][1:] + [start] if len(path) > 1 else [start, start]
+                if w not in came:
+                    came[w] = v
+                    nxt.append(w)
+        todo = nxt
+    return sorted(group)
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """One cycle through each strongly connected group of modules (Tarjan's algorithm, iterative enough here)."""
     index: dict[str, int] = {}
@@ -95,7 +115,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
                 if w == v:
                     break
             if len(group) > 1:
-                found.append(sorted(group) + [sorted(group)[0]])
+                found.append(_path_back(edges, sorted(group)[0], set(group)))
 
     for v in sorted(edges):
         if v not in index:
