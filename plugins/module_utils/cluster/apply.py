@@ -2,9 +2,9 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A converge's plan carried out: the machines' applier with the machines' part of the :class:`ClusterPlan`, then
-the vGPUs' applier with each pool's part.  Nothing here reads what to do or plans again: the only platform calls
-are the plan's writes (and the new machines' ids, which their creates answer).  ``done`` says what was done, also
-when a step fails halfway."""
+the vGPUs' applier with each pool's part.  Nothing here reads what to do or plans again: the appliers write what the
+plan says (reading only to resolve a lost answer or wait out a VM lock), and the new machines' ids come from
+their creates.  ``done`` says what was done, also when a step fails halfway."""
 
 from __future__ import annotations
 

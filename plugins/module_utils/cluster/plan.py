@@ -6,9 +6,9 @@
 :func:`plan` returns one :class:`ClusterPlan`: the cloudspace, the machines' plan (``pools.plan_machines``) with
 every pool's user data rendered and the reservations each graceful delete releases first, every pool's vGPU plan
 (``vgpus.plan_machine``) with the one allocation of profiles made for all pools at once, the capacity that takes
-and the price per hour before and after.  Every check is here: ownership of every VM the plan touches, sizes, user
-data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly this object; check mode returns its
-:meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first platform write.
+and the price per hour before and after.  Every check of a converge is called here: ownership of every VM the plan
+touches, sizes, user data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly this object; check
+mode returns its :meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first platform write.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a cluster's plan is made from, read in two parallel rounds (the only reads of a cluster run): the
-cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles and
+"""What a cluster's plan is made from, read in two parallel rounds (a run reads nothing else to decide what to do):
+the cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles and
 prices, and, for a teardown, each cloudspace's notes."""
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def plan(
     location: str,
 ) -> VgpuPlan:
     """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): a
-    :class:`~records.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  An unknown type or too
+    :class:`~gpu.plans.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  An unknown type or too
     little capacity raises here."""
     type_ids: set[str] = set()
     profiles: list[Profile] = []

@@ -281,8 +281,8 @@ def plan_machines(
     pools: Sequence[Pool], listing: Sequence[DescribedVM], cluster: str, present: bool, exclusive: bool
 ) -> MachinesPlan:
     """What converging the pools changes, from the cloudspace's VMs with their owners (pure): a
-    :class:`~records.MachinesPlan` of ``creates`` (pool, name), ``deletes`` and ``listed`` (VMs), the ``diff`` of the
-    cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not own holds is
+    :class:`~machines.plans.MachinesPlan` of ``creates`` (pool, name), ``deletes`` and ``listed`` (VMs), the
+    ``diff`` of the cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not own holds is
     refused."""
     names = [n for pool in pools for n in pool["names"]]
     by_name = {v["name"]: v for v in listing}

@@ -15,13 +15,11 @@ import math
 import re
 from typing import Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import NotJson
+
 #: A JSON string (its escapes included) and a bracket, for measuring nesting on the text.
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _BRACKET = re.compile(r"[\[\]{}]")
-
-
-class NotJson(ValueError):
-    """The text is not JSON of finite numbers, or nests too deep for the parser; the message says which."""
 
 
 def text_depth(text: str, limit: int) -> int:

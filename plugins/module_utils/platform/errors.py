@@ -5,7 +5,8 @@
 
 Every error the core raises is a :class:`WhiteskyError`, which ``faces/module.py`` turns into ``fail_json``: the
 message, plus ``details``.  Here are the base and the kinds every package raises (:class:`InputError`,
-:class:`PartialFailure`) and the platform's (:class:`ApiError`, :class:`BadAnswer`, :class:`LogicError`).  A
+:class:`PartialFailure`), the platform's (:class:`ApiError`, :class:`BadAnswer`, :class:`LogicError`) and those of
+reading a file from outside (:class:`NotJson`, :class:`TooLarge`).  A
 package that has errors of its own keeps them in its ``errors.py``: ``ownership.errors`` (the lease's),
 ``firstboot.errors`` (a first boot's report, the NVIDIA driver), ``gpu.errors`` (capacity), ``machines.errors`` (a
 NIC's address), ``faces.errors`` (Kubernetes).
@@ -127,3 +128,15 @@ def known(value: _T | None, what: str) -> _T:
     if value is None:
         raise WhiteskyError("%s is missing" % what)
     return value
+
+
+class NotJson(ValueError):
+    """A file's text is not JSON of finite numbers, or nests too deep for the parser (``documents.loads``); the
+    message says which, and the reader says what the file is not."""
+
+
+class TooLarge(ValueError):
+    """A file holds more than the bytes its reader takes (``files.read_bounded``'s ``limit``)."""
+
+    def __init__(self, path: str, limit: int) -> None:
+        super().__init__("%s is larger than %d bytes" % (path, limit))

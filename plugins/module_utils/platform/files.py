@@ -19,14 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable
 
-
-class TooLarge(ValueError):
-    """A file holds more than the bytes its reader takes (``limit``)."""
-
-    def __init__(self, path: str, limit: int) -> None:
-        super().__init__("%s is larger than %d bytes" % (path, limit))
-        self.path = path
-        self.limit = limit
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import TooLarge
 
 
 def read_bounded(

@@ -39,7 +39,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import Billed, Costs, add, costs, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, machines_in_location
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import (
+    OrphanCheck,
+    machines_in_location,
+    past_grace,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, listing
 
 if TYPE_CHECKING:
@@ -96,7 +100,7 @@ class Reading(NamedTuple):
 
     def escaped(self, grace_period: float) -> list[Found]:
         """The orphans at least ``grace_period`` old, the oldest first."""
-        out = [o for o in self.orphans if self.now - o.owner.created >= grace_period]
+        out = [o for o in self.orphans if past_grace(o.owner, grace_period, self.now)]
         out.sort(key=lambda o: (o.owner.created, o.vgpu_name))
         return out
 

@@ -4,7 +4,7 @@
 """The orphan rule (plain Python; only :func:`machines_in_location` reads): a reservation is an orphan when it is
 owned (its name decodes) and no VM of its machine exists in the location; :func:`select` says which of a scope's
 reservations a reclaim releases, and why it keeps the others.  The report (``sweep.info``), the reclaim
-(``sweep.reclaim``), a reviewed plan (``planfile.matching``) and the event source (``reclaim.events``) all ask here:
+(``sweep.reclaim``), a reviewed plan (``planfile.match``) and the event source (``reclaim.events``) all ask here:
 a new orphan rule goes here.
 """
 
@@ -53,6 +53,12 @@ class OrphanCheck:
         return owner.machine not in keys
 
 
+def past_grace(owner: Owner, grace_period: float, now: float) -> bool:
+    """Whether an orphan is past the grace period: at least ``grace_period`` seconds old at ``now`` (its name says
+    when it was made).  Younger ones are left alone: a machine being created may not be listed yet."""
+    return now - owner.created >= grace_period
+
+
 def select(
     candidates: Iterable[Reservation],
     scope: str,
@@ -75,7 +81,7 @@ def select(
             why = None
         elif not orphan(owner):
             why = "machine %r exists" % owner.machine
-        elif age < grace_period:
+        elif not past_grace(owner, grace_period, now):
             why = "within the grace period (age %ds < %ds)" % (age, grace_period)
         else:
             why = None

@@ -49,7 +49,7 @@ MAX_BYTES = 128 * 1024 * 1024
 #: The deepest a plan's JSON nests (the document, its entries, an entry, its cost): a deeper one is no plan.
 MAX_DEPTH = 6
 
-#: Why a planned reservation is not released (:func:`match`), each a ``reason`` of ``skipped``.
+#: Why a planned reservation is not released (:func:`match`), each a ``reason`` of ``not_released``.
 GONE = "gone"
 RENAMED = "renamed"
 OWNER_CHANGED = "owner_changed"
