@@ -282,8 +282,8 @@ def plan_machines(
 ) -> MachinesPlan:
     """What converging the pools changes, from the cloudspace's VMs with their owners (pure): a
     :class:`~machines.plans.MachinesPlan` of ``creates`` (pool, name), ``deletes`` and ``listed`` (VMs), the
-    ``diff`` of the cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not own holds is
-    refused."""
+    ``diff`` of the cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not
+    own holds is refused."""
     names = [n for pool in pools for n in pool["names"]]
     by_name = {v["name"]: v for v in listing}
     refuse_foreign([by_name[n] for n in names if n in by_name], cluster)
