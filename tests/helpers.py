@@ -138,10 +138,11 @@ class KubeFake(ServerProcess):
 
     what = "kubefake"
 
-    def __init__(self, workdir, ready_after=0.3):
+    def __init__(self, workdir, ready_after=0.3, watch_history=None):
         super().__init__()
         self.kubeconfig = os.path.join(str(workdir), "kubefake.kubeconfig")
         self.ready_after = ready_after
+        self.watch_history = watch_history
 
     def argv(self):
         return [
@@ -153,7 +154,7 @@ class KubeFake(ServerProcess):
             self.kubeconfig,
             "--deployment-ready-after",
             str(self.ready_after),
-        ]
+        ] + (["--watch-history", str(self.watch_history)] if self.watch_history else [])
 
     def env(self):
         return {"K8S_AUTH_KUBECONFIG": self.kubeconfig}

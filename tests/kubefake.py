@@ -15,6 +15,11 @@ objects in memory and serves what those clients use:
 * CustomResourceDefinitions: creating one serves its kind, and its custom
   resources are defaulted and validated against its schema (strict fields);
 * namespaces must exist; ``resourceVersion`` conflicts give 409;
+* watches (``?watch=true``) of a kind, in a namespace or in all: from a ``resourceVersion`` (an ADDED event per
+  matching object first when none is given, or ``0``), ADDED, MODIFIED and DELETED events as newline-delimited
+  JSON, selectors applied, ``timeoutSeconds`` honoured, ``BOOKMARK`` events when asked for
+  (``allowWatchBookmarks``); a version older than the history kept (``--watch-history`` events) is answered with
+  an ERROR event of code 410 (Gone), as the API server does, so a client lists again;
 * stand-ins for the Deployment and DaemonSet controllers: a Deployment reports
   Available (a DaemonSet, ready on its 2 nodes) ``--deployment-ready-after``
   seconds after each change (never, when negative).
@@ -28,6 +33,7 @@ query, content type) and ``DELETE`` clears them.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import copy
 import datetime
@@ -40,7 +46,7 @@ import uuid
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 import crdschema  # beside this file: a script's own folder is on its path
@@ -151,8 +157,12 @@ class Failure(Exception):
 
 
 class Store:
-    def __init__(self, ready_after=0.5, token=None):
+    def __init__(self, ready_after=0.5, token=None, history=20000):
         self.lock = threading.Lock()
+        #: what watches serve: ``(resource version, type, key, object as viewed)``, the oldest first, at most
+        #: ``history`` of them
+        self.events = []
+        self.history = history
         self.types = {}  # (group, version, plural) -> dict(kind, namespaced, status, schema)
         self.objects = {}  # (group, version, plural, namespace, name) -> object
         self.requests = []
@@ -179,7 +189,27 @@ class Store:
         meta["resourceVersion"] = self._next_rv()
         if key[2] in ("deployments", "daemonsets") and "_ready_at" not in obj:  # a new object, or a new spec
             obj["_ready_at"] = time.time() + self.ready_after if self.ready_after >= 0 else None
+        kind = "MODIFIED" if key in self.objects else "ADDED"
         self.objects[key] = obj
+        self._event(kind, key, obj)
+
+    def _event(self, kind, key, obj):
+        """One event for the watches (the object as it is now, viewed), the history bounded."""
+        self.events.append((int(obj["metadata"]["resourceVersion"]), kind, key, self.view(obj)))
+        if len(self.events) > self.history:
+            del self.events[: len(self.events) - self.history]
+
+    def _remove(self, key):
+        obj = self.objects.pop(key)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._event("DELETED", key, obj)
+
+    def watch_from(self, g, v, plural, ns, since):
+        """The events of a kind (in ``ns``, or all namespaces) after resource version ``since``; None when
+        ``since`` is older than the history kept (the API server's 410 Gone)."""
+        if self.events and since < self.events[0][0] - 1:
+            return None
+        return [e for e in self.events if e[0] > since and e[2][:3] == (g, v, plural) and (ns is None or e[2][3] == ns)]
 
     def kind_of(self, g, v, plural):
         t = self.types.get((g, v, plural))
@@ -346,7 +376,7 @@ class Store:
         if plural == "customresourcedefinitions":
             self._serve_crd(merged)
         if old["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers"):
-            del self.objects[key]
+            self._remove(key)
             return merged
         self._put(key, merged)
         return merged
@@ -354,10 +384,12 @@ class Store:
     def delete(self, g, v, plural, ns, name):
         obj = self.get(g, v, plural, ns, name)
         if obj["metadata"].get("finalizers"):
-            obj["metadata"].setdefault("deletionTimestamp", now_iso())
-            obj["metadata"]["resourceVersion"] = self._next_rv()
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = now_iso()
+                obj["metadata"]["resourceVersion"] = self._next_rv()
+                self._event("MODIFIED", (g, v, plural, ns or "", name), obj)
             return obj
-        del self.objects[(g, v, plural, ns or "", name)]
+        self._remove((g, v, plural, ns or "", name))
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
 
 
@@ -373,6 +405,57 @@ def _route(path):
     g, v = ("", "v1") if m.group("cv") else (m.group("g"), m.group("v"))
     plural, name = m.group("plural"), m.group("name")
     return g, v, m.group("ns"), plural, name, m.group("sub")
+
+
+def _watch(store, g, v, ns, plural, q):
+    """A watch of a kind, streamed (newline-delimited JSON events) until ``timeoutSeconds`` or the client goes."""
+    store.kind_of(g, v, plural)
+    labels, fields = q.get("labelSelector"), q.get("fieldSelector")
+    bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+    timeout = float(q.get("timeoutSeconds") or 1800)
+    rv = q.get("resourceVersion") or "0"
+    if not rv.isdigit():
+        raise Failure(400, "BadRequest", "invalid resourceVersion %r" % rv)
+    since = int(rv)
+    first = []
+    if since == 0:  # no version: the state as it is now, each object ADDED, then what follows
+        first = [
+            json.dumps({"type": "ADDED", "object": o}) + "\n"
+            for o in store.list(g, v, plural, ns, labels, fields)["items"]
+        ]
+        since = store.rv
+
+    def matches(obj):
+        return selector_match(labels, obj["metadata"].get("labels") or {}) and field_match(fields, obj)
+
+    async def stream():
+        nonlocal since
+        for line in first:
+            yield line
+        deadline = time.monotonic() + timeout
+        last_bookmark = time.monotonic()
+        while time.monotonic() < deadline:
+            with store.lock:
+                events = store.watch_from(g, v, plural, ns, since)
+                now_rv = store.rv
+            if events is None:
+                gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired"}
+                gone["message"] = "too old resource version: %d (%d)" % (since, now_rv)
+                yield json.dumps({"type": "ERROR", "object": gone}) + "\n"
+                return
+            for event_rv, kind, _key, obj in events:
+                since = event_rv
+                if matches(obj):
+                    yield json.dumps({"type": kind, "object": obj}) + "\n"
+            if bookmarks and time.monotonic() - last_bookmark > 1.0:
+                since = max(since, now_rv)
+                last_bookmark = time.monotonic()
+                mark = {"kind": store.kind_of(g, v, plural)["kind"], "apiVersion": "%s/%s" % (g, v) if g else v}
+                mark["metadata"] = {"resourceVersion": str(since)}
+                yield json.dumps({"type": "BOOKMARK", "object": mark}) + "\n"
+            await asyncio.sleep(0.05)
+
+    return StreamingResponse(stream(), media_type="application/json")
 
 
 def make_app(store):
@@ -483,7 +566,7 @@ def make_app(store):
             with store.lock:
                 if request.method == "GET":
                     if request.query_params.get("watch") in ("1", "true"):
-                        raise Failure(405, "MethodNotAllowed", "watch is not served by this fake")
+                        return _watch(store, g, v, ns, plural, q)
                     if name is None:
                         return JSONResponse(
                             store.list(g, v, plural, ns, q.get("labelSelector"), q.get("fieldSelector"))
@@ -542,8 +625,9 @@ def main(argv=None):
     ap.add_argument("--token", default="kubefake")
     ap.add_argument("--deployment-ready-after", type=float, default=0.5)
     ap.add_argument("--kubeconfig", help="write a kubeconfig for the fake here")
+    ap.add_argument("--watch-history", type=int, default=20000, help="events kept for watches (older: 410 Gone)")
     args = ap.parse_args(argv)
-    store = Store(args.deployment_ready_after, args.token)
+    store = Store(args.deployment_ready_after, args.token, args.watch_history)
     config = uvicorn.Config(make_app(store), host=args.host, port=args.port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
 
