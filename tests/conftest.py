@@ -1,4 +1,5 @@
-"""pytest wiring: a fresh emulator per test that wants one, the collection link, and the skip rules.
+"""pytest wiring: a fresh emulator per test that wants one, a fake Kubernetes API server that serves the CAPVCO
+kinds (``kube``), the collection link, and the skip rules.
 
 ``helpers.require(ok, why)`` is how a suite that needs root, network namespaces or
 podman says what it lacks: a skip on a developer's machine, but a failure
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import SPEC_ABSENT, Emulator, ensure_collection_link
+from helpers import SPEC_ABSENT, Emulator, ensure_collection_link, kube_with_crds
 
 ensure_collection_link()
 
@@ -21,6 +22,13 @@ def emulator(tmp_path):
     emu = Emulator(tmp_path / "emulator-state").start()
     yield emu
     emu.stop()
+
+
+@pytest.fixture
+def kube(tmp_path):
+    fake = kube_with_crds(tmp_path)
+    yield fake
+    fake.stop()
 
 
 def pytest_terminal_summary(terminalreporter):

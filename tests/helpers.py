@@ -203,6 +203,18 @@ class KubeFake(ServerProcess):
         return self.call("GET", "/api/v1/namespaces/%s/events" % namespace)[1]["items"]
 
 
+#: The CAPVCO CustomResourceDefinitions, as the controller's role applies them.
+CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
+
+
+def kube_with_crds(workdir, **kw):
+    """A started fake API server that serves the CAPVCO kinds (their CRDs created)."""
+    fake = KubeFake(workdir, **kw).start()
+    for crd in yaml.safe_load(read_text(CRDS))["items"]:
+        fake.create(crd)
+    return fake
+
+
 PLURAL = {
     "VCOCluster": "vcoclusters",
     "VCOMachine": "vcomachines",

@@ -15,31 +15,18 @@ import os
 import sqlite3
 import subprocess
 
-import pytest
-import yaml
-
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import script as firstboot_sh
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 
-from helpers import ROOT, KubeFake, operator_vars, read_text, run_playbook, task_results
+from helpers import ROOT, operator_vars, read_text, run_playbook, task_results
 from test_gpu import live, three_ways
 
 PLAYS = os.path.join(ROOT, "playbooks")
 IV = "infrastructure.cluster.x-k8s.io/v1beta1"
 CV = "cluster.x-k8s.io/v1beta1"
-CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
 MUTATING_K8S = ("POST", "PUT", "PATCH", "DELETE")
-
-
-@pytest.fixture
-def kube(tmp_path):
-    fake = KubeFake(tmp_path).start()
-    for crd in yaml.safe_load(read_text(CRDS))["items"]:
-        fake.create(crd)
-    yield fake
-    fake.stop()
 
 
 def b64(text):

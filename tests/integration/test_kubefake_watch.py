@@ -7,24 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
-from helpers import ROOT, KubeFake, read_text
+from helpers import kube_with_crds
 
 IV = ("infrastructure.cluster.x-k8s.io", "v1beta1")
-CRDS = ROOT + "/roles/capvco_controller/files/crds.yaml"
-
-
-@pytest.fixture
-def kube(tmp_path):
-    fake = KubeFake(tmp_path).start()
-    for crd in yaml.safe_load(read_text(CRDS))["items"]:
-        fake.create(crd)
-    yield fake
-    fake.stop()
 
 
 def api(kube):
@@ -87,10 +76,8 @@ def test_a_watch_resumes_from_a_version_and_applies_selectors(kube):
 
 
 def test_a_version_older_than_the_history_is_gone(tmp_path):
-    fake = KubeFake(tmp_path, watch_history=3).start()
+    fake = kube_with_crds(tmp_path, watch_history=3)
     try:
-        for crd in yaml.safe_load(read_text(CRDS))["items"]:
-            fake.create(crd)
         custom = api(fake)
         for i in range(6):
             fake.create(machine("m%d" % i))
