@@ -30,7 +30,6 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import yaml
 from goals import report  # beside this file: a script's own folder is on its path
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
@@ -40,7 +39,7 @@ from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
 from capvco_lab.specs import cluster_spec
 
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "integration")]
-from helpers import KubeFake, operator_vars, read_text, run_playbook  # noqa: E402  (the tests' fake API server)
+from helpers import operator_vars, run_playbook  # noqa: E402  (the tests' fake API server)
 
 LOC = "be-gen-1"
 MUTATING = {name for name, op in api.OPERATIONS.items() if op.method != "GET"}
@@ -128,13 +127,13 @@ def life(emu, where):
 
 def reconciles(tmp, foreign):
     """Row 2: the controller's idle reconciles, through the playbooks the operator runs."""
-    from test_controller import CRDS, A100x2, make_cluster, make_machine, write_requests
+    from test_controller import A100x2, make_cluster, make_machine, write_requests
+
+    from helpers import kube_with_crds
 
     emu = start(tmp, "controller", world([("cs-demo", "capvco-demo")]))
-    kube = KubeFake(tmp).start()
+    kube = kube_with_crds(tmp)
     try:
-        for crd in yaml.safe_load(read_text(CRDS))["items"]:
-            kube.create(crd)
 
         def reconcile(playbook, obj):
             rc, out, _data = run_playbook(
