@@ -47,19 +47,19 @@ def test_a_watch_sees_what_exists_then_each_change_in_order(kube):
 
     def watch():
         w = k8s_watch.Watch()
-        for event in w.stream(custom.list_namespaced_custom_object, *IV, "default", "vcomachines", timeout_seconds=3):
+        for event in w.stream(custom.list_namespaced_custom_object, *IV, "default", "vcomachines", timeout_seconds=60):
             started.set()
             seen.append((event["type"], event["object"]["metadata"]["name"]))
             if event["type"] == "DELETED":
                 w.stop()
 
-    t = threading.Thread(target=watch)
+    t = threading.Thread(target=watch, daemon=True)
     t.start()
     assert started.wait(10)
     kube.create(machine("m1"))
     custom.patch_namespaced_custom_object(*IV, "default", "vcomachines", "m1", {"metadata": {"labels": {"a": "b"}}})
     custom.delete_namespaced_custom_object(*IV, "default", "vcomachines", "m1")
-    t.join(15)
+    t.join(60)
     assert seen == [("ADDED", "m0"), ("ADDED", "m1"), ("MODIFIED", "m1"), ("DELETED", "m1")]
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def apply(client: WhiteskyClient, plan: ClusterPlan, cloudspace_id: str, done: dict[str, Any], parallel: int) -> None:
     """Carry out ``plan`` in the cloudspace ``cloudspace_id`` (the plan's, or the one this run just created)."""
     spec = plan.spec
-    scope = pools.Scope(cloudspace_id, spec.name, spec.location, "present", True, False, parallel)
+    scope = pools.Scope(cloudspace_id, spec.name, spec.location, state="present", exclusive=True, parallel=parallel)
     result: dict[str, Any] = {"created": [], "deleted": [], "machines": []}
     try:
         if plan.machines.creates or plan.machines.deletes:

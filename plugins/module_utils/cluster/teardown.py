@@ -158,7 +158,9 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
     for space, planned in zip(p.cloudspaces, p.machines, strict=True):
         if planned is None:
             continue
-        scope = pools.Scope(space["cloudspace_id"], spec.name, spec.location, "absent", False, p.force, parallel)
+        scope = pools.Scope(
+            space["cloudspace_id"], spec.name, spec.location, state="absent", force=p.force, parallel=parallel
+        )
         result: dict[str, Any] = {"created": [], "deleted": [], "machines": []}
         pool: tuple[Pool, ...] = ({"name": None, "names": space["machines"], "gpu": None},)
         try:

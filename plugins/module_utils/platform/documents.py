@@ -70,6 +70,6 @@ def loads(text: str | bytes, what: str = "a document") -> Any:
     try:
         return json.loads(text, parse_constant=no_constant, parse_float=_finite)
     except RecursionError:
-        raise NotJson("it nests too deep to parse") from None
+        raise NotJson("it nests too deep to parse", too_deep=True) from None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise NotJson(str(exc)[:200]) from None

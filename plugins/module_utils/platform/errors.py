@@ -131,8 +131,12 @@ def known(value: _T | None, what: str) -> _T:
 
 
 class NotJson(ValueError):
-    """A file's text is not JSON of finite numbers, or nests too deep for the parser (``documents.loads``); the
-    message says which, and the reader says what the file is not."""
+    """A file's text is not JSON of finite numbers, or nests too deep for the parser (``too_deep``;
+    ``documents.loads``); the message says which, and the reader says what the file is not."""
+
+    def __init__(self, message: str, too_deep: bool = False) -> None:
+        super().__init__(message)
+        self.too_deep = too_deep
 
 
 class TooLarge(ValueError):

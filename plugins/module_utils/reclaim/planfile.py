@@ -313,7 +313,7 @@ def _document(text: str, path: str) -> Any:
     try:
         doc = documents.loads(text, "a plan")
     except documents.NotJson as exc:
-        if "nests too deep" in str(exc):
+        if exc.too_deep:
             raise _refuse(path, "is not a plan: it nests deeper than any plan") from None
         raise _refuse(path, "is not a plan: it is not JSON of finite numbers (%s)" % exc) from None
     if documents.depth(doc, MAX_DEPTH) > MAX_DEPTH:
