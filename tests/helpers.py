@@ -203,6 +203,71 @@ class KubeFake(ServerProcess):
         return self.call("GET", "/api/v1/namespaces/%s/events" % namespace)[1]["items"]
 
 
+class Controller:
+    """The controller (``python -m capvco_controller``) as a process against a fake API server and an emulator, its
+    log in a file; its health port is read from the log."""
+
+    def __init__(self, kube, emulator, workdir, *args, env=None):
+        self.kube, self.emulator = kube, emulator
+        self.log = os.path.join(str(workdir), "controller-%d.log" % id(self))
+        self.args = list(args)
+        self.env = env
+        self.proc = None
+        self.port = None
+
+    def start(self, wait_ready=True):
+        env = dict(os.environ, **(self.emulator.env() if self.emulator is not None else {}))
+        env.pop("K8S_AUTH_KUBECONFIG", None)
+        env.update(self.env or {})
+        argv = [sys.executable, "-m", "capvco_controller", "--kubeconfig", self.kube.kubeconfig]
+        argv += ["--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0"] + self.args
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
+        if not wait_for(lambda: self._port() is not None or self.proc.poll() is not None, 60):
+            raise RuntimeError("the controller did not serve its probes: " + self.text()[-3000:])
+        if self.proc.poll() is not None:
+            raise RuntimeError("the controller exited %s: %s" % (self.proc.returncode, self.text()[-3000:]))
+        if wait_ready and not wait_for(lambda: self.probe("/readyz") == 200, 120):
+            raise RuntimeError("the controller never became ready: " + self.text()[-3000:])
+        return self
+
+    def _port(self):
+        found = re.findall(r"serving /metrics, /healthz and /readyz on port (\d+)", self.text())
+        if found:
+            self.port = int(found[-1])
+        return self.port
+
+    def text(self):
+        with open(self.log, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+
+    def probe(self, path):
+        try:
+            return httpx.get("http://127.0.0.1:%d%s" % (self.port, path), timeout=5).status_code
+        except httpx.HTTPError:
+            return None
+
+    def metrics(self):
+        """``{name{labels}: value}`` of /metrics."""
+        text = httpx.get("http://127.0.0.1:%d/metrics" % self.port, timeout=10).text
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+    def stop(self, sig=15, timeout=30):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode if self.proc is not None else None
+
+
 #: The CAPVCO CustomResourceDefinitions, as the controller's role applies them.
 CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
 

@@ -215,10 +215,18 @@ def write_status(
     except ApiException as exc:
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
     current = (obj.get("spec") or {}).get("providerID")
-    set_provider = _provider_change(kind, ns, name, current, provider_id)
     event = _checked_event(event)
-    given = _status_input(status, vm_id, gpu_orphans, gpu_reservations)
-    patch, after = plan_status(obj, given, conditions, now)
+    set_provider, patch, after = plan_write(
+        obj,
+        kind,
+        now,
+        status=status,
+        conditions=conditions,
+        gpu_reservations=gpu_reservations,
+        vm_id=vm_id,
+        gpu_orphans=gpu_orphans,
+        provider_id=provider_id,
+    )
     provider = provider_id if set_provider else current
     result: dict[str, Any] = {
         "changed": bool(patch is not None or set_provider or event),
@@ -232,12 +240,17 @@ def write_status(
     if check_mode:
         return result
     try:
+        written: Any = None
         if set_provider:
-            custom.patch_namespaced_custom_object(
+            written = custom.patch_namespaced_custom_object(
                 GROUP, VERSION, ns, PLURALS[kind], name, {"spec": {"providerID": provider}}
             )
         if patch is not None:
-            custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch})
+            written = custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch}
+            )
+        if isinstance(written, dict):  # the object's version after this write (a controller's cache waits for it)
+            result["resource_version"] = (written.get("metadata") or {}).get("resourceVersion")
         if event:
             body = event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
             # the client validates a dict body into its CoreV1Event (its annotation names only the model)
@@ -246,6 +259,28 @@ def write_status(
     except ApiException as exc:
         raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None
     return result
+
+
+def plan_write(
+    obj: Mapping[str, Any],
+    kind: str,
+    now: str,
+    *,
+    status: Mapping[str, Any] | None = None,
+    conditions: Iterable[Mapping[str, Any]] | None = None,
+    gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
+    vm_id: str | int | None = None,
+    gpu_orphans: Mapping[str, Any] | None = None,
+    provider_id: str | None = None,
+) -> tuple[bool, dict[str, Any] | None, Any]:
+    """What :func:`write_status` would write to ``obj`` (pure): ``(set providerID, status patch or None, status
+    after)``.  A controller asks it of the object in its cache, to make no call at all when nothing changes."""
+    meta = obj.get("metadata") or {}
+    current = (obj.get("spec") or {}).get("providerID")
+    set_provider = _provider_change(kind, str(meta.get("namespace")), str(meta.get("name")), current, provider_id)
+    given = _status_input(status, vm_id, gpu_orphans, gpu_reservations)
+    patch, after = plan_status(obj, given, conditions, now)
+    return set_provider, patch, after
 
 
 def _provider_change(kind: str, ns: str, name: str, current: str | None, provider_id: str | None) -> bool:

@@ -1,0 +1,180 @@
+"""What every reconcile works with: the informers' stores, the platform client of its worker thread, and the
+controller's writes to Kubernetes, each skipped when the cached object says it would change nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube as seam
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+from capvco_controller.informer import Store
+from capvco_controller.kube import CLUSTER, MACHINE, VCOCLUSTER, VCOMACHINE, Kind, Kube
+from capvco_controller.metrics import Registry
+
+#: A work queue key: (kind, namespace, name); kind "Location" is the drift pass of a location ("", location).
+Key = tuple[str, str, str]
+KINDS = {k.kind: k for k in (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE)}
+
+
+@dataclass(frozen=True)
+class Result:
+    """A reconcile's outcome: done (None), or to be looked at again after ``requeue_after`` seconds."""
+
+    requeue_after: float | None = None
+
+
+DONE = Result()
+
+
+class Retry(Exception):
+    """A reconcile failed in a way a later try can fix: the key goes back with backoff (the message is logged and
+    was recorded on the object)."""
+
+
+@dataclass
+class Settings:
+    """The controller's own settings (``main`` reads them from the command line)."""
+
+    drift_period: float = 600.0
+    driver_poll: float = 60.0
+    addon_resync: float = 3600.0
+    ansible_playbook: str = "ansible-playbook"
+    namespaces: list[str] = field(default_factory=list)
+
+
+class Context:
+    def __init__(
+        self,
+        kube: Kube,
+        stores: Mapping[str, Store],
+        connection: Connection,
+        settings: Settings,
+        metrics: Registry,
+        enqueue: Callable[[Key], None] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.stores = stores
+        self.connection = connection
+        self.settings = settings
+        self.metrics = metrics
+        self.enqueue: Callable[[Key], None] = enqueue or (lambda key: None)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        # per key, the resourceVersion of the controller's last write that the cache has not shown yet: until it has,
+        # the cache is not trusted to say that a write would change nothing
+        self._pending: dict[Key, str] = {}
+        # the drift pass's orphan report per VCOCluster, for its reconcile: key -> report
+        self.reports: dict[Key, dict[str, Any]] = {}
+        # the SR-IOV add-on: key -> (digest of what was applied, monotonic time)
+        self.addons: dict[Key, tuple[str, float]] = {}
+
+    # the platform
+    def client(self) -> WhiteskyClient:
+        """This worker thread's platform client (one per thread, kept for the process's life)."""
+        got: WhiteskyClient | None = getattr(self._local, "client", None)
+        if got is None:
+            got = WhiteskyClient.connect(self.connection)
+            self._local.client = got
+        return got
+
+    # the caches
+    def cached(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.stores[kind].get(namespace, name)
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        return self.stores[kind].items()
+
+    def seen(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """The informer's note of an object it now holds: a pending write of the controller's is in the cache."""
+        meta = obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        with self._lock:
+            if self._pending.get(key) == meta.get("resourceVersion"):
+                del self._pending[key]
+
+    def _wrote(self, key: Key, version: object) -> None:
+        with self._lock:
+            if isinstance(version, str) and version:
+                self._pending[key] = version
+            else:
+                self._pending[key] = "?"  # unknown: never matches, until the object is read after a reconcile
+
+    def fresh(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` from the cache, or from the API server when the controller wrote to it since the cache last
+        showed it."""
+        meta = obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        with self._lock:
+            pending = key in self._pending
+        if not pending:
+            return obj
+        got = self.kube.get(KINDS[kind], key[1], key[2])
+        if got is None:
+            return obj
+        self._wrote(key, (got.get("metadata") or {}).get("resourceVersion"))  # cleared once the cache shows it
+        return got
+
+    # the writes
+    def status(
+        self,
+        kind: str,
+        obj: Mapping[str, Any],
+        *,
+        status: Mapping[str, Any] | None = None,
+        conditions: Iterable[Mapping[str, Any]] | None = None,
+        gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
+        vm_id: int | None = None,
+        gpu_orphans: Mapping[str, Any] | None = None,
+        provider_id: str | None = None,
+        event: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """``faces.kube.write_status`` for ``obj``, or nothing at all (None) when the object, as the reconcile holds
+        it, already says all of it and there is no Event to emit."""
+        conditions = list(conditions or [])
+        meta = obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event is None:
+            with self._lock:
+                pending = key in self._pending
+            if not pending:
+                set_provider, patch, _after = seam.plan_write(
+                    obj,
+                    kind,
+                    seam.now_iso(),
+                    status=status,
+                    conditions=conditions,
+                    gpu_reservations=gpu_reservations,
+                    vm_id=vm_id,
+                    gpu_orphans=gpu_orphans,
+                    provider_id=provider_id,
+                )
+                if not set_provider and patch is None:
+                    return None
+        result = seam.write_status(
+            kind=kind,
+            name=key[2],
+            namespace=key[1],
+            status=status,
+            conditions=conditions,
+            gpu_reservations=gpu_reservations,
+            vm_id=vm_id,
+            gpu_orphans=gpu_orphans,
+            provider_id=provider_id,
+            event=event,
+            api=self.kube.api,
+        )
+        if result.get("resource_version") is not None:
+            self._wrote(key, result["resource_version"])
+        return result
+
+    def set_finalizers(self, kind: Kind, obj: Mapping[str, Any], finalizers: list[str]) -> None:
+        got = self.kube.set_finalizers(kind, obj, finalizers)
+        meta = obj.get("metadata") or {}
+        self._wrote(
+            (kind.kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+            (got.get("metadata") or {}).get("resourceVersion"),
+        )

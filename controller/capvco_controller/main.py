@@ -1,0 +1,163 @@
+"""``capvco-controller``: the command line of the controller (the flags controller-runtime managers take).
+
+    capvco-controller [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
+                      [--leader-elect] [--leader-election-id NAME] [--leader-election-namespace NS]
+                      [--health-probe-bind-address :6789] [--metrics-bind-address 127.0.0.1:8080]
+                      [--drift-period 600] [--driver-poll 60] [--addon-resync 3600]
+
+The platform credential comes from the environment (``WHITESKY_API_URL``, ``WHITESKY_CUSTOMER_ID``,
+``WHITESKY_API_TOKEN``, and the collection's other connection variables); Kubernetes from ``--kubeconfig``,
+``KUBECONFIG`` or the pod's service account.  ``SIGTERM`` stops it cleanly: the reconciles under way finish, the
+Lease is given up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from capvco_controller.context import Settings
+from capvco_controller.controller import Controller
+from capvco_controller.kube import Kube
+from capvco_controller.leader import LeaderElector
+from capvco_controller.metrics import Gauge, Registry, Server
+
+log = logging.getLogger("capvco_controller")
+#: Measured (docs/controller.md, "Sizing"): 4 workers create 50 machines well within the 2 minutes of the goal.
+DEFAULT_WORKERS = 4
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0, got %s" % text)
+    return value
+
+
+def _workers(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError("must be from 1 to 64, got %s" % text)
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="capvco-controller", description=__doc__.split("\n\n")[0])
+    p.add_argument("--kubeconfig", default=None)
+    p.add_argument("--context", default=None)
+    p.add_argument(
+        "--namespace",
+        action="append",
+        default=None,
+        help="a namespace to watch (repeat it; default: WATCH_NAMESPACE, comma-separated, or every namespace)",
+    )
+    p.add_argument("--max-concurrent-reconciles", type=_workers, default=DEFAULT_WORKERS)
+    p.add_argument("--leader-elect", action="store_true")
+    p.add_argument("--leader-election-id", default="capvco-controller")
+    p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "capvco-system")
+    p.add_argument("--health-probe-bind-address", default=":6789")
+    p.add_argument("--metrics-bind-address", default="127.0.0.1:8080", help='"0" turns the metrics endpoint off')
+    p.add_argument("--drift-period", type=_positive, default=600.0, help="seconds between drift passes of a location")
+    p.add_argument("--driver-poll", type=_positive, default=60.0, help="seconds between reads of a first boot's report")
+    p.add_argument(
+        "--addon-resync", type=_positive, default=3600.0, help="seconds between applies of the SR-IOV add-on"
+    )
+    p.add_argument("--ansible-playbook", default="ansible-playbook", help="the SR-IOV add-on's ansible-playbook")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    for chatty in ("httpx", "httpcore", "urllib3", "kubernetes"):  # one line per request: only their warnings
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        connection = Connection.from_options({}, os.environ, where=" in the controller's environment")
+        kube = Kube.connect(args.kubeconfig, args.context)
+    except WhiteskyError as exc:
+        log.error("%s", scrub(str(exc), 2048))
+        return 2
+    namespaces = args.namespace or [n.strip() for n in os.environ.get("WATCH_NAMESPACE", "").split(",") if n.strip()]
+    settings = Settings(
+        drift_period=args.drift_period,
+        driver_poll=args.driver_poll,
+        addon_resync=args.addon_resync,
+        ansible_playbook=args.ansible_playbook,
+        namespaces=namespaces,
+    )
+    registry = Registry()
+    controller = Controller(kube, connection, settings, workers=args.max_concurrent_reconciles, metrics=registry)
+    stop = controller.stop
+    lost = threading.Event()
+    elector: LeaderElector | None = None
+    if args.leader_elect:
+        identity = "%s_%s" % (socket.gethostname(), uuid.uuid4())
+
+        def on_lost() -> None:
+            lost.set()
+            stop.set()
+
+        elector = LeaderElector(
+            kube, args.leader_election_namespace, args.leader_election_id, identity, on_lost=on_lost
+        )
+    registry.add(_leader_gauge(elector, args.leader_election_id))
+
+    def ready() -> bool:
+        return controller.ready() or (elector is not None and not elector.leading.is_set() and not stop.is_set())
+
+    servers = [
+        Server(address, registry, lambda: (not controller.started) or controller.healthy(), ready)
+        for address in dict.fromkeys([args.health_probe_bind_address, args.metrics_bind_address])
+        if address and address != "0"
+    ]
+    for server in servers:
+        server.start()
+        log.info("serving /metrics, /healthz and /readyz on port %d", server.port)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if elector is not None:
+            if not elector.acquire(stop):
+                return 0
+            threading.Thread(target=elector.renew_forever, args=(stop,), name="leader", daemon=True).start()
+        controller.start()
+        stop.wait()
+    finally:
+        controller.shutdown()
+        if elector is not None and not lost.is_set():
+            elector.release()
+        for server in servers:
+            server.stop()
+    return 1 if lost.is_set() else 0
+
+
+def _leader_gauge(elector: LeaderElector | None, name: str) -> Gauge:
+    def read() -> list[tuple[tuple[tuple[str, str], ...], float]]:
+        leading = elector is None or elector.leading.is_set()
+        return [((("name", name),), 1.0 if leading else 0.0)]
+
+    return Gauge("leader_election_master_status", "1 while this replica leads.", read)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""A VCOMachine's reconcile and finalizer, by Cluster API's contract for infrastructure machines.
+
+It waits for the cluster label, the owner Machine, the Cluster and its ready VCOCluster, and the bootstrap data;
+creates the VM with the retried first boot wrapped around that data; reserves and attaches the vGPUs by type (each
+reservation names its owner the moment it exists); sets ``spec.providerID`` and ``status.ready``; and records
+``GPUDriverReady`` from what the first boot reports.  A terminal error goes to ``status.failureReason``.  The
+platform work is the collection's core (``machines.machine.ensure``, ``gpu.vgpus.ensure``,
+``firstboot.status.info``, ``cluster.run.run`` for the deletion), the same the modules call.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_run
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as first_boot
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import MachineNotFound
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from capvco_controller import objects
+from capvco_controller.context import DONE, Context, Result, Retry
+from capvco_controller.kube import VCOMACHINE
+from capvco_controller.objects import VCOMachine
+
+log = logging.getLogger(__name__)
+KIND = "VCOMachine"
+MESSAGE_LIMIT = 4096
+
+
+def provider_id(location: str, cloudspace_id: str, vm_name: str) -> str:
+    return "whitesky://%s/%s/%s" % (location, cloudspace_id, vm_name)
+
+
+def converged(m: VCOMachine, seen: list[dict[str, Any]], provider: str) -> bool:
+    """Whether the VM, read by the id the status records, and its vGPUs are what the status records (pure)."""
+    recorded = m.recorded
+    return (
+        len(seen) == 1
+        and sorted(str(v) for v in seen[0].get("vgpus") or []) == sorted(str(r.get("vgpuID")) for r in recorded)
+        and len(recorded) == m.gpu_count
+        and all(r.get("attached") is True for r in recorded)
+        and m.provider_id == provider
+    )
+
+
+def first_boot_options(m: VCOMachine) -> dict[str, Any]:
+    """The machine's first boot: its packages and attempts, and for a GPU machine the pinned driver step."""
+    given = m.spec.get("firstBoot")
+    given = given if isinstance(given, dict) else {}
+    out: dict[str, Any] = {"packages": list(given.get("packages") or []), "attempts": int(given.get("attempts", 5))}
+    if m.gpu_count > 0:
+        version = m.gpu.get("driverVersion", "")
+        out["gpu_driver"] = {"version": "" if version is None else str(version), "count": m.gpu_count}
+    return out
+
+
+def wait(ctx: Context, obj: dict[str, Any], reason: str, message: str) -> Result:
+    """Record what the reconcile waits for (``VMProvisioned`` False, severity Info); a watch wakes it again."""
+    ctx.status(
+        KIND,
+        obj,
+        conditions=[
+            {"type": "VMProvisioned", "status": "False", "severity": "Info", "reason": reason, "message": message}
+        ],
+    )
+    return DONE
+
+
+def infrastructure(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result | objects.VCOCluster:
+    """The machine's ready VCOCluster, or the Result of a wait (recorded) or of a paused cluster."""
+    if not m.cluster:
+        return wait(ctx, obj, "WaitingForClusterLabel", "the VCOMachine has no cluster.x-k8s.io/cluster-name label yet")
+    if not m.owner_machine:
+        return wait(ctx, obj, "WaitingForOwnerMachine", "no Cluster API Machine owns this VCOMachine yet")
+    capi = ctx.cached("Cluster", m.namespace, m.cluster)
+    if capi is None:
+        return wait(ctx, obj, "WaitingForCluster", "Cluster %s is not there" % m.cluster)
+    if objects.cluster_paused(capi, m.annotations):
+        return DONE
+    vcc_obj = ctx.cached("VCOCluster", m.namespace, objects.infrastructure_name(capi, m.cluster))
+    vcc = objects.VCOCluster.read(vcc_obj) if vcc_obj is not None else None
+    if vcc is None or not vcc.ready or not vcc.cloudspace_id:
+        return wait(ctx, obj, "WaitingForClusterInfrastructure", "the VCOCluster of %s is not ready" % m.cluster)
+    return vcc
+
+
+def bootstrap_data(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result | str:
+    """The owner Machine's bootstrap data, or the Result of a wait (recorded) or of a terminal failure."""
+    owner = ctx.cached("Machine", m.namespace, m.owner_machine)
+    secret_name = objects.bootstrap_secret(owner)
+    if not secret_name:
+        return wait(
+            ctx, obj, "WaitingForBootstrapData", "Machine %s has no bootstrap data Secret yet" % m.owner_machine
+        )
+    data = ctx.kube.secret(m.namespace, secret_name)
+    if data is None or "value" not in data:
+        return wait(ctx, obj, "WaitingForBootstrapData", "Secret %s has no bootstrap data yet" % secret_name)
+    fmt = data.get("format", "")
+    if fmt not in ("", "cloud-config"):
+        bad = InputError(
+            "bootstrap data format %s is not supported; the first boot wraps cloud-config or a script" % fmt
+        )
+        failed(ctx, obj, m, None, "VMProvisioned", "Read the bootstrap data Secret", bad)
+        return DONE
+    return data["value"]
+
+
+def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
+    obj = ctx.fresh(KIND, obj)
+    m = VCOMachine.read(obj)
+    if m.deleting:
+        return finalize(ctx, obj, m)
+    if objects.MACHINE_FINALIZER not in m.finalizers:
+        ctx.set_finalizers(VCOMACHINE, obj, m.finalizers + [objects.MACHINE_FINALIZER])
+    if m.failure:
+        return DONE  # terminal: delete the Machine to replace it
+    vcc = infrastructure(ctx, obj, m)
+    if isinstance(vcc, Result):
+        return vcc
+    location, cs_id = vcc.location, vcc.cloudspace_id
+    provider = provider_id(location, cs_id, m.vm_name)
+    is_converged = False
+    if m.ready and m.vm_id is not None:  # an idle reconcile: one read, the VM the status records
+        seen = machines.info(ctx.client(), cloudspace_id=cs_id, vm_id=m.vm_id, name=m.vm_name, cluster=m.cluster)
+        is_converged = converged(m, seen["machines"], provider)
+    vm_id = m.vm_id
+    if not is_converged:
+        bootstrap: str | None = None
+        if m.vm_id is None:
+            got = bootstrap_data(ctx, obj, m)
+            if isinstance(got, Result):
+                return got
+            bootstrap = got
+        vm_id = converge(ctx, obj, m, location, cs_id, provider, bootstrap)
+    if m.gpu_count > 0 and vm_id is not None and not (is_converged and m.driver_verified):
+        return driver(ctx, obj, m, cs_id, vm_id)
+    return DONE
+
+
+def converge(
+    ctx: Context,
+    obj: dict[str, Any],
+    m: VCOMachine,
+    location: str,
+    cs_id: str,
+    provider: str,
+    bootstrap: str | None,
+) -> int:
+    """The VM, then its vGPUs; the VM's id.  A failure is recorded with what is reserved so far."""
+    client = ctx.client()
+    condition, step = "VMProvisioned", "The VM, created with the retried first boot wrapped around the bootstrap data"
+    try:
+        size = objects.snake(m.spec)
+        vm = machines.ensure(
+            client,
+            cloudspace_id=cs_id,
+            name=m.vm_name,
+            vcpus=size.get("vcpus"),
+            memory=size.get("memory"),
+            image_id=size.get("image"),
+            disk_size=size.get("disk_size"),
+            cluster=m.cluster,
+            first_boot=first_boot_options(m),
+            bootstrap_data=bootstrap,
+            provider_id=provider,
+        )
+        vm_id = int(vm["machine"]["vm_id"])
+        ctx.status(
+            KIND,
+            obj,
+            provider_id=provider,
+            vm_id=vm_id,
+            status={"addresses": [{"type": "Hostname", "address": m.vm_name}]},
+            conditions=[
+                {
+                    "type": "VMProvisioned",
+                    "status": "True",
+                    "reason": "Provisioned",
+                    "message": "VM %s (%s)" % (m.vm_name, vm_id),
+                }
+            ],
+            event={"reason": "VMCreated", "message": "created VM " + m.vm_name} if vm.get("changed") else None,
+        )
+        condition, step = "GPUsReserved", "Reserve and attach the vGPUs by type"
+        reservations: list[dict[str, Any]] = []
+        if m.gpu_count > 0:
+            got = vgpus.ensure(
+                client,
+                location=location,
+                cloudspace_id=cs_id,
+                cluster=m.cluster,
+                machines=[m.vm_name],
+                gpu_type=str(m.gpu.get("type") or ""),
+                count=m.gpu_count,
+            )
+            reservations = list(got.get("reservations") or [])
+        step = "Record the machine as ready, with its reservations"
+        ctx.status(
+            KIND,
+            obj,
+            status={"ready": True, "failureReason": None, "failureMessage": None},
+            gpu_reservations=reservations,
+            conditions=(
+                [
+                    {
+                        "type": "GPUsReserved",
+                        "status": "True",
+                        "reason": "Reserved",
+                        "message": "%d x %s" % (m.gpu_count, m.gpu.get("type")),
+                    }
+                ]
+                if m.gpu_count > 0
+                else []
+            ),
+        )
+        return vm_id
+    except WhiteskyError as exc:
+        failed(ctx, obj, m, location, condition, step, exc)
+        raise AssertionError("unreachable") from exc  # failed() raises
+
+
+def failed(
+    ctx: Context,
+    obj: dict[str, Any],
+    m: VCOMachine,
+    location: str | None,
+    condition: str,
+    step: str,
+    exc: WhiteskyError,
+) -> None:
+    """Record a failure and every reservation owned for the machine so far.  Invalid input is terminal
+    (``failureReason``); anything else raises :class:`Retry`, and the key comes back with backoff."""
+    terminal = isinstance(exc, InputError)
+    message = scrub(str(exc), MESSAGE_LIMIT)
+    owned: list[dict[str, Any]] | None = None
+    if location:
+        try:
+            owned = sweep.info(ctx.client(), location=location, cluster=m.cluster, machine=m.vm_name)["reservations"]
+        except WhiteskyError as again:
+            log.warning("%s/%s: reading its reservations after a failure: %s", m.namespace, m.name, again)
+    reason = "InvalidConfiguration" if terminal else "ReconcileFailed"
+    ctx.status(
+        KIND,
+        obj,
+        status={"ready": False, "failureReason": reason, "failureMessage": message} if terminal else None,
+        gpu_reservations=owned,
+        conditions=[{"type": condition, "status": "False", "severity": "Error", "reason": reason, "message": message}],
+        event={"type": "Warning", "reason": reason, "message": "%s: %s" % (step, message)},
+    )
+    if not terminal:
+        raise Retry("%s: %s" % (step, message))
+
+
+def driver(ctx: Context, obj: dict[str, Any], m: VCOMachine, cs_id: str, vm_id: int) -> Result:
+    """``GPUDriverReady`` from what the first boot reports (through the platform's guest agent); looked at again
+    after the driver poll until the driver is verified (the first boot's verdict is final then)."""
+    before = m.condition("GPUDriverReady")
+    try:
+        cond = first_boot.info(ctx.client(), cloudspace_id=cs_id, vm_id=vm_id, gpu=True)["gpu_driver_ready"]
+    except MachineNotFound as exc:
+        cond = {
+            "type": "GPUDriverReady",
+            "status": "False",
+            "severity": "Error",
+            "reason": "MachineNotFound",
+            "message": scrub(str(exc), MESSAGE_LIMIT),
+        }
+    event = None
+    if cond.get("status") == "False" and cond.get("message") != before.get("message"):
+        event = {"type": "Warning", "reason": "GPUDriverFailed", "message": cond.get("message")}
+    ctx.status(KIND, obj, conditions=[cond], event=event)
+    if cond.get("status") == "True" or cond.get("reason") == "MachineNotFound":
+        return DONE
+    return Result(requeue_after=ctx.settings.driver_poll)
+
+
+def finalize(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result:
+    """Release the machine's vGPUs, then delete its VM (with the force annotation: delete it with its vGPUs
+    attached, release nothing: the cluster's sweep and the orphan check pick those up); then drop the finalizer."""
+    if objects.MACHINE_FINALIZER not in m.finalizers:
+        return DONE
+    capi = ctx.cached("Cluster", m.namespace, m.cluster) if m.cluster else None
+    vcc_obj = ctx.cached("VCOCluster", m.namespace, objects.infrastructure_name(capi, m.cluster)) if m.cluster else None
+    if vcc_obj is not None:  # without the cluster's infrastructure there is nothing to delete (its sweep has run)
+        vcc = objects.VCOCluster.read(vcc_obj)
+        spec = {"cluster": {"name": m.cluster, "location": vcc.location, "cloudspace": vcc.cloudspace}}
+        try:
+            done = cluster_run.run(ctx.client(), spec=spec, state="absent", machine=m.vm_name, force=m.force_delete)
+        except WhiteskyError as exc:
+            message = scrub(str(exc), MESSAGE_LIMIT)
+            ctx.status(
+                KIND,
+                obj,
+                event={
+                    "type": "Warning",
+                    "reason": "DeleteFailed",
+                    "message": "deleting VM %s: %s" % (m.vm_name, message),
+                },
+            )
+            raise Retry("deleting VM %s: %s" % (m.vm_name, message)) from None
+        for warning in done.get("warnings") or []:
+            log.warning("%s/%s: %s", m.namespace, m.name, scrub(warning, MESSAGE_LIMIT))
+    ctx.set_finalizers(VCOMACHINE, obj, [f for f in m.finalizers if f != objects.MACHINE_FINALIZER])
+    return DONE
