@@ -114,7 +114,8 @@ molecule: link deps-e2e image
 bench: link deps-e2e
 	$(BIN)/python benchmarks/gpu_bench.py; gpu=$$?; $(BIN)/python benchmarks/scale_bench.py; scale=$$?; \
 	  $(BIN)/python benchmarks/inventory_bench.py; inv=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
-	  test $$gpu = 0 && test $$scale = 0 && test $$inv = 0 && test $$cni = 0
+	  $(BIN)/python benchmarks/controller_bench.py; ctl=$$?; \
+	  test $$gpu = 0 && test $$scale = 0 && test $$inv = 0 && test $$cni = 0 && test $$ctl = 0
 
 chaos: link
 	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)

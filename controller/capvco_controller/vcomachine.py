@@ -149,8 +149,9 @@ def converge(
     cs_id: str,
     provider: str,
     bootstrap: str | None,
-) -> int:
-    """The VM, then its vGPUs; the VM's id.  A failure is recorded with what is reserved so far."""
+) -> int | None:
+    """The VM, then its vGPUs; the VM's id (None after a terminal failure).  A failure is recorded with what is
+    reserved so far."""
     client = ctx.client()
     condition, step = "VMProvisioned", "The VM, created with the retried first boot wrapped around the bootstrap data"
     try:
@@ -219,8 +220,8 @@ def converge(
         )
         return vm_id
     except WhiteskyError as exc:
-        failed(ctx, obj, m, location, condition, step, exc)
-        raise AssertionError("unreachable") from exc  # failed() raises
+        failed(ctx, obj, m, location, condition, step, exc)  # raises Retry unless the input is at fault
+        return None
 
 
 def failed(

@@ -143,6 +143,10 @@ event:
   description: The name of the Event created.
   returned: when O(event) is given and not in check mode
   type: str
+resource_version:
+  description: The object's C(metadata.resourceVersion) after the write (a controller's cache waits for it).
+  returned: when the object was written (not in check mode)
+  type: str
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube

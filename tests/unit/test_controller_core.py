@@ -1,0 +1,106 @@
+"""The controller's pure parts: the work queue's guarantees, the drift rule, what wakes a reconcile, the Lease's
+expiry."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+from capvco_controller import controller, drift, leader
+from capvco_controller.objects import VCOMachine
+from capvco_controller.workqueue import WorkQueue
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_key_waits_once_and_is_never_worked_on_twice_at_once():
+    q = WorkQueue()
+    q.add("a")
+    q.add("a")
+    assert q.depth() == 1
+    key, _ = q.get(timeout=1)
+    q.add("a")  # added while worked on: held back until done
+    assert q.get(timeout=0.05) is None
+    q.done(key)
+    assert q.get(timeout=1)[0] == "a"
+
+
+def test_delayed_adds_and_backoff_per_key():
+    clock = Clock()
+    q = WorkQueue(base_delay=1.0, max_delay=8.0, clock=clock)
+    assert [q.add_rate_limited("k") for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    q.forget("k")
+    assert q.add_rate_limited("k") == 1.0
+    q2 = WorkQueue(clock=clock)
+    q2.add_after("x", 5)
+    assert q2.get(timeout=0) is None
+    clock.now = 5.0
+    assert q2.get(timeout=0)[0] == "x"
+
+
+def test_shutdown_wakes_the_workers_and_starts_nothing_more():
+    q = WorkQueue()
+    got = []
+    t = threading.Thread(target=lambda: got.append(q.get()))
+    t.start()
+    q.shutdown()
+    t.join(5)
+    q.add("late")
+    assert got == [None] and q.get(timeout=0) is None
+
+
+def machine(**status):
+    return VCOMachine.read(
+        {
+            "metadata": {
+                "name": "c1-m0",
+                "namespace": "default",
+                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                "finalizers": ["vcomachine.infrastructure.cluster.x-k8s.io"],
+            },
+            "spec": {"vcpus": 1, "memory": 512, "gpu": {"type": "NVIDIA A100", "count": 1}, "providerID": "p"},
+            "status": dict(
+                {"ready": True, "vmID": 7, "gpu": {"reservations": [{"vgpuID": "g1", "attached": True}]}}, **status
+            ),
+        }
+    )
+
+
+def vm(vgpus=("g1",), vm_id=7, name="c1-m0"):
+    return {"vm_id": vm_id, "name": name, "devices": [{"type": "VGPU", "reference_id": g} for g in vgpus]}
+
+
+def test_the_drift_rule():
+    m = machine()
+    owned = [{"vgpu_id": "g1", "status": "ATTACHED"}]
+    assert drift.machine_drift(m, [vm()], owned, "p") is None
+    assert "gone" in drift.machine_drift(m, [], owned, "p")
+    assert "gone" in drift.machine_drift(m, [vm(name="other")], owned, "p")  # the id came back under another name
+    assert "cloudspace is gone" in drift.machine_drift(m, None, owned, "p")
+    assert "attached" in drift.machine_drift(m, [vm(vgpus=())], owned, "p")
+    assert "reservations" in drift.machine_drift(m, [vm()], [{"vgpu_id": "g1", "status": "DELETED"}], "p")
+    assert "providerID" in drift.machine_drift(m, [vm()], owned, "q")
+
+
+def test_what_wakes_a_reconcile():
+    obj = {"metadata": {"name": "a", "resourceVersion": "1", "finalizers": ["x"]}, "spec": {"v": 1}, "status": {"x": 1}}
+    same = {"metadata": {"name": "a", "resourceVersion": "2", "finalizers": []}, "spec": {"v": 1}, "status": {"x": 2}}
+    assert controller.fingerprint(obj) == controller.fingerprint(same)  # its own status and finalizer writes
+    assert controller.fingerprint(obj) != controller.fingerprint(dict(obj, spec={"v": 2}))
+    annotated = dict(obj, metadata=dict(obj["metadata"], annotations={"cluster.x-k8s.io/paused": ""}))
+    assert controller.fingerprint(obj) != controller.fingerprint(annotated)
+
+
+def test_a_lease_expires_after_its_duration():
+    now = datetime.datetime(2026, 12, 2, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    spec = {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": leader.micro_time(now)}
+    assert not leader.expired(spec, now + datetime.timedelta(seconds=10))
+    assert leader.expired(spec, now + datetime.timedelta(seconds=16))
+    assert leader.expired(dict(spec, holderIdentity=None), now)
+    assert leader.expired(dict(spec, renewTime="garbage"), now)
