@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import signal
 
+from test_controller import MUTATING_K8S, A100x2, condition, make_cluster, make_machine
+
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
 
 from helpers import Controller, wait_for
-from test_controller import A100x2, MUTATING_K8S, condition, make_cluster, make_machine
 from test_gpu import live
 
 
