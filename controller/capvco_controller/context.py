@@ -8,15 +8,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_run
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube as seam
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller.informer import Store
 from capvco_controller.kube import CLUSTER, MACHINE, VCOCLUSTER, VCOMACHINE, Kind, Kube
 from capvco_controller.metrics import Registry
 
 #: A work queue key: (kind, namespace, name); kind "Location" is the drift pass of a location ("", location).
 Key = tuple[str, str, str]
+MESSAGE_LIMIT = 4096
 KINDS = {k.kind: k for k in (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE)}
 
 
@@ -137,39 +141,35 @@ class Context:
         conditions = list(conditions or [])
         meta = obj.get("metadata") or {}
         key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        fields: dict[str, Any] = {
+            "status": status,
+            "conditions": conditions,
+            "gpu_reservations": gpu_reservations,
+            "vm_id": vm_id,
+            "gpu_orphans": gpu_orphans,
+            "provider_id": provider_id,
+        }
         if event is None:
             with self._lock:
                 pending = key in self._pending
             if not pending:
-                set_provider, patch, _after = seam.plan_write(
-                    obj,
-                    kind,
-                    seam.now_iso(),
-                    status=status,
-                    conditions=conditions,
-                    gpu_reservations=gpu_reservations,
-                    vm_id=vm_id,
-                    gpu_orphans=gpu_orphans,
-                    provider_id=provider_id,
-                )
+                set_provider, patch, _after = seam.plan_write(obj, kind, seam.now_iso(), **fields)
                 if not set_provider and patch is None:
                     return None
-        result = seam.write_status(
-            kind=kind,
-            name=key[2],
-            namespace=key[1],
-            status=status,
-            conditions=conditions,
-            gpu_reservations=gpu_reservations,
-            vm_id=vm_id,
-            gpu_orphans=gpu_orphans,
-            provider_id=provider_id,
-            event=event,
-            api=self.kube.api,
-        )
+        result = seam.write_status(kind=kind, name=key[2], namespace=key[1], event=event, api=self.kube.api, **fields)
         if result.get("resource_version") is not None:
             self._wrote(key, result["resource_version"])
         return result
+
+    def teardown(self, kind: str, obj: Mapping[str, Any], what: str, **options: Any) -> dict[str, Any]:
+        """A finalizer's deletion (``cluster.run.run`` with ``state=absent``); a failure is a Warning Event
+        ``DeleteFailed`` on the object, and :class:`Retry`."""
+        try:
+            return cluster_run.run(self.client(), state="absent", **options)
+        except WhiteskyError as exc:
+            message = "deleting %s: %s" % (what, scrub(str(exc), MESSAGE_LIMIT))
+            self.status(kind, obj, event={"type": "Warning", "reason": "DeleteFailed", "message": message})
+            raise Retry(message) from None
 
     def set_finalizers(self, kind: Kind, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         got = self.kube.set_finalizers(kind, obj, finalizers)

@@ -14,7 +14,6 @@ import logging
 import time
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_run
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
@@ -78,15 +77,20 @@ def orphan_update(c: VCOCluster, report: dict[str, Any]) -> dict[str, Any]:
     return {"gpu_orphans": orphans, "conditions": [cond], "event": event}
 
 
+def cloudspace_condition(status: str, reason: str, message: str, severity: str | None = None) -> dict[str, str]:
+    cond = {"type": "CloudspaceReady", "status": status, "reason": reason, "message": message}
+    if severity:
+        cond["severity"] = severity
+    return cond
+
+
 def failed(ctx: Context, obj: dict[str, Any], reason: str, message: str) -> Result:
     """A terminal failure: recorded, and the reconcile stops."""
     ctx.status(
         KIND,
         obj,
         status={"ready": False, "failureReason": reason, "failureMessage": message},
-        conditions=[
-            {"type": "CloudspaceReady", "status": "False", "severity": "Error", "reason": reason, "message": message}
-        ],
+        conditions=[cloudspace_condition("False", reason, message, "Error")],
         event={"type": "Warning", "reason": reason, "message": message},
     )
     return DONE
@@ -117,13 +121,9 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
             KIND,
             obj,
             conditions=[
-                {
-                    "type": "CloudspaceReady",
-                    "status": "False",
-                    "severity": "Info",
-                    "reason": "WaitingForOwnerCluster",
-                    "message": "no Cluster API Cluster owns this VCOCluster yet",
-                }
+                cloudspace_condition(
+                    "False", "WaitingForOwnerCluster", "no Cluster API Cluster owns this VCOCluster yet", "Info"
+                )
             ],
         )
         return DONE
@@ -149,15 +149,7 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         ctx.status(
             KIND,
             obj,
-            conditions=[
-                {
-                    "type": "CloudspaceReady",
-                    "status": "False",
-                    "severity": "Error",
-                    "reason": "ReconcileFailed",
-                    "message": message,
-                }
-            ],
+            conditions=[cloudspace_condition("False", "ReconcileFailed", message, "Error")],
             event={"type": "Warning", "reason": "ReconcileFailed", "message": "the cluster's cloudspace: " + message},
         )
         raise Retry(message) from None
@@ -167,12 +159,7 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         obj,
         status={"ready": True, "cloudspaceID": cs_id, "gpuOwner": c.cluster},
         conditions=[
-            {
-                "type": "CloudspaceReady",
-                "status": "True",
-                "reason": "Ready",
-                "message": "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location),
-            }
+            cloudspace_condition("True", "Ready", "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location))
         ],
         event={"reason": "CloudspaceCreated", "message": "created cloudspace " + c.cloudspace}
         if cs.get("changed")
@@ -195,20 +182,7 @@ def finalize(ctx: Context, obj: dict[str, Any], c: VCOCluster) -> Result:
         return DONE
     if c.gpu_owner:
         spec = {"cluster": {"name": c.gpu_owner, "location": c.location, "cloudspace": c.cloudspace}}
-        try:
-            cluster_run.run(ctx.client(), spec=spec, state="absent", force=True, delete_cloudspace=True)
-        except WhiteskyError as exc:
-            message = scrub(str(exc), MESSAGE_LIMIT)
-            ctx.status(
-                KIND,
-                obj,
-                event={
-                    "type": "Warning",
-                    "reason": "DeleteFailed",
-                    "message": "deleting cluster %s: %s" % (c.gpu_owner, message),
-                },
-            )
-            raise Retry("deleting cluster %s: %s" % (c.gpu_owner, message)) from None
+        ctx.teardown(KIND, obj, "cluster " + c.gpu_owner, spec=spec, force=True, delete_cloudspace=True)
     ctx.set_finalizers(VCOCLUSTER, obj, [f for f in c.finalizers if f != objects.CLUSTER_FINALIZER])
     ctx.addons.pop((KIND, c.namespace, c.name), None)
     return DONE

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_run
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as first_boot
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import MachineNotFound
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
@@ -289,20 +288,7 @@ def finalize(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result:
     if vcc_obj is not None:  # without the cluster's infrastructure there is nothing to delete (its sweep has run)
         vcc = objects.VCOCluster.read(vcc_obj)
         spec = {"cluster": {"name": m.cluster, "location": vcc.location, "cloudspace": vcc.cloudspace}}
-        try:
-            done = cluster_run.run(ctx.client(), spec=spec, state="absent", machine=m.vm_name, force=m.force_delete)
-        except WhiteskyError as exc:
-            message = scrub(str(exc), MESSAGE_LIMIT)
-            ctx.status(
-                KIND,
-                obj,
-                event={
-                    "type": "Warning",
-                    "reason": "DeleteFailed",
-                    "message": "deleting VM %s: %s" % (m.vm_name, message),
-                },
-            )
-            raise Retry("deleting VM %s: %s" % (m.vm_name, message)) from None
+        done = ctx.teardown(KIND, obj, "VM " + m.vm_name, spec=spec, machine=m.vm_name, force=m.force_delete)
         for warning in done.get("warnings") or []:
             log.warning("%s/%s: %s", m.namespace, m.name, scrub(warning, MESSAGE_LIMIT))
     ctx.set_finalizers(VCOMACHINE, obj, [f for f in m.finalizers if f != objects.MACHINE_FINALIZER])
