@@ -204,11 +204,13 @@ class KubeFake(ServerProcess):
 
 
 class Controller:
-    """The controller (``python -m capvco_controller``) as a process against a fake API server and an emulator, its
-    log in a file; its health port is read from the log."""
+    """The controller (``python -m capvco_controller``, or ``command``: its image under podman) as a process against
+    a fake API server and an emulator, its log in a file; its health port is read from the log. ``command(env)`` gives
+    the argv that runs the controller with that environment."""
 
-    def __init__(self, kube, emulator, workdir, *args, env=None):
+    def __init__(self, kube, emulator, workdir, *args, env=None, command=None):
         self.kube, self.emulator = kube, emulator
+        self.command = command or (lambda _env: [sys.executable, "-m", "capvco_controller"])
         self.log = os.path.join(str(workdir), "controller-%d.log" % id(self))
         self.args = list(args)
         self.env = env
@@ -219,7 +221,7 @@ class Controller:
         env = dict(os.environ, **(self.emulator.env() if self.emulator is not None else {}))
         env.pop("K8S_AUTH_KUBECONFIG", None)
         env.update(self.env or {})
-        argv = [sys.executable, "-m", "capvco_controller", "--kubeconfig", self.kube.kubeconfig]
+        argv = self.command(env) + ["--kubeconfig", self.kube.kubeconfig]
         argv += ["--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0"] + self.args
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
@@ -304,32 +306,6 @@ def collection_path(obj):
 
 def object_path(obj):
     return collection_path(obj) + "/" + obj["metadata"]["name"]
-
-
-def snake(name):
-    """The Ansible operator's camelCase -> snake_case of spec keys (providerID -> provider_id)."""
-    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return name.lower()
-
-
-def snake_keys(value):
-    if isinstance(value, dict):
-        return {snake(k): snake_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [snake_keys(v) for v in value]
-    return value
-
-
-def operator_vars(obj):
-    """The extra vars the Ansible operator passes to a playbook for OBJ."""
-    group, _ = obj["apiVersion"].split("/")
-    key = "_%s_%s" % (re.sub(r"[.-]", "_", group), obj["kind"].lower())
-    out = {"ansible_operator_meta": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}
-    out.update(snake_keys(obj.get("spec") or {}))
-    out[key] = obj
-    out[key + "_spec"] = obj.get("spec") or {}
-    return out
 
 
 SRIOV_PLAY = """\

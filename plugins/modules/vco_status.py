@@ -10,13 +10,13 @@ module: vco_status
 short_description: Record a VCOCluster's or VCOMachine's status, providerID and Events (the controller's write seam)
 version_added: 0.1.0
 description:
-  - The controller's reconcile playbooks write everything they find out through this module. It merges O(status)
+  - A playbook that acts for the controller writes what it finds out through this module, the same seam the
+    controller process (C(capvco-controller)) writes through. It merges O(status)
     into the object's C(status) subresource (a JSON merge patch; a V(null) value removes a field), merges
     O(conditions) by type, sets C(spec.providerID) once, and can emit a Kubernetes Event for the object.
   - A condition's C(lastTransitionTime) changes only when its C(status) changes, so a reconcile that finds nothing
     new writes nothing and reports no change.
-  - Inside the Ansible operator the API is reached through the operator's proxy (it sets E(K8S_AUTH_KUBECONFIG));
-    elsewhere through a kubeconfig, or the pod's service account.
+  - The API is reached through E(K8S_AUTH_KUBECONFIG), a kubeconfig, or the pod's service account.
 author:
   - whitesky.capvco contributors (@whitesky)
 requirements:

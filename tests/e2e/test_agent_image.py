@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from capvco_lab import podman_cni
-from capvco_lab.agent_image import agent_image
+from capvco_lab.images import agent_image
 from capvco_lab.netlab import LAUNCHER, PLUGIN, Lab, missing
 
 from helpers import SRIOV_VARS, render_sriov, require

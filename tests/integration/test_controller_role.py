@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import kubernetes_validate
 import yaml
+from capi import make_cluster, make_machine
 
-from helpers import ROOT, KubeFake, run_playbook
+from capvco_controller import main as controller_main
+
+from helpers import Controller, KubeFake, run_playbook, wait_for
 
 K8S_VERSION = "1.37.0"
 PLAY = textwrap.dedent("""\
@@ -72,7 +76,12 @@ def test_rendered_manifests_validate_offline_and_keep_least_privilege(tmp_path):
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     deployment = by_name[("Deployment", "capvco-controller")]
     pod = deployment["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     manager = pod["containers"][0]
     assert "--leader-elect" in manager["args"] and manager["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
     assert manager["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -83,8 +92,11 @@ def test_rendered_manifests_validate_offline_and_keep_least_privilege(tmp_path):
         "capabilities": {"drop": ["ALL"]},
     }
     writable = {m["mountPath"] for m in manager["volumeMounts"]}
-    assert writable == {"/tmp", "/opt/ansible/.ansible"} and all("emptyDir" in v for v in pod["volumes"])
+    assert writable == {"/tmp", "/home/capvco/.ansible"} and all("emptyDir" in v for v in pod["volumes"])
     env = {e["name"]: e for e in manager["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    # every flag the Deployment passes is one the controller's command line takes
+    controller_main.parser().parse_args(manager["args"])
     assert env["WHITESKY_API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "capvco-controller-credentials",
         "key": "api_token",
@@ -116,46 +128,24 @@ def test_secret_access_is_bound_in_the_watched_namespaces_only(tmp_path):
     assert env["WATCH_NAMESPACE"] == "team-a,team-b"
 
 
-def test_every_secret_the_playbooks_read_is_read_by_name_and_kept_out_of_the_watch_cache():
-    """What makes `get` alone enough: each Secret read in the reconcile playbooks is a k8s_info with a name (a GET of
-    that object), and operator/watches.yaml blacklists Secrets for each kind, so the operator's proxy forwards those
-    GETs to the API server instead of serving them from an informer (which would need list and watch)."""
-    reads = []
-    for folder, _dirs, files in os.walk(os.path.join(ROOT, "playbooks")):
-        for name in files:
-            if name.endswith(".yml"):
-                with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                    reads += [(name, task) for task in _tasks(yaml.safe_load(fh)) if _k8s_secret_read(task) is not None]
-    assert len(reads) >= 3, reads  # bootstrap data, <cluster>-kubeconfig, the agent credential
-    for name, task in reads:
-        args = _k8s_secret_read(task)
-        assert args.get("name") and args.get("namespace"), (name, task["name"])
-        assert not {"label_selectors", "field_selectors"} & set(args), (name, task["name"])
-    with open(os.path.join(ROOT, "operator", "watches.yaml"), encoding="utf-8") as fh:
-        watches = yaml.safe_load(fh)
-    for watch in watches:
-        assert {"group": "", "version": "v1", "kind": "Secret"} in watch["blacklist"], watch["kind"]
-
-
-def _tasks(node):
-    """Every task in a playbook or task file, blocks and plays opened."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        if any(k in node for k in ("tasks", "block", "rescue", "always", "pre_tasks", "post_tasks", "handlers")):
-            for key in ("pre_tasks", "tasks", "post_tasks", "handlers", "block", "rescue", "always"):
-                yield from _tasks(node.get(key) or [])
-        else:
-            yield node
-
-
-def _k8s_secret_read(task):
-    for module in ("kubernetes.core.k8s_info", "k8s_info"):
-        args = task.get(module)
-        if isinstance(args, dict) and args.get("kind") == "Secret":
-            return args
-    return None
+def test_every_secret_the_controller_reads_is_read_by_name(kube, emulator, tmp_path):
+    """What makes `get` alone enough: the controller process reads each Secret (here a Machine's bootstrap data) with
+    one GET by its name, and never lists or watches Secrets (its informers hold the four CAPI and CAPVCO kinds only)."""
+    ctl = Controller(kube, emulator, tmp_path).start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-sec")
+        assert wait_for(lambda: ((kube.get(vm) or {}).get("status") or {}).get("ready") is True, 90), ctl.text()[-3000:]
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+    secrets = [r for r in kube.requests() if "/secrets" in r["path"]]
+    created = [r for r in secrets if r["method"] == "POST"]  # the test's own: the bootstrap data Secret
+    assert [r["path"] for r in created] == ["/api/v1/namespaces/default/secrets"]
+    reads = [r for r in secrets if r not in created]
+    assert reads, "the bootstrap data was read"
+    for request in reads:
+        assert request["method"] == "GET" and re.fullmatch(r"/api/v1/namespaces/[^/]+/secrets/[^/?]+", request["path"])
+        assert "watch" not in request["query"], request
 
 
 def test_applied_to_the_management_cluster_and_waits_until_available(tmp_path):

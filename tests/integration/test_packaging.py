@@ -9,9 +9,8 @@ import sys
 import tarfile
 
 import pytest
-import yaml
 
-from helpers import COLLECTIONS, ROOT, TOKEN, build_collection, read_text, run_consumer_check
+from helpers import COLLECTIONS, ROOT, TOKEN, build_collection, run_consumer_check
 
 BIN = os.path.dirname(sys.executable)
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
@@ -58,12 +57,11 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
     assert "plugins/modules/vgpu.py" in names and "meta/runtime.yml" in names and "docs/gpus.md" in names
     assert "playbooks/gpu_orphans.yml" in names
     assert "roles/gpu_driver/meta/argument_specs.yml" in names and "roles/sriov_agent/meta/argument_specs.yml" in names
-    # what operator/Containerfile installs: the playbooks operator/watches.yaml names, and the controller's role
-    watches = yaml.safe_load(read_text(os.path.join(ROOT, "operator", "watches.yaml")))
-    prefix = "/usr/share/ansible/collections/ansible_collections/whitesky/capvco/"
-    for path in [w["playbook"] for w in watches] + [w["finalizer"]["playbook"] for w in watches]:
-        assert path[len(prefix) :] in names, path
-    assert "roles/capvco_controller/files/crds.yaml" in names and "playbooks/vars/vcomachine.yml" in names
+    # what controller/Containerfile installs from the artifact: the controller's role (the SR-IOV add-on's
+    # sriov_agent role) and the core the controller imports
+    assert "roles/capvco_controller/files/crds.yaml" in names and "roles/sriov_agent/tasks/main.yml" in names
+    assert "plugins/module_utils/cluster/run.py" in names
+    assert not [n for n in names if n.startswith("playbooks/vco")], "the Ansible operator's playbooks are gone"
     for dev_only in (
         "emulator",
         "bin",
@@ -79,7 +77,7 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
         "node",
         "molecule",
         "demo-out",
-        "operator",
+        "controller",
         "tests/kubefake.py",
     ):
         assert not any(n == dev_only or n.startswith(dev_only + "/") for n in names), dev_only

@@ -1,4 +1,4 @@
-"""The controller without a server: the status core, the CRDs' schemas, the samples, watches.yaml, the first boot."""
+"""The controller without a server: the status core, the CRDs' schemas, the samples, the image, the first boot."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import r
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 import crdschema
-from helpers import ROOT, operator_vars, read_text, snake
+from helpers import ROOT, read_text
 
 CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
 SAMPLE = os.path.join(ROOT, "docs", "samples", "capi-gpu-cluster.yaml")
@@ -149,31 +149,17 @@ def test_the_samples_refer_to_each_other():
     assert ("Secret", vco["spec"]["sriov"]["credentialSecretRef"]["name"]) in docs
 
 
-def test_watches_map_each_kind_to_a_playbook_of_the_collection_with_a_finalizer():
-    watches = yaml.safe_load(read_text(os.path.join(ROOT, "operator", "watches.yaml")))
-    prefix = "/usr/share/ansible/collections/ansible_collections/whitesky/capvco/"
-    assert {w["kind"] for w in watches} == {"VCOCluster", "VCOMachine"}
-    for w in watches:
-        assert w["group"] == "infrastructure.cluster.x-k8s.io" and w["version"] == "v1beta1"
-        assert w["manageStatus"] is False and re.match(r"^\d+m$", w["reconcilePeriod"])
-        for path in (w["playbook"], w["finalizer"]["playbook"]):
-            assert path.startswith(prefix) and os.path.isfile(os.path.join(ROOT, path[len(prefix) :])), path
-        assert w["finalizer"]["name"] == w["kind"].lower() + ".infrastructure.cluster.x-k8s.io"
-    containerfile = read_text(os.path.join(ROOT, "operator", "Containerfile"))
-    assert "quay.io/operator-framework/ansible-operator:" in containerfile
-    assert "-p /usr/share/ansible/collections" in containerfile and "watches.yaml ${HOME}/watches.yaml" in containerfile
-
-
-def test_the_operator_variables_are_snake_cased_like_the_operator_does():
-    assert [
-        snake(n) for n in ("providerID", "credentialSecretRef", "driverVersion", "gpuOrphanGracePeriod", "vcpus")
-    ] == ["provider_id", "credential_secret_ref", "driver_version", "gpu_orphan_grace_period", "vcpus"]
-    obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-        "kind": "VCOMachine",
-        "metadata": {"name": "m", "namespace": "ns"},
-        "spec": {"gpu": {"driverVersion": "550"}},
-    }
-    got = operator_vars(obj)
-    assert got["ansible_operator_meta"] == {"name": "m", "namespace": "ns"}
-    assert got["gpu"] == {"driver_version": "550"} and got["_infrastructure_cluster_x_k8s_io_vcomachine"] is obj
+def test_the_image_runs_the_controller_with_the_collection_installed():
+    """controller/Containerfile: the controller package's entry point, the collection built and installed as
+    ansible-galaxy does (with kubernetes.core, which the SR-IOV add-on's role uses), a non-root uid above 10,000.
+    (tests/e2e/test_controller_image.py builds it and runs it.)"""
+    containerfile = read_text(os.path.join(ROOT, "controller", "Containerfile"))
+    assert 'ENTRYPOINT ["/opt/venv/bin/capvco-controller"]' in containerfile
+    assert "ansible-galaxy collection install --offline --no-deps -p /usr/share/ansible/collections" in containerfile
+    assert (
+        "ansible_collections/kubernetes/core/" in containerfile
+        and "ansible_collections/ansible/posix/" in containerfile
+    )
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", containerfile, re.M)
+    assert int(user[0]) >= 10000 and int(user[1]) >= 10000
+    assert "operator" not in containerfile.lower()

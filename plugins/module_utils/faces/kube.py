@@ -4,10 +4,9 @@
 """The controller's one write seam to Kubernetes: status, providerID and Events of the CAPVCO kinds (plain Python,
 no Ansible; it writes through the Kubernetes API).
 
-The reconcile playbooks read with kubernetes.core; every write of the
-controller's own results goes through ``write_status`` here, with the
-``kubernetes`` client. Inside the Ansible operator the client reaches the API
-through the operator's proxy (``K8S_AUTH_KUBECONFIG``); elsewhere through a
+Every write of the controller's own results (the controller process, and the
+module ``vco_status``) goes through ``write_status`` here, with the
+``kubernetes`` client, which reaches the API through ``K8S_AUTH_KUBECONFIG``, a
 kubeconfig, or the pod's service account.
 
 Conditions follow Cluster API's shape (``type``, ``status``, ``severity``,

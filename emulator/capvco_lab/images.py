@@ -1,8 +1,9 @@
-"""The SR-IOV agent's image, built from this working tree by ``node/Containerfile``, on a local base.
+"""The project's images, built from this working tree on a local base: the SR-IOV agent's (``node/Containerfile``)
+and the controller's (``controller/Containerfile``).
 
 No registry is reachable here, so the base is made from the local Debian image
 the container tests use (``localhost/capvco-debian:bookworm``) plus
-``python3-venv`` from Debian's mirror.  The agent image is tagged by a hash of
+``python3-venv`` from Debian's mirror.  Each image is tagged by a hash of
 what goes into it, so a test run builds it once per change.
 """
 
@@ -19,6 +20,19 @@ DEBIAN = "localhost/capvco-debian:bookworm"
 BASE = "localhost/capvco-python:bookworm"
 CA = "/etc/ssl/certs/ca-certificates.crt"
 INPUTS = ("node/Containerfile", "node/install-cni-plugin.sh", "node/capvco_sriov", "plugins/module_utils")
+#: What the controller's image is built from: the collection as ansible-galaxy builds it, and the controller package.
+CONTROLLER_INPUTS = (
+    "controller/Containerfile",
+    "controller/pyproject.toml",
+    "controller/capvco_controller",
+    "requirements.txt",
+    "galaxy.yml",
+    "meta",
+    "plugins",
+    "roles",
+    "playbooks",
+    "docs",
+)
 BASE_FILE = """FROM %s
 RUN echo "deb http://deb.debian.org/debian bookworm main" > /etc/apt/sources.list.d/debian.list \\
  && apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null \\
@@ -36,9 +50,9 @@ def build(*args):
         raise AssertionError("podman build %s failed:\n%s" % (" ".join(args), proc.stderr[-3000:]))
 
 
-def content_hash():
+def content_hash(inputs=INPUTS):
     digest = hashlib.sha256()
-    for top in INPUTS:
+    for top in inputs:
         path = os.path.join(ROOT, top)
         files = (
             [path]
@@ -56,6 +70,17 @@ def content_hash():
 
 def agent_image():
     """The agent image for this working tree (built when missing); its tag."""
+    return tree_image("localhost/capvco-sriov-agent", "node/Containerfile", INPUTS)
+
+
+def controller_image():
+    """The controller's image for this working tree (built when missing); its tag."""
+    return tree_image("localhost/capvco-controller", "controller/Containerfile", CONTROLLER_INPUTS)
+
+
+def tree_image(repository, containerfile, inputs):
+    """REPOSITORY:test-<hash of INPUTS>, built from CONTAINERFILE on the local Python base when missing; the tag.
+    The images of earlier trees are removed."""
     if not exists(DEBIAN):
         raise AssertionError("%s is missing: `make image` builds it" % DEBIAN)
     if not exists(BASE):
@@ -63,12 +88,12 @@ def agent_image():
             with open(os.path.join(ctx, "Containerfile"), "w", encoding="utf-8") as fh:
                 fh.write(BASE_FILE % DEBIAN)
             build("-f", os.path.join(ctx, "Containerfile"), "-t", BASE, ctx)
-    tag = "localhost/capvco-sriov-agent:test-" + content_hash()
+    tag = "%s:test-%s" % (repository, content_hash(inputs))
     if not exists(tag):
         extra = ["--build-arg", "PIP_CERT=" + CA, "-v", "%s:%s:ro" % (CA, CA)] if os.path.exists(CA) else []
-        build("--build-arg", "BASE=" + BASE, *extra, "-f", os.path.join(ROOT, "node", "Containerfile"), "-t", tag, ROOT)
+        build("--build-arg", "BASE=" + BASE, *extra, "-f", os.path.join(ROOT, containerfile), "-t", tag, ROOT)
         stale = subprocess.run(
-            ["podman", "images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/capvco-sriov-agent"],
+            ["podman", "images", "--format", "{{.Repository}}:{{.Tag}}", repository],
             capture_output=True,
             text=True,
             check=False,
