@@ -31,6 +31,10 @@ PLAY = """\
   hosts: localhost
   connection: local
   gather_facts: false
+  vars:
+    # the modules run under the Python that runs ansible-playbook (it has the kubernetes library), never one that
+    # interpreter discovery finds on the PATH
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
   roles:
     - role: whitesky.capvco.sriov_agent
       vars:

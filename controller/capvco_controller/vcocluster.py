@@ -2,10 +2,11 @@
 
 It waits for the owner Cluster, claims the cluster's name as the owner of its vGPU reservations in the location
 (once per location: ``ClusterNameInUse`` otherwise), makes sure the cloudspace exists (one it creates is the
-cluster's by a note on it), sets ``status.ready``, deploys the SR-IOV add-on when labelled, and records the orphan
-check: reservations the cluster owns whose machine is gone, past the grace period, as ``GPUReservationsClean``,
-``status.gpu`` and a Warning Event.  The drift pass runs the orphan check of every cluster of a location every
-period and hands its report here; an event-driven reconcile makes its own.
+cluster's by a note on it), sets ``status.ready``, records the orphan check: reservations the cluster owns whose
+machine is gone, past the grace period, as ``GPUReservationsClean``, ``status.gpu`` and a Warning Event; and then
+deploys the SR-IOV add-on when labelled (an add-on that fails does not keep the orphan check from being recorded).
+The drift pass runs the orphan check of every cluster of a location every period and hands its report here; an
+event-driven reconcile makes its own.
 """
 
 from __future__ import annotations
@@ -165,12 +166,12 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         if cs.get("changed")
         else None,
     )
-    if c.sriov_enabled:
-        addon.ensure(ctx, key, obj, c, cs_id)
     report = ctx.reports.pop(key, None)
     if report is None or time.monotonic() - float(report.get("at", 0)) > REPORT_FRESH:
         report = orphan_report(ctx, c)
     ctx.status(KIND, obj, **orphan_update(c, report))
+    if c.sriov_enabled:
+        addon.ensure(ctx, key, obj, c, cs_id)
     return DONE
 
 

@@ -1,5 +1,6 @@
 """The controller itself (``python -m capvco_controller``: its informers, its work queue, its finalizers, its drift
-pass, its leader election) against the fake API server and the emulator, over real HTTP.
+pass, its driver polls, its SR-IOV add-on, its leader election) against the fake API server and the emulator, over
+real HTTP; and beside another controller and a playbook.
 
 Every wait is on a condition with a deadline; the drift period is shortened to seconds so that a pass happens
 within a test.
@@ -7,15 +8,31 @@ within a test.
 
 from __future__ import annotations
 
+import base64
+import email
+import os
 import signal
+import sqlite3
+import sys
+import threading
 
-from test_controller import MUTATING_K8S, A100x2, condition, make_cluster, make_machine
+from capi import (
+    MUTATING_K8S,
+    A100x2,
+    b64,
+    condition,
+    guest_reports,
+    make_cluster,
+    make_machine,
+    write_requests,
+)
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
 
-from helpers import Controller, wait_for
+from helpers import COLLECTIONS, ROOT, Controller, object_path, read_text, run_playbook, wait_for
 from test_gpu import live
 
 
@@ -31,6 +48,29 @@ def cond(kube, obj, ctype):
 
 def drift_passes(ctl):
     return sum(v for k, v in ctl.metrics().items() if k.startswith("capvco_drift_pass_seconds_count"))
+
+
+def reasons(kube, namespace="default"):
+    return [e["reason"] for e in kube.events(namespace)]
+
+
+def user_data(emulator, vm_name):
+    """The VM's user data as the emulator stored it: ``{content type: text}`` of its multipart parts."""
+    db = sqlite3.connect(os.path.join(emulator.state_dir, "state.db"))
+    try:
+        raw = db.execute("SELECT user_data FROM vms WHERE name=? AND deleted_at IS NULL", (vm_name,)).fetchone()[0]
+    finally:
+        db.close()
+    return {
+        p.get_content_type(): p.get_payload(decode=True).decode()
+        for p in email.message_from_string(raw).walk()
+        if not p.is_multipart()
+    }
+
+
+def ops(emulator):
+    """``{operationId: count}`` since the emulator's statistics were last reset."""
+    return {k: v["count"] for k, v in emulator.stats()["operations"].items()}
 
 
 def test_create_idle_drift_and_delete(kube, emulator, tmp_path):
@@ -50,15 +90,33 @@ def test_create_idle_drift_and_delete(kube, emulator, tmp_path):
         kube.merge(vm, {"metadata": {"ownerReferences": [dict(owner, uid=machine["metadata"]["uid"])]}})
         assert wait_for(lambda: cond(kube, vm, "VMProvisioned").get("reason") == "WaitingForBootstrapData", 30)
         assert emulator.op_count("createVirtualMachine") == 0
+        kube.call("DELETE", "/_fake/requests")
         kube.merge(machine, {"spec": {"bootstrap": {"dataSecretName": "gpu1-md-0-abc"}}})
         assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "WaitingForFirstBoot", 30)
         obj = kube.get(vm)
         assert obj["spec"]["providerID"] == "whitesky://be-gen-1/%s/gpu1-md-0-abc" % cs
         assert "vcomachine.infrastructure.cluster.x-k8s.io" in obj["metadata"]["finalizers"]
         reservations = obj["status"]["gpu"]["reservations"]
         assert len(reservations) == 2 and all(r["attached"] for r in reservations)
         assert sorted(r["name"] for r in reservations) == sorted(r["vgpu_name"] for r in live(emulator, "gpu1"))
+        assert all(r["name"].startswith("capvco.gpu1.gpu1-md-0-abc.0") for r in reservations)
+        assert cond(kube, vm, "GPUsReserved").get("status") == "True"
         assert sorted(e["reason"] for e in kube.events()) == ["CloudspaceCreated", "VMCreated"]
+        # the bootstrap data is wrapped by the retried first boot, which hands the providerID to the kubelet
+        parts = user_data(emulator, "gpu1-md-0-abc")
+        assert set(parts) == {"text/cloud-config", "text/x-shellscript"}
+        text = "\n".join(parts.values())
+        assert "kubeadm, join" in text and "capvco first boot" in text
+        assert "--provider-id=" + obj["spec"]["providerID"] in text
+        # every write of the controller went through the one seam: status, providerID and Events of our own kinds,
+        # merge patches (the test's own write, the Machine's bootstrap data, is left out)
+        writes = [w for w in write_requests(kube) if w[1] != object_path(machine)]
+        targets = {
+            (m, "status" if p.endswith("/status") else p.split("/")[-1 if m == "POST" else -2]) for m, p, _ in writes
+        }
+        assert targets == {("PATCH", "status"), ("PATCH", "vcomachines"), ("POST", "events")}, writes
+        assert all(ct == "application/merge-patch+json" for m, _, ct in writes if m == "PATCH"), writes
 
         # the driver is not verified (no first boot reports here): GPUDriverReady stays Unknown, read every poll,
         # and nothing else is written; the drift passes read, and write nothing
@@ -146,9 +204,18 @@ def test_terminal_input_and_a_platform_error_retried_with_backoff(kube, emulator
         assert "ReconcileFailed" in [e["reason"] for e in kube.events()]
         assert "failureReason" not in status(kube, flaky)
         assert len(status(kube, flaky)["gpu"]["reservations"]) == 1
+
+        # too few GPUs now: retried with backoff, never terminal, and nothing is left reserved for the machine
+        retries = ctl.metrics().get('workqueue_retries_total{name="capvco"}', 0)
         big, _ = make_machine(kube, "gpu1-md-0-big", gpu={"type": "NVIDIA A100", "count": 15})
         assert wait_for(lambda: "not enough NVIDIA A100" in cond(kube, big, "GPUsReserved").get("message", ""), 60)
-        assert "failureReason" not in status(kube, big)
+        assert cond(kube, big, "GPUsReserved")["reason"] == "ReconcileFailed"
+        assert wait_for(lambda: ctl.metrics()['workqueue_retries_total{name="capvco"}'] >= retries + 2, 60)
+        obj = kube.get(big)
+        assert "failureReason" not in obj["status"] and obj["status"].get("ready") is not True
+        assert obj["status"]["gpu"]["reservations"] == []
+        held = sorted(r["vgpu_name"] for r in live(emulator, "gpu1"))
+        assert held == sorted(r["name"] for r in status(kube, flaky)["gpu"]["reservations"]), "none of big's"
     finally:
         ctl.stop()
 
@@ -186,3 +253,294 @@ def test_two_replicas_elect_one_leader_and_a_stalled_leader_is_replaced(kube, em
             if c.proc.poll() is None:
                 c.proc.send_signal(signal.SIGCONT)
             c.stop()
+
+
+def test_the_sriov_label_deploys_the_addon_with_the_agents_own_credential(kube, emulator, tmp_path):
+    """The add-on (the sriov_agent role, one ansible-playbook run) is refused while the agent's credential Secret
+    holds the cluster's own credential (nothing is applied, the orphan check is still recorded), and is applied to
+    the workload cluster once the Secret holds the agent's own; neither credential is ever in the controller's log,
+    a condition or an Event."""
+    kubeconfig = read_text(kube.kubeconfig)  # the workload cluster: the same fake, here
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "gpu1-kubeconfig", "namespace": "default"},
+            "data": {"value": b64(kubeconfig)},
+        }
+    )
+    agent_cred = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "agent-cred", "namespace": "default"},
+            "data": {"token": b64(emulator.token + "\n")},  # the cluster's own, as the agent reads it (stripped)
+        }
+    )
+    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    ctl = Controller(
+        kube,
+        emulator,
+        tmp_path,
+        "--drift-period",
+        "2",
+        "--ansible-playbook",
+        playbook,
+        env={"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "ANSIBLE_NOCOLOR": "1"},
+    ).start()
+    secret_path = "/api/v1/namespaces/capvco-sriov/secrets/capvco-sriov-credential"
+    try:
+        vc = make_cluster(
+            kube,
+            labels={"addons.capvco.whitesky.cloud/sriov": "enabled"},
+            spec={
+                "sriov": {
+                    "credentialSecretRef": {"name": "agent-cred"},
+                    "networks": [{"name": "sriov-ext", "network": "sriov-ext"}],
+                }
+            },
+        )
+        # the cluster's own credential is refused as the agent's
+        assert wait_for(lambda: cond(kube, vc, "SRIOVAddonReady").get("reason") == "DeployFailed", 240), ctl.text()[
+            -4000:
+        ]
+        refused = cond(kube, vc, "SRIOVAddonReady")
+        assert refused["status"] == "False" and "cluster's own credential" in refused["message"], refused
+        assert status(kube, vc)["ready"] is True and "failureReason" not in status(kube, vc), "not terminal"
+        assert cond(kube, vc, "GPUReservationsClean").get("status") == "True", "the orphan check is still recorded"
+        assert wait_for(lambda: "SRIOVAddonFailed" in reasons(kube), 30)
+        failed = [e for e in kube.events() if e["reason"] == "SRIOVAddonFailed"]
+        assert failed[0]["type"] == "Warning" and "cluster's own credential" in failed[0]["message"]
+        assert wait_for(lambda: "the SR-IOV add-on: " in ctl.text(), 30)  # the retry, logged
+        assert kube.get(("apps/v1", "DaemonSet"), "capvco-sriov-agent", "capvco-sriov") is None, "nothing applied"
+        assert kube.call("GET", secret_path)[0] == 404
+
+        # the agent's own credential: the next try (the drift pass's, the add-on not applied yet) applies it
+        kube.merge(agent_cred, {"data": {"token": b64("agent-token-123")}})
+        assert wait_for(lambda: cond(kube, vc, "SRIOVAddonReady").get("status") == "True", 240), ctl.text()[-4000:]
+        assert cond(kube, vc, "SRIOVAddonReady")["reason"] == "Deployed"
+        assert kube.get(("apps/v1", "DaemonSet"), "capvco-sriov-agent", "capvco-sriov") is not None
+        secret = kube.call("GET", secret_path)[1]
+        assert base64.b64decode(secret["data"]["token"]).decode() == "agent-token-123"
+        nad = kube.call("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions/sriov-ext")
+        assert nad[0] == 200
+        for where, text in [
+            ("the controller's log", ctl.text()),
+            ("the conditions", str(status(kube, vc).get("conditions"))),
+            ("the Events", str(kube.events())),
+        ]:
+            assert emulator.token not in text, where
+            assert "agent-token-123" not in text, where
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_path):
+    """WaitingForFirstBoot, then a report that fails (one Warning Event however many polls), then one that verifies
+    the pinned driver; from then on the first boot is not read again, by the polls or the drift passes."""
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1", "--driver-poll", "1").start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-drv", gpu=A100x2)
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "WaitingForFirstBoot", 90), (
+            ctl.text()[-3000:]
+        )
+        obj = kube.get(vm)
+        got = condition(obj, "GPUDriverReady")
+        assert (got["status"], got["reason"]) == ("Unknown", "WaitingForFirstBoot") and obj["status"]["ready"] is True
+        script = user_data(emulator, "gpu1-md-0-drv")["text/x-shellscript"]
+        assert "GPU_DRIVER_VERSION=550\nGPU_COUNT=2\n" in script and "gpu_driver_install" in script
+        assert script.index("gpu_driver_verify\n") < script.index('STEP="done"'), "the driver step runs in first boot"
+
+        guest_reports(emulator, tmp_path, obj["status"]["vmID"], "535.183.01", 2)
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "FirstBootFailed", 60), ctl.text()[
+            -3000:
+        ]
+        got = cond(kube, vm, "GPUDriverReady")
+        assert (got["status"], got["reason"], got["severity"]) == ("False", "FirstBootFailed", "Error")
+        assert "failed at gpu-driver: driver version 535.183.01 does not match the pin 550" in got["message"]
+        assert "failureReason" not in status(kube, vm), "a first boot can be run again: not terminal"
+        # the polls go on (every second), and say it again: one Event, not one per poll
+        polled = emulator.op_count("readFile")
+        assert wait_for(lambda: emulator.op_count("readFile") >= polled + 3, 60)
+        assert reasons(kube).count("GPUDriverFailed") == 1, "one event, not one per poll"
+
+        guest_reports(emulator, tmp_path, obj["status"]["vmID"], "550.127.05", 2)
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "DriverVerified", 60)
+        got = cond(kube, vm, "GPUDriverReady")
+        assert (got["status"], got["message"]) == ("True", "NVIDIA driver 550.127.05, 2 GPU(s)")
+        assert reasons(kube).count("GPUDriverFailed") == 1
+
+        # converged, the driver verified: the polls stop, the drift passes find nothing; nothing reads the first boot
+        # or the VM by itself, nothing is written
+        settled = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) >= settled + 2, 30)  # the cache has the verdict by now
+        emulator.reset_stats()
+        kube.call("DELETE", "/_fake/requests")
+        before = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) >= before + 3, 30)
+        seen = ops(emulator)
+        assert "readFile" not in seen and "getVirtualMachineInfo" not in seen, seen
+        assert not set(seen) & set(MUTATING), seen
+        assert [r for r in kube.requests() if r["method"] in MUTATING_K8S] == []
+        assert cond(kube, vm, "GPUDriverReady")["status"] == "True"
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator, tmp_path):
+    """The VM is deleted on the platform behind the controller's back while a driver poll is under way: its read of
+    the first boot finds no file, and then no VM, and GPUDriverReady says MachineNotFound (once: one Event, and no
+    more polls). That is the only way the process can see it: a reconcile that starts with the VM gone makes it
+    again (as the playbook did), which is what a restarted controller does here.
+
+    The moment is made with the emulator's latency: every API request waits LATENCY seconds before it is answered,
+    so a delete sent once the poll's readFile has arrived is answered after the poll's read of the VM (which came
+    before the readFile) and before the poll's check of the VM (which comes after it)."""
+    latency = 4.0
+    ctl = Controller(kube, emulator, tmp_path, "--driver-poll", "1").start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-gone", gpu=A100x2)
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "WaitingForFirstBoot", 90), (
+            ctl.text()[-3000:]
+        )
+        obj = kube.get(vm)
+        vm_id, cs = obj["status"]["vmID"], obj["spec"]["providerID"].split("/")[3]
+        emulator.faults(latency_ms=latency * 1000)
+        polled = emulator.op_count("readFile")
+        assert wait_for(lambda: emulator.op_count("readFile") > polled, 60)
+        with emulator.client(timeout=30) as client:
+            client.delete_vm(cs, vm_id, permanently=True, detach_gpu=True)
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "MachineNotFound", 60), ctl.text()[
+            -3000:
+        ]
+        emulator.faults()
+        got = cond(kube, vm, "GPUDriverReady")
+        assert (got["status"], got["severity"], got["reason"]) == ("False", "Error", "MachineNotFound")
+        assert got["message"].startswith("VM %d does not exist in cloudspace " % vm_id), got
+        assert reasons(kube).count("GPUDriverFailed") == 1
+        # no more polls of a machine that is gone: nothing waits in the queue but the location's next drift pass
+        # (which is what looks at the machine again)
+        emulator.reset_stats()
+        assert wait_for(lambda: ctl.metrics()['workqueue_depth{name="capvco"}'] == 0, 30)
+        assert ctl.metrics()["capvco_workqueue_delayed"] == 1
+        assert "readFile" not in ops(emulator)
+    finally:
+        emulator.faults()
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+    # a reconcile that finds the VM gone makes it again (a new VM, its reservations attached to it), and waits for
+    # its first boot
+    again = Controller(kube, emulator, tmp_path, "--driver-poll", "1").start()
+    try:
+        assert wait_for(lambda: status(kube, vm).get("vmID") not in (None, vm_id), 90), again.text()[-3000:]
+        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "WaitingForFirstBoot", 60)
+        obj = kube.get(vm)
+        assert obj["status"]["ready"] is True and reasons(kube).count("VMCreated") == 2
+        reservations = obj["status"]["gpu"]["reservations"]
+        assert len(reservations) == 2 and all(r["attached"] for r in reservations)
+        with emulator.client() as client:
+            (seen,) = [machines.vm_view(v) for v in client.vms(cs)]
+        assert seen["vm_id"] == obj["status"]["vmID"] and seen["name"] == "gpu1-md-0-gone"
+        assert sorted(seen["vgpus"]) == sorted(r["vgpuID"] for r in reservations)
+        assert len(live(emulator, "gpu1")) == 2 and emulator.ledger()["double_reservations"] == 0
+        assert reasons(kube).count("GPUDriverFailed") == 1
+    finally:
+        assert again.stop() == 0, again.text()[-3000:]
+
+
+def test_a_cluster_name_is_claimed_once_per_location(kube, emulator, tmp_path):
+    ctl = Controller(kube, emulator, tmp_path).start()
+    try:
+        first = make_cluster(kube)
+        assert wait_for(lambda: status(kube, first).get("ready") is True, 60), ctl.text()[-3000:]
+        second = make_cluster(kube, namespace="team-b")
+        assert wait_for(lambda: status(kube, second).get("failureReason"), 60), ctl.text()[-3000:]
+        got = status(kube, second)
+        assert got["failureReason"] == "ClusterNameInUse" and "default" in got["failureMessage"]
+        assert got["ready"] is False and "gpuOwner" not in got
+        assert "ClusterNameInUse" in reasons(kube, "team-b")
+        elsewhere = make_cluster(kube, namespace="team-c", location="nl-ams-1")
+        assert wait_for(lambda: status(kube, elsewhere).get("ready") is True, 60), ctl.text()[-3000:]
+        with emulator.client() as client:
+            spaces = [(c["name"], c["location"]) for c in client.cloudspaces() if c["name"] == "gpu1-cs"]
+        assert sorted(spaces) == [("gpu1-cs", "be-gen-1"), ("gpu1-cs", "nl-ams-1")]
+        assert status(kube, second)["failureReason"] == "ClusterNameInUse", "terminal: never claimed later"
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def reconciles(ctl, controller):
+    """The reconciles of ``controller`` (vcomachine, vcocluster) the process has made, whatever their result."""
+    prefix = 'controller_runtime_reconcile_total{controller="%s"' % controller
+    return sum(v for k, v in ctl.metrics().items() if k.startswith(prefix))
+
+
+def test_two_controllers_without_leader_election_and_a_reconcile_beside_a_playbook(kube, emulator, tmp_path):
+    """Two controller processes without leader election (two work queues) on the same objects: one cloudspace, one
+    VM, each vGPU slot bought once. A new machine reconciled by the process while the orphan reclaim playbook runs
+    (reclaim=true, grace_period=0): the reclaim takes none of its reservations."""
+    emulator.faults(latency_ms=10)
+    one = Controller(kube, emulator, tmp_path).start()
+    two = Controller(kube, emulator, tmp_path).start()
+    try:
+        vc = make_cluster(kube)
+        assert wait_for(lambda: status(kube, vc).get("ready") is True, 60), one.text()[-3000:] + two.text()[-3000:]
+        with emulator.client() as client:
+            spaces = [c for c in client.cloudspaces() if c["name"] == "gpu1-cs"]
+            assert len(spaces) == 1 and cloudspaces.creator(client, spaces[0]["cloudspace_id"]) == "gpu1"
+        cs = spaces[0]["cloudspace_id"]
+        assert status(kube, vc)["cloudspaceID"] == cs
+        assert wait_for(lambda: all(reconciles(c, "vcocluster") >= 1 for c in (one, two)), 60), "both reconcile it"
+
+        vm, _ = make_machine(kube, "gpu1-md-0-two", gpu=A100x2)
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 90), one.text()[-3000:] + two.text()[-3000:]
+        assert wait_for(lambda: all(reconciles(c, "vcomachine") >= 1 for c in (one, two)), 60), "both reconcile it"
+        assert wait_for(lambda: len(live(emulator, "gpu1")) == 2, 30)
+        held = live(emulator, "gpu1")
+        assert sorted(naming.decode(r["vgpu_name"]).slot for r in held) == [0, 1], "two slots, each bought once"
+        assert emulator.ledger()["double_reservations"] == 0
+        with emulator.client() as client:
+            assert [v["name"] for v in client.vms(cs)] == ["gpu1-md-0-two"]
+        recorded = status(kube, vm)["gpu"]["reservations"]
+        assert sorted(r["vgpu_id"] for r in held) == sorted(r["vgpuID"] for r in recorded)
+
+        # a new machine, reconciled beside the orphan reclaim
+        result = {}
+
+        def reclaim():
+            result["run"] = run_playbook(
+                os.path.join(ROOT, "playbooks", "gpu_orphans.yml"),
+                emulator,
+                {"location": "be-gen-1", "reclaim": True, "grace_period": 0},
+            )
+
+        # the reclaim's first read of the cloudspaces fails (503) and is retried with backoff for several seconds; the
+        # machine is made once that read has arrived, so its VM and its reservations are made while the reclaim runs
+        # (the controllers do not list cloudspaces between drift passes)
+        emulator.faults(latency_ms=10, fail_next={"listCloudspaces": [503, 4]})
+        listed = emulator.op_count("listCloudspaces")
+        thread = threading.Thread(target=reclaim, daemon=True)
+        thread.start()
+        assert wait_for(lambda: emulator.op_count("listCloudspaces") > listed, 300)
+        made = emulator.op_count("createVirtualMachine"), emulator.op_count("reserveAndAttachVGPUToVM")
+        other, _ = make_machine(kube, "gpu1-md-0-three", gpu=A100x2)
+        thread.join(600)
+        assert not thread.is_alive()
+        during = emulator.op_count("createVirtualMachine"), emulator.op_count("reserveAndAttachVGPUToVM")
+        rc, out, _data = result["run"]
+        assert rc == 0, out[-3000:]
+        assert during[0] >= made[0] + 1 and during[1] >= made[1] + 2, "the machine was made while the reclaim ran"
+        assert wait_for(lambda: status(kube, other).get("ready") is True, 90), one.text()[-3000:]
+        ledger = emulator.ledger()
+        mine = [r for r in ledger["reservations"] if naming.owned_by(naming.decode(r["vgpu_name"]), "gpu1")]
+        assert [r["vgpu_name"] for r in mine if r["deleted_at"] is not None] == [], "the reclaim released none"
+        assert len(live(emulator, "gpu1")) == 4, "the reclaim took none of the new machine's reservations"
+        assert ledger["double_reservations"] == 0
+        recorded = {r["vgpuID"] for o in (vm, other) for r in status(kube, o)["gpu"]["reservations"]}
+        assert recorded == {r["vgpu_id"] for r in live(emulator, "gpu1")}
+    finally:
+        emulator.faults()
+        codes = [c.stop() for c in (one, two)]
+        assert codes == [0, 0], one.text()[-3000:] + two.text()[-3000:]
