@@ -128,7 +128,6 @@ def life(emu, where):
 def reconciles(tmp, foreign):
     """Row 2: the controller's idle reconciles, each woken by a label change (the drift pass held off)."""
     from capi import MUTATING_K8S, A100x2, make_cluster, make_machine
-
     from helpers import kube_with_crds
 
     emu = start(tmp, "controller", world([("cs-demo", "capvco-demo")]))

@@ -82,6 +82,23 @@ def validate(schema, obj):
     return obj, lines
 
 
+def transition_errors(schema, old, new, path=""):
+    """The errors of an update against the CRD's transition rules (``x-kubernetes-validations`` whose rule reads
+    ``oldSelf``), checked where both the old and the new object have a value, as the API server does. This fake
+    evaluates one rule, ``self == oldSelf`` (immutability); any other rule is refused loudly, never ignored."""
+    errors = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        if rule.get("rule") != "self == oldSelf":
+            raise ValueError("crdschema understands only the rule self == oldSelf, not %r" % rule.get("rule"))
+        if old != new:
+            errors.append("%s: Invalid value: %s" % (path or "<root>", rule.get("message") or "self == oldSelf"))
+    if isinstance(old, dict) and isinstance(new, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if name in old and name in new:
+                errors += transition_errors(sub, old[name], new[name], path + "." + name if path else name)
+    return errors
+
+
 def check(crds, obj):
     key = (obj.get("apiVersion"), obj.get("kind"))
     if key not in crds:

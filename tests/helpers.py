@@ -285,6 +285,7 @@ def kube_with_crds(workdir, **kw):
 PLURAL = {
     "VCOCluster": "vcoclusters",
     "VCOMachine": "vcomachines",
+    "VCOMachineTemplate": "vcomachinetemplates",
     "Cluster": "clusters",
     "Machine": "machines",
     "Secret": "secrets",

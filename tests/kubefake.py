@@ -13,7 +13,8 @@ objects in memory and serves what those clients use:
   ``/status`` change only the status;
 * finalizers: a delete sets ``deletionTimestamp`` until the last finalizer goes;
 * CustomResourceDefinitions: creating one serves its kind, and its custom
-  resources are defaulted and validated against its schema (strict fields);
+  resources are defaulted and validated against its schema (strict fields), and an update against its transition
+  rules (``x-kubernetes-validations``: the one rule ``self == oldSelf``, immutability; ``crdschema``);
 * namespaces must exist; ``resourceVersion`` conflicts give 409;
 * watches (``?watch=true``) of a kind, in a namespace or in all: from a ``resourceVersion`` (an ADDED event per
   matching object first when none is given, or ``0``), ADDED, MODIFIED and DELETED events as newline-delimited
@@ -373,6 +374,9 @@ class Store:
         if "_ready_at" in old and merged.get("spec") == old.get("spec"):
             merged["_ready_at"] = old["_ready_at"]
         merged = self._admit(t, self._string_data(plural, merged))
+        changes = crdschema.transition_errors(t["schema"], old, merged) if t["schema"] is not None else []
+        if changes:
+            raise Failure(422, "Invalid", "%s %r is invalid: %s" % (t["kind"], name, "; ".join(changes)))
         if plural == "customresourcedefinitions":
             self._serve_crd(merged)
         if old["metadata"].get("deletionTimestamp") and not merged["metadata"].get("finalizers"):

@@ -15,13 +15,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller.informer import Store
-from capvco_controller.kube import CLUSTER, MACHINE, VCOCLUSTER, VCOMACHINE, Kind, Kube
+from capvco_controller.kube import WATCHED, Kind, Kube
 from capvco_controller.metrics import Registry
 
 #: A work queue key: (kind, namespace, name); kind "Location" is the drift pass of a location ("", location).
 Key = tuple[str, str, str]
 MESSAGE_LIMIT = 4096
-KINDS = {k.kind: k for k in (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE)}
+KINDS = {k.kind: k for k in WATCHED}
 
 
 @dataclass(frozen=True)

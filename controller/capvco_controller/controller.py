@@ -8,7 +8,9 @@ Which changes wake what (an idle object wakes nothing; the drift pass looks at i
   wake it;
 - a VCOCluster's status (ready, its cloudspace): the machines of its cluster that are not ready yet;
 - a Cluster: its VCOCluster and the machines not ready yet (it appeared, was paused or resumed);
-- a Machine: its VCOMachine, while that has no VM yet (the bootstrap data arrived).
+- a Machine: its VCOMachine, while that has no VM yet (the bootstrap data arrived);
+- a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); a GPU template is
+  looked at again every drift period (its type's availability), and when its cluster's VCOCluster appears.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Any
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
-from capvco_controller import drift, objects, vcocluster, vcomachine
+from capvco_controller import drift, objects, vcocluster, vcomachine, vcomachinetemplate
 from capvco_controller.context import DONE, Context, Key, Result, Retry, Settings
 from capvco_controller.informer import Informer
-from capvco_controller.kube import CLUSTER, MACHINE, VCOCLUSTER, VCOMACHINE, Kube
+from capvco_controller.kube import WATCHED, Kube
 from capvco_controller.metrics import Gauge, Registry
 from capvco_controller.objects import VCOCluster, VCOMachine
 from capvco_controller.workqueue import WorkQueue
@@ -86,7 +88,7 @@ class Controller:
         namespaces = settings.namespaces or None
         self.informers = {
             k.kind: Informer(kube, k, namespaces, self._handler(k.kind), self.stop, on_error=self._watch_error)
-            for k in (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE)
+            for k in WATCHED
         }
         self.ctx = Context(
             kube,
@@ -177,6 +179,21 @@ class Controller:
         before = VCOCluster.read(old) if old is not None else None
         if before is None or (before.ready, before.cloudspace_id) != (c.ready, c.cloudspace_id):
             self._wake_machines(c.namespace, c.cluster)
+        if before is None or before.location != c.location:
+            self._wake_templates(c.namespace)
+
+    def _on_vcomachinetemplate(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None or (etype == "MODIFIED" and fingerprint(old) == fingerprint(new)):
+            return
+        self.queue.add(self._key(vcomachinetemplate.KIND, new))
+
+    def _wake_templates(self, namespace: str) -> None:
+        """The GPU templates of a namespace whose location is not known yet (their cluster's VCOCluster arrived)."""
+        for obj in self.ctx.items(vcomachinetemplate.KIND):
+            if (obj.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            if objects.condition(obj, vcomachinetemplate.CONDITION).get("reason") == "WaitingForCluster":
+                self.queue.add(self._key(vcomachinetemplate.KIND, obj))
 
     def _on_cluster(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or (etype == "MODIFIED" and fingerprint(old) == fingerprint(new)):
@@ -230,6 +247,8 @@ class Controller:
             return vcomachine.reconcile(self.ctx, obj)
         if kind == "VCOCluster":
             return vcocluster.reconcile(self.ctx, obj)
+        if kind == vcomachinetemplate.KIND:
+            return vcomachinetemplate.reconcile(self.ctx, obj)
         return DONE
 
     def _work(self) -> None:

@@ -43,9 +43,10 @@ VCOCLUSTER = Kind("VCOCluster", seam.GROUP, seam.VERSION, "vcoclusters")
 VCOMACHINE = Kind("VCOMachine", seam.GROUP, seam.VERSION, "vcomachines")
 CLUSTER = Kind("Cluster", "cluster.x-k8s.io", "v1beta1", "clusters")
 MACHINE = Kind("Machine", "cluster.x-k8s.io", "v1beta1", "machines")
+VCOMACHINETEMPLATE = Kind("VCOMachineTemplate", seam.GROUP, seam.VERSION, "vcomachinetemplates")
 LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases")
 #: What the controller watches: its own kinds, and the Cluster API objects they hang from.
-WATCHED = (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE)
+WATCHED = (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE, VCOMACHINETEMPLATE)
 
 
 class Gone(Exception):

@@ -28,7 +28,7 @@ def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _owner(meta: Mapping[str, Any], kind: str) -> str:
+def owner(meta: Mapping[str, Any], kind: str) -> str:
     """The name of the Cluster API owner of ``kind`` (cluster.x-k8s.io/...), or ''."""
     for item in _list(meta.get("ownerReferences")):
         ref = _dict(item)
@@ -95,7 +95,7 @@ class VCOMachine(Common):
     def read(cls, obj: Mapping[str, Any]) -> VCOMachine:
         f = cls.fields(obj)
         meta = _dict(obj.get("metadata"))
-        return cls(cluster=f["labels"].get(CLUSTER_NAME_LABEL, ""), owner_machine=_owner(meta, "Machine"), **f)
+        return cls(cluster=f["labels"].get(CLUSTER_NAME_LABEL, ""), owner_machine=owner(meta, "Machine"), **f)
 
     @property
     def vm_name(self) -> str:
@@ -144,7 +144,7 @@ class VCOCluster(Common):
     def read(cls, obj: Mapping[str, Any]) -> VCOCluster:
         f = cls.fields(obj)
         meta = _dict(obj.get("metadata"))
-        return cls(cluster=_owner(meta, "Cluster") or f["labels"].get(CLUSTER_NAME_LABEL, ""), **f)
+        return cls(cluster=owner(meta, "Cluster") or f["labels"].get(CLUSTER_NAME_LABEL, ""), **f)
 
     @property
     def location(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as first_boot
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import MachineNotFound
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
@@ -167,6 +168,7 @@ def converge(
             first_boot=first_boot_options(m),
             bootstrap_data=bootstrap,
             provider_id=provider,
+            node_labels=render.gpu_node_labels(str(m.gpu.get("type") or "") if m.gpu_count > 0 else None),
         )
         vm_id = int(vm["machine"]["vm_id"])
         ctx.status(

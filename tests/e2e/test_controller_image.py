@@ -93,7 +93,9 @@ def test_the_controller_image_reconciles_and_applies_the_addon(kube, emulator, t
             },
         )
         vm, _ = make_machine(kube, "gpu1-md-0-img", gpu=A100x2)
-        assert wait_for(lambda: ((kube.get(vm) or {}).get("status") or {}).get("ready") is True, 180), ctl.text()[-3000:]
+        assert wait_for(lambda: ((kube.get(vm) or {}).get("status") or {}).get("ready") is True, 180), ctl.text()[
+            -3000:
+        ]
         assert len(kube.get(vm)["status"]["gpu"]["reservations"]) == 2
 
         def addon():

@@ -16,6 +16,11 @@ import sqlite3
 import sys
 import threading
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
+
 from capi import (
     MUTATING_K8S,
     A100x2,
@@ -26,12 +31,6 @@ from capi import (
     make_machine,
     write_requests,
 )
-
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
-
 from helpers import COLLECTIONS, ROOT, Controller, object_path, read_text, run_playbook, wait_for
 from test_gpu import live
 

@@ -8,10 +8,10 @@ import textwrap
 
 import kubernetes_validate
 import yaml
-from capi import make_cluster, make_machine
 
 from capvco_controller import main as controller_main
 
+from capi import make_cluster, make_machine
 from helpers import Controller, KubeFake, run_playbook, wait_for
 
 K8S_VERSION = "1.37.0"

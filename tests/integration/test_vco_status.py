@@ -4,7 +4,6 @@ apply and again against the fake API server, and the input it refuses."""
 from __future__ import annotations
 
 from capi import IV, make_cluster
-
 from helpers import run_playbook
 from test_gpu import three_ways
 

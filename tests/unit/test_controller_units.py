@@ -82,7 +82,7 @@ def test_reservations_and_orphans_as_status():
 def test_the_first_boot_hands_the_provider_id_to_the_kubelet_before_the_bootstrap():
     script = firstboot.render(["kubelet"], "#!/bin/sh\nkubeadm join\n", provider_id="whitesky://be-gen-1/cs-1/c-md-0")
     assert "KUBELET_EXTRA_ARGS=--provider-id=whitesky://be-gen-1/cs-1/c-md-0" in script
-    assert script.index("STEP=kubelet-provider-id") < script.index("STEP=bootstrap")
+    assert script.index("STEP=kubelet-args") < script.index("STEP=bootstrap")
     with pytest.raises(InputError, match="invalid provider_id 'x; rm -rf /'"):
         firstboot.render([], None, provider_id="x; rm -rf /")
 

@@ -40,7 +40,7 @@ else:
 
 GROUP = "infrastructure.cluster.x-k8s.io"
 VERSION = "v1beta1"
-PLURALS = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines"}
+PLURALS = {"VCOCluster": "vcoclusters", "VCOMachine": "vcomachines", "VCOMachineTemplate": "vcomachinetemplates"}
 COMPONENT = "capvco-controller"
 #: The longest message of a condition or a status field (``failureMessage``), and of an Event (the API's limit).
 MESSAGE_LIMIT = 4096

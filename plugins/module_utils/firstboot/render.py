@@ -31,8 +31,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.script i
     FINISH,
     GPU_DRIVER,
     GPU_STEP,
+    KUBELET,
     PRELUDE,
-    PROVIDER,
     STATE_DIR,
     TEMPLATE,
 )
@@ -66,6 +66,53 @@ OPTIONS = dict(
 _PACKAGE = re.compile(PACKAGE)
 
 _PROVIDER_ID = re.compile(r"[a-z][a-z0-9+.-]*://[A-Za-z0-9._~/-]+")
+#: The node label that says which accelerator a node brings: the cluster autoscaler's Cluster API provider names it
+#: (``cluster-api/accelerator``), and a pod selects a GPU type with it.
+GPU_LABEL = "cluster-api/accelerator"
+#: A Kubernetes label value (63 characters at most) and a label key (an optional DNS-subdomain prefix and a name).
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+
+
+def label_value(text: str) -> str:
+    """A GPU type as a label value: each run of characters a label value cannot hold becomes one ``-``
+    (``NVIDIA A100`` -> ``NVIDIA-A100``); refused when nothing fits in 63 characters."""
+    value = re.sub(r"[^-A-Za-z0-9_.]+", "-", str(text)).strip("-_.")
+    if not value or not _LABEL_VALUE.fullmatch(value):
+        raise InputError(
+            "GPU type %r cannot be a node label value: at most 63 letters, digits, '-', '_' or '.' once spaces"
+            " become '-'" % text
+        )
+    return value
+
+
+def gpu_node_labels(gpu_type: str | None) -> dict[str, str]:
+    """The node labels a machine with GPUs of ``gpu_type`` gets at its first boot (none without a type)."""
+    return {GPU_LABEL: label_value(gpu_type)} if gpu_type else {}
+
+
+def kubelet_args(provider_id: str | None, node_labels: Mapping[str, str] | None) -> str:
+    """The kubelet's extra arguments for the first boot (``--provider-id``, ``--node-labels``), checked."""
+    args = []
+    if provider_id:
+        if not _PROVIDER_ID.fullmatch(provider_id):
+            raise InputError(
+                "invalid provider_id %r; expected SCHEME://PATH (letters, digits, . _ ~ / -)" % provider_id
+            )
+        args.append("--provider-id=" + provider_id)
+    labels = dict(node_labels or {})
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key) or len(key.rpartition("/")[2]) > 63:
+            raise InputError("invalid node label key %r: [PREFIX/]NAME, a DNS subdomain and 63 characters" % (key,))
+        if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
+            raise InputError(
+                "invalid value %r of node label %r: at most 63 letters, digits, '-', '_', '.'" % (value, key)
+            )
+    if labels:
+        args.append("--node-labels=" + ",".join("%s=%s" % kv for kv in sorted(labels.items())))
+    return " ".join(args)
 
 
 _DRIVER_VERSION = re.compile(DRIVER_VERSION)
@@ -117,6 +164,7 @@ def render(
     state_dir: str = STATE_DIR,
     provider_id: str | None = None,
     gpu_driver: Mapping[str, Any] | None = None,
+    node_labels: Mapping[str, str] | None = None,
 ) -> str:
     """The user data for a new machine.
 
@@ -125,17 +173,18 @@ def render(
     API bootstrap providers emit) is sent beside the script in a MIME multipart
     document, which cloud-init runs in its own order.  ``gpu_driver`` (``{version, count, wait}``) adds the
     ``gpu-driver`` step: the pinned driver installed when ``version`` is set, and verified in any case.
+    ``provider_id`` and ``node_labels`` reach the kubelet (``KUBELET_EXTRA_ARGS`` in ``/etc/default/kubelet``)
+    before the bootstrap data runs.
     """
     if bootstrap and bootstrap.lstrip().startswith("#cloud-config"):
-        script = render(packages, None, attempts, delay, lock_timeout, state_dir, provider_id, gpu_driver)
+        script = render(packages, None, attempts, delay, lock_timeout, state_dir, provider_id, gpu_driver, node_labels)
         return multipart([("text/cloud-config", bootstrap), ("text/x-shellscript", script)])
     for name in packages:
         if not isinstance(name, str) or not _PACKAGE.fullmatch(name):
             raise InputError("invalid package name %r in first_boot packages" % name)
     _common(attempts, delay, lock_timeout)
-    if provider_id and not _PROVIDER_ID.fullmatch(provider_id):
-        raise InputError("invalid provider_id %r; expected SCHEME://PATH (letters, digits, . _ ~ / -)" % provider_id)
-    provider = PROVIDER % {"arg": shlex.quote("KUBELET_EXTRA_ARGS=--provider-id=" + provider_id)} if provider_id else ""
+    kubelet = kubelet_args(provider_id, node_labels)
+    provider = KUBELET % {"arg": shlex.quote("KUBELET_EXTRA_ARGS=" + kubelet)} if kubelet else ""
     gpu = ""
     if gpu_driver is not None:
         settings = gpu_driver_vars(gpu_driver.get("version"), gpu_driver.get("count", 1), gpu_driver.get("wait", 900))

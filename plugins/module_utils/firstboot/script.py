@@ -203,6 +203,6 @@ chmod 0700 "$STATE_DIR/bootstrap.sh"
 """
 
 
-PROVIDER = r"""STEP=kubelet-provider-id
+KUBELET = r"""STEP=kubelet-args
 { mkdir -p /etc/default && echo %(arg)s >> /etc/default/kubelet; } || fail "could not write /etc/default/kubelet"
 """

@@ -156,9 +156,11 @@ def ensure(
     bootstrap_data: str | None = None,
     provider_id: str | None = None,
     user_data: str | None = None,
+    node_labels: dict[str, str] | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
-    """Core of ``machine``: a VM exists (created with first-boot user data), or is gone.
+    """Core of ``machine``: a VM exists (created with first-boot user data, ``node_labels`` handed to its kubelet),
+    or is gone.
 
     With ``cluster``, a change is made holding the cluster's lease (one run at a time per cluster), and planned
     again from what is read once it is held; a machine of a cluster is named ``<cluster>-<rest>``."""
@@ -173,7 +175,7 @@ def ensure(
         location,
         {"vcpus": vcpus, "memory": memory, "image_id": image_id, "disk_size": disk_size},
         {"cluster": cluster, "pool": pool, "description": description},
-        Boot(first_boot or {}, bootstrap_data, provider_id, user_data),
+        Boot(first_boot or {}, bootstrap_data, provider_id, user_data, dict(node_labels or {})),
     )
     result = _ensure(client, m, write=False)
     if check_mode or not result["changed"]:

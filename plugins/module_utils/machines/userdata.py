@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Boot:
-    """What new machines boot with: the first-boot options (``first_boot``), the cluster's ``bootstrap_data`` and the
-    node's ``provider_id``, or raw ``user_data`` instead of all of them."""
+    """What new machines boot with: the first-boot options (``first_boot``), the cluster's ``bootstrap_data``, the
+    node's ``provider_id`` and ``node_labels``, or raw ``user_data`` instead of all of them."""
 
     first_boot: dict[str, Any] = field(default_factory=dict)
     bootstrap_data: str | None = None
     provider_id: str | None = None
     user_data: str | None = None
+    node_labels: dict[str, str] = field(default_factory=dict)
 
 
 def user_data(boot: Boot, what: str) -> str:
@@ -40,6 +41,7 @@ def _render(boot: Boot, fb: Mapping[str, Any]) -> str:
         boot.bootstrap_data,
         provider_id=boot.provider_id,
         gpu_driver=fb.get("gpu_driver"),
+        node_labels=boot.node_labels,
         **retries,
     )
 
@@ -56,11 +58,18 @@ def pool_first_boot(first_boot: Mapping[str, Any] | None, pool: Pool) -> dict[st
     return fb
 
 
+def pool_boot(boot: Boot, pool: Pool) -> Boot:
+    """What a pool's new machines boot with: its first boot (a GPU pool's has its driver step), and a GPU pool's node
+    label (:data:`render.GPU_LABEL`, its GPU type) beside the cluster's."""
+    gpu_spec = pool.get("gpu") or {}
+    labels = dict(boot.node_labels, **render.gpu_node_labels(gpu_spec.get("type") if gpu_spec else None))
+    return replace(boot, first_boot=pool_first_boot(boot.first_boot, pool), node_labels=labels)
+
+
 def pool_user_data(boot: Boot, pools: Sequence[Pool]) -> dict[int, str]:
-    """``{index: user data}`` of the pools with machines to create: each pool's first boot (a GPU pool's has its
-    driver step), checked to fit."""
+    """``{index: user data}`` of the pools with machines to create (:func:`pool_boot`), checked to fit."""
     return {
-        i: user_data(replace(boot, first_boot=pool_first_boot(boot.first_boot, pool)), "pool %r" % (pool["name"] or ""))
+        i: user_data(pool_boot(boot, pool), "pool %r" % (pool["name"] or ""))
         for i, pool in enumerate(pools)
         if pool["names"]
     }
