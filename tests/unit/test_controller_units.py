@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -163,3 +164,31 @@ def test_the_image_runs_the_controller_with_the_collection_installed():
     (user,) = re.findall(r"^USER (\d+):(\d+)$", containerfile, re.M)
     assert int(user[0]) >= 10000 and int(user[1]) >= 10000
     assert "operator" not in containerfile.lower()
+
+
+AUTOSCALE = os.path.join(ROOT, "docs", "samples", "capi-gpu-autoscale.yaml")
+
+
+def test_the_autoscale_sample_is_what_the_template_promises():
+    """docs/samples/capi-gpu-autoscale.yaml: the template validates; the MachineDeployment's annotations say min 0 and
+    give the autoscaler the labels the template's nodes get at their first boot; the workload selects them and asks
+    for no more GPUs than one machine brings."""
+    from capvco_controller import vcomachinetemplate as tpl
+
+    crds = crdschema.load_crds(CRDS)
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in crdschema.objects(AUTOSCALE)}
+    template = docs[("VCOMachineTemplate", "demo-gpu-burst")]
+    assert crdschema.check(crds, template) == []
+    spec = template["spec"]["template"]["spec"]
+    annotations = docs[("MachineDeployment", "demo-gpu-burst")]["metadata"]["annotations"]
+    assert annotations["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"] == "0"
+    assert int(annotations["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"]) > 0
+    promised = dict(
+        item.split("=", 1) for item in annotations["capacity.cluster-autoscaler.kubernetes.io/labels"].split(",")
+    )
+    assert promised == tpl.node_labels(spec)
+    pod = docs[("Deployment", "train")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == promised
+    asked = int(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+    assert 0 < asked <= int(tpl.capacity(spec)["nvidia.com/gpu"])
+    kubernetes_validate.validate(docs[("Deployment", "train")], "1.37.0", strict=True)
