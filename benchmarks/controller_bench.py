@@ -7,6 +7,7 @@ VCOClusters, Machines, VCOMachines and their VMs.  It prints, side by side, and 
 
 - the engine's floor: the CPU seconds of an empty ``ansible-playbook`` run on localhost;
 - the CPU seconds of an idle reconcile of each kind (100 of each woken by a metadata change, CPU / count);
+  every cluster also has a GPU VCOMachineTemplate, whose availability the controller checks every drift period;
 - the steady state: the controller's cores over --window seconds with the drift pass every --drift-period
   seconds (default 60: ten times the shipped 600, so the figure bounds the shipped cost from above).  Goal <= 0.25;
 - a new Machine: from its creation to its VM's create call.  Goal <= 10 s;
@@ -204,6 +205,24 @@ class Seeder:
                 },
             )
 
+    def template(self, cluster, name):
+        """A GPU VCOMachineTemplate of the cluster (2 x NVIDIA A100 a machine): the controller publishes its capacity
+        and checks its type's availability every drift period."""
+        spec = {"vcpus": 16, "memory": 65536, "diskSize": 100, "gpu": {"type": "NVIDIA A100", "count": 2}}
+        self.post(
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/vcomachinetemplates",
+            {
+                "apiVersion": IV,
+                "kind": "VCOMachineTemplate",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                },
+                "spec": {"template": {"spec": spec}},
+            },
+        )
+
     def annotate(self, plural, name, value):
         r = self.http.patch(
             "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/%s/%s" % (plural, name),
@@ -223,6 +242,7 @@ def seed(seeder, emulator, clusters, machines):
             marker = markers.machine_marker(name)  # the cluster's mark on its VMs (ownership by identity)
             vms = [(m, client.create_vm(cs, "%s-m%02d" % (name, m), marker, 2, 2048)) for m in range(machines)]
         seeder.cluster(name, cs)
+        seeder.template(name, name + "-gpu")
         for m, vm_id in vms:
             seeder.machine(name, "%s-m%02d" % (name, m), cs, vm_id)
         return name

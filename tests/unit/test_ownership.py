@@ -7,6 +7,8 @@ import re
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
@@ -273,3 +275,23 @@ def test_a_holder_whose_renewal_found_its_note_gone_is_told_another_run_took_the
             held.fence("create_vm")
     finally:
         held.release()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,60}[a-z0-9]", fullmatch=True), min_size=1, max_size=6),
+    st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,70}[a-z0-9]", fullmatch=True), max_size=8),
+)
+def test_the_orphan_check_keyed_by_the_clusters_length_says_what_one_per_cluster_says(clusters, vm_names):
+    """OrphanCheck computes machine keys once per length of a cluster's part; for any clusters and VMs it answers
+    as a check that computes them for each cluster apart."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck
+
+    shared = OrphanCheck(vm_names)
+    for cluster in clusters:
+        for machine in vm_names + ["gone-machine"]:
+            owner = naming.decode(naming.encode(cluster, machine, 0, created=0))
+            assert owner is not None
+            alone = OrphanCheck(vm_names)
+            assert shared(owner) == alone(owner)
+            assert shared(owner) == (machine not in vm_names)

@@ -86,7 +86,8 @@ def machine_part(cluster: str, machine: str) -> str:
 
 
 def machine_key(encoded_cluster: str, machine: str) -> str:
-    """Like :func:`machine_part`, from a cluster as it stands in a decoded name."""
+    """Like :func:`machine_part`, from a cluster as it stands in a decoded name (only its length matters: the room
+    it leaves to the machine's part; ``reclaim.orphans.OrphanCheck`` relies on that)."""
     check_name("machine", machine)
     return _shorten(machine, MAX_NAME - (len(PREFIX) + 4 + 2 + _TIME_DIGITS + len(encoded_cluster)))
 
