@@ -62,7 +62,8 @@ options:
       - The file is written on the machine the module runs on, mode 0600, whole or not at all (a temporary file
         in the same folder, then linked into place). A file that exists is never replaced - the plan that was
         reviewed must be the one applied - so the call fails, naming it. C(~) is expanded; a relative path is
-        relative to the module's working directory (that of C(ansible-playbook) for C(localhost)).
+        refused (a module works in the playbook's folder); the playbooks C(gpu_orphans) and C(cluster_delete) take
+        a relative one from the directory C(ansible-playbook) was started in (E(PWD)).
     type: path
   plan:
     description:

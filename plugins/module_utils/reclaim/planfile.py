@@ -369,8 +369,17 @@ def loads(text: str, path: str, location: str) -> Plan:
 
 
 def resolve(path: str) -> str:
-    """A plan file's path as the module uses it: ``~`` expanded, absolute."""
-    return os.path.abspath(os.path.expanduser(path))
+    """A plan file's path as the module uses it: ``~`` expanded, absolute.  A relative path is refused: a module
+    works in the playbook's folder (for a playbook run by its name, inside the installed collection), never where the
+    person ran ``ansible-playbook``; the collection's playbooks make a relative path absolute against that
+    directory before they call the module."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        raise InputError(
+            "plan file %r is a relative path: give an absolute one (the playbooks gpu_orphans and cluster_delete take "
+            "a relative one from the directory ansible-playbook was started in)" % path
+        )
+    return os.path.normpath(path)
 
 
 def read(path: str, location: str) -> Plan:
