@@ -129,6 +129,7 @@ chaos: link
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path .build/dist .
+	$(BIN)/pip wheel -q --no-deps -w .build/dist ./emulator
 
 # ansible-test runs on the built artifact, installed as ansible_collections/whitesky/capvco.
 sanity: build

@@ -8,7 +8,7 @@ The places that carry a copy (each checked here):
 - the ``[project]`` version of every ``pyproject.toml`` that has one (``node/``, ``emulator/``);
 - in any text file outside tests/ and the changelogs: an image tag of this project
   (``capvco-controller:X``, ``capvco-sriov-agent:X``, ``capvco-ee:X``: the roles' defaults and argument specs,
-  ``operator/Containerfile``, the docs' commands) and the collection's tarball name
+  ``controller/Containerfile``, the docs' commands) and the collection's tarball name
   (``whitesky-capvco-X.tar.gz``: ``awx/requirements.yml``).
 
 The files in ``EXPECTED`` must each carry one: a place that stops carrying the version is reported too (a tag
@@ -55,7 +55,8 @@ EXPECTED = (
     "roles/capvco_controller/meta/argument_specs.yml",
     "roles/sriov_agent/defaults/main.yml",
     "roles/sriov_agent/meta/argument_specs.yml",
-    "operator/Containerfile",
+    "controller/Containerfile",
+    "controller/pyproject.toml",
     "docs/awx.md",
     "docs/controller.md",
 )
