@@ -16,10 +16,12 @@ import time
 
 import pytest
 import yaml
+from test_cluster_spec import set_price
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import cursor as cursors
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
@@ -199,6 +201,82 @@ def test_reclaimed_once_by_reason_and_the_threshold_once_per_crossing(emulator, 
     assert [e["type"] for e in again] == [orphans.ORPHANED] * 3 + [orphans.THRESHOLD], "re-armed once it fell"
     assert [e["type"] for e in got].count(orphans.THRESHOLD) == 2
     assert [e["seq"] for e in got] == list(range(1, len(got) + 1))
+
+
+#: A location's ``vgu`` price the platform may answer that is not a finite number of 0 or more (issue 34, point 3):
+#: absent from the answer, null, negative, a string, a list.
+ABSENT = object()
+UNKNOWN_PRICES = [
+    pytest.param(ABSENT, id="absent"),
+    pytest.param(None, id="null"),
+    pytest.param(-730, id="negative"),
+    pytest.param("abc", id="garbage"),
+    pytest.param([730], id="list"),
+]
+#: The emulator's monthly price of one vGPU in be-gen-1: 1.0 per hour.
+KNOWN_PRICE = 730
+
+
+def unknown_price(emu, monkeypatch, vgu):
+    """Make the location's ``vgu`` price ``vgu`` (the emulator's store, written directly; ``ABSENT``: the emulator
+    always answers one, so the client's reading of the price list is rewritten without it); a function that puts
+    the known price back."""
+    if vgu is ABSENT:
+        real = WhiteskyClient.prices
+
+        def without_vgu(self, location):
+            answer = real(self, location)
+            answer.get("resources", {}).pop("vgu", None)
+            return answer
+
+        monkeypatch.setattr(WhiteskyClient, "prices", without_vgu)
+        return lambda: monkeypatch.setattr(WhiteskyClient, "prices", real)
+    set_price(emu, vgu)
+    return lambda: set_price(emu, KNOWN_PRICE)
+
+
+@pytest.mark.parametrize("vgu", UNKNOWN_PRICES)
+def test_an_unknown_price_is_null_in_every_event_and_no_threshold_is_crossed_on_it(
+    emulator, tmp_path, monkeypatch, vgu
+):
+    """Issue 34, point 3, in the event source: with the location's price absent, null, negative or garbage, each
+    ``vgpu.orphaned`` says its cost per hour and its cost so far are unknown (null, never 0 or negative), a
+    ``vgpu.reclaimed`` says the saving is unknown, the cursor keeps null, and no ``cost.threshold`` comes however
+    many orphans there are; once the price is known again, the threshold (armed all along) is crossed at once."""
+    now = int(time.time())
+    names = [naming.encode("gone", "m%d" % i, 0, created=now - 7300 + i) for i in range(3)]  # the oldest first
+    ids = dict(zip(names, seed(emulator, *names), strict=True))
+    known = unknown_price(emulator, monkeypatch, vgu)
+    args = source_args(emulator, tmp_path, grace_period=0, cost_threshold=0.5)  # 3 orphans at 1.0/h: crossed
+
+    async def scenario():
+        run = Run(args)
+        orphaned = await run.take(3)
+        await run.quiet(emulator)  # the money at risk is not known: no cost.threshold
+        with emulator.client() as client:
+            await asyncio.to_thread(client.delete_vgpu, LOC, ids[names[0]], detach=True, permanently=True)
+        reclaimed = await run.next()
+        await run.quiet(emulator)
+        kept = cursor_file(args)
+        await asyncio.to_thread(known)
+        crossed = await run.next()
+        await run.stop()
+        return orphaned, reclaimed, kept, crossed
+
+    orphaned, reclaimed, kept, crossed = asyncio.run(scenario())
+    assert [e["type"] for e in orphaned] == [orphans.ORPHANED] * 3
+    assert [e["vgpu_name"] for e in orphaned] == names, "the oldest first"
+    for event in orphaned:
+        assert event["cost_per_hour"] is None and event["cost"] is None, event
+        assert event["vgpu_seconds"] >= 0.0 and event["currency"] == "EUR", event
+    assert reclaimed["type"] == orphans.RECLAIMED and reclaimed["reason"] == "released"
+    assert reclaimed["vgpu_name"] == names[0] and reclaimed["orphaned_seq"] == orphaned[0]["seq"]
+    assert reclaimed["cost_per_hour"] is None and reclaimed["saved_per_hour"] is None, reclaimed
+    reported = kept["locations"][LOC]["reported"]
+    assert sorted(reported) == sorted(ids[n] for n in names[1:]) and not kept["locations"][LOC]["above_threshold"]
+    assert all(r["cost_per_hour"] is None and r["cost"] is None for r in reported.values()), reported
+    assert crossed["type"] == orphans.THRESHOLD, "the threshold was armed: a known price crosses it"
+    assert crossed["cost_per_hour"] == 2.0 and crossed["threshold"] == 0.5 and crossed["orphans"] == 2, crossed
 
 
 def jwt(exp):

@@ -495,6 +495,53 @@ def test_a_cache_entry_of_another_read_or_shape_is_not_used():
         assert vm_inventory.from_cache(bad, key) is None
 
 
+def test_a_cache_entry_whose_strings_are_marked_as_trusted_templates_is_read_back_as_data():
+    """Issue 34, point 1, the cache: ansible-core 2.19 and later read a cache entry back with the tags its JSON
+    names, so whoever can write the cache folder can mark a VM's name, or any cached value, as a trusted template;
+    every string from_cache gives back is plain data (tests/consumers/check_inventory.py runs the whole path)."""
+    persistence = pytest.importorskip("ansible._internal._json._profiles._cache_persistence")
+    from ansible.template import is_trusted_as_template, trust_as_template
+
+    def tagged(value):
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, list):
+            return [tagged(v) for v in value]
+        if isinstance(value, dict):
+            return {k: tagged(v) for k, v in value.items()}
+        return value
+
+    def strings(value):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list):
+            for v in value:
+                yield from strings(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from strings(k)
+                yield from strings(v)
+
+    key = vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], [])
+    vgpu = {"vgpu_id": "v", "name": "{{ n }}", "owner": None, "profile": "p", "type": "{{ t }}", "status": "ATTACHED"}
+    hostile = host(
+        name="{{ lookup('pipe', 'id') }}",
+        cloudspace="{% set x = lookup('pipe', 'id') %}s",
+        cluster="{{ c }}",
+        private_ips=["{{ ip }}"],
+        vgpus=[dict(vgpu, cost_per_hour=None)],
+    )
+    entry = vm_inventory.to_cache(vm_inventory.Read([hostile], ["{{ w }}"]), key)
+    stored = json.dumps(tagged(entry), cls=persistence.Encoder)
+    back = json.loads(stored, cls=persistence.Decoder)  # what the cache plugin hands the inventory plugin
+    assert is_trusted_as_template(back["hosts"][0]["name"]), "the cache keeps the tag: the test writes what it means"
+    got = vm_inventory.from_cache(back, key)
+    assert got == vm_inventory.Read([hostile], ["{{ w }}"])
+    held = list(strings(got.hosts)) + list(strings(got.warnings))
+    assert "{{ lookup('pipe', 'id') }}" in held and "{{ w }}" in held
+    assert [s for s in held if is_trusted_as_template(s) or type(s) is not str] == []
+
+
 def test_select_warns_of_a_filter_that_selects_nothing():
     listed_ = [
         {"cloudspace_id": "a", "name": "shop", "location": LOC},

@@ -35,9 +35,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from test_cluster_spec import set_price
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planfile import (
@@ -420,6 +422,64 @@ def test_gpu_orphans_plan_review_apply_and_apply_again(emulator, tmp_path):
     # one way at a time
     rc, out, data = run_playbook(playbook, emulator, extra_vars=dict(apply_vars, reclaim=True))
     assert rc != 0 and "give one" in out and len(live(emulator)) == 1, out[-2000:]
+
+
+def unknown_cost(plan):
+    """What a plan says of its cost when the price is not known: every entry's cost and the totals' null."""
+    assert plan["entries"] and all(e["cost"] is None for e in plan["entries"]), plan["entries"]
+    assert plan["summary"]["cost_per_hour"] is None and plan["summary"]["cost_so_far"] is None, plan["summary"]
+    assert plan["summary"]["count"] == len(plan["entries"])
+
+
+@pytest.mark.parametrize("vgu", [None, -730, "abc", [730]], ids=["null", "negative", "garbage", "list"])
+def test_a_plan_written_while_the_price_is_unknown_says_so_never_0(emulator, tmp_path, vgu):
+    """Issue 34, point 3, in the plan file: gpu_orphans --check -e plan_file with the location's vgu price null,
+    negative or garbage writes every entry's cost and the plan's totals as null (unknown), never 0 or negative, and
+    its report says "unknown"; the plan is applied as reviewed (an unknown cost is no reason to refuse it), and the
+    saving is unknown."""
+    orphaned(emulator, "c1-w0", "c1-w1")
+    set_price(emulator, vgu)
+    playbook = os.path.join(PLAYBOOKS, "gpu_orphans.yml")
+    plan_path = tmp_path / "orphans-plan.json"
+    base = {"location": LOC, "grace_period": 0}
+    rc, out, data = run_playbook(playbook, emulator, extra_vars=dict(base, plan_file=str(plan_path)), check=True)
+    assert rc == 0, out[-3000:]
+    assert len(live(emulator)) == 2
+    plan = json.loads(plan_path.read_text())
+    unknown_cost(plan)
+    assert sorted(e["machine"] for e in plan["entries"]) == ["c1-w0", "c1-w1"]
+    assert '"per_hour": 0' not in plan_path.read_text() and '"cost_per_hour": 0' not in plan_path.read_text()
+    report = task_results(data, "Report every reservation that escaped")[0]["msg"]
+    assert report[-1].startswith("plan written to %s: 2 reservation(s) to release (unknown " % plan_path), report
+    assert "costing unknown per hour, unknown so far" in " ".join(report[:-1]), report
+    rc, out, data = run_playbook(playbook, emulator, extra_vars=dict(base, reclaim_plan=str(plan_path)))
+    assert rc == 0, out[-3000:]
+    assert live(emulator) == []
+    report = task_results(data, "Report every reservation that escaped")[0]["msg"]
+    assert "released now 2 (saving unknown " in report[-1], report
+
+
+def test_a_plan_written_while_the_price_list_has_no_vgu_price_says_the_cost_is_unknown(emulator, tmp_path, monkeypatch):
+    """The same, with no vgu price in the platform's answer at all (the emulator always answers one: the client's
+    reading of the price list is rewritten without it), through the core that vgpu_reclaim's plan_file runs."""
+    real = WhiteskyClient.prices
+
+    def without_vgu(self, location):
+        answer = real(self, location)
+        answer.get("resources", {}).pop("vgu", None)
+        return answer
+
+    monkeypatch.setattr(WhiteskyClient, "prices", without_vgu)
+    orphaned(emulator, "c1-w0", "c1-w1")
+    path = tmp_path / "plan.json"
+    result = plan_orphans(emulator, path)
+    unknown_cost(json.loads(path.read_text()))
+    assert result["reclaim_plan"]["summary"]["cost_per_hour"] is None and len(live(emulator)) == 2
+    monkeypatch.setattr(WhiteskyClient, "prices", real)
+    known = tmp_path / "known.json"
+    plan_orphans(emulator, known)
+    costs = [e["cost"] for e in json.loads(known.read_text())["entries"]]
+    assert [c["per_hour"] for c in costs] == [1.0, 1.0], "with the price known, the same plan has its cost"
 
 
 def test_cluster_delete_check_writes_a_plan_that_is_reviewed_then_applied(emulator, tmp_path):

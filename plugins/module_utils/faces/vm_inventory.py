@@ -208,7 +208,13 @@ def to_cache(got: Read, key: str) -> dict[str, Any]:
 
 
 def from_cache(entry: object, key: str) -> Read | None:
-    """The read a cache entry holds, or None when it is of another shape or was read for another fingerprint."""
+    """The read a cache entry holds, or None when it is of another shape or was read for another fingerprint.  The
+    entry is taken as plain JSON: whatever type or mark the cache plugin gave a value (ansible-core 2.19 and later
+    read back a string marked as a trusted template as one) does not survive, so a cached string is data."""
+    try:
+        entry = json.loads(json.dumps(entry))
+    except (TypeError, ValueError, RecursionError):
+        return None
     if not isinstance(entry, Mapping) or entry.get("format") != CACHE_FORMAT or entry.get("fingerprint") != key:
         return None
     hosts, warnings = entry.get("hosts"), entry.get("warnings")
