@@ -291,3 +291,24 @@ def test_secrets_are_found_wherever_the_spec_holds_them():
     assert clusterspec.secrets(dict(MINIMAL, sriov={"credential": "tok"})) == ["tok"]
     assert clusterspec.secrets({"sriov": {"credential": 12345678}}) == ["12345678"]
     assert clusterspec.secrets({"sriov": "x"}) == [] and clusterspec.secrets(None) == []
+
+
+def test_a_driver_version_yaml_read_as_a_number_says_to_quote_it():
+    spec = {
+        "cluster": {"name": "a", "location": "be-gen-1", "cloudspace": "a"},
+        "pools": [
+            {
+                "name": "gpu",
+                "replicas": 1,
+                "vcpus": 4,
+                "memory": 8192,
+                "gpu": {"type": "NVIDIA A100", "driverVersion": 550.127},
+            }
+        ],
+    }
+    with pytest.raises(InputError) as caught:
+        clusterspec.check(spec)
+    assert (
+        'pools[0].gpu.driverVersion: must be a string, got a number 550.127; quote it (driverVersion: "550.127")'
+        in str(caught.value)
+    )

@@ -117,7 +117,13 @@ def _parse_str(value: Any, field: Field, path: str, errors: Errors) -> Any:
     if field.numeric_text and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # driverVersion: 550 (YAML reads it as a number)
     if not isinstance(value, str):
-        errors.add(path, "must be a string, got %s %s" % (_kind_name(value), _show(value, field)))
+        hint = ""
+        if field.numeric_text and isinstance(value, float):  # driverVersion: 550.127 (YAML reads it as a number)
+            hint = '; quote it (%s: "%r"): unquoted, YAML reads it as a number' % (
+                path.rpartition(".")[2],
+                value,
+            )
+        errors.add(path, "must be a string, got %s %s%s" % (_kind_name(value), _show(value, field), hint))
         return MISSING
     if field.min_length is not None and len(value) < field.min_length:
         errors.add(path, "must not be empty")
