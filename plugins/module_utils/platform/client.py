@@ -26,6 +26,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
+    InputError,
     Resolved,
     WhiteskyError,
 )
@@ -155,16 +156,44 @@ class WhiteskyClient:
                 retry_if = vm_locked(self, path_params.get("cloudspace_id"), path_params["vm_id"])
         values = dict(path_params, customer_id=self.customer_id)
         path = template.format(**{k: quote(str(v), safe="") for k, v in values.items()})
-        return self.transport.retry.request(
-            method,
-            path,
-            params=query,
-            body=body,
-            retry=retry,
-            retry_if=retry_if,
-            resolve=resolve,
-            object_hook=object_hook,
+        try:
+            return self.transport.retry.request(
+                method,
+                path,
+                params=query,
+                body=body,
+                retry=retry,
+                retry_if=retry_if,
+                resolve=resolve,
+                object_hook=object_hook,
+            )
+        except ApiError as exc:
+            if exc.status == 404 and "location" in path_params and operation != "listCustomerLocations":
+                self._refuse_unknown_location(str(path_params["location"]))
+            raise
+
+    def location_names(self) -> list[str]:
+        """The customer's locations, by name (``listCustomerLocations``)."""
+        answer = self.call("listCustomerLocations")
+        items = answer.get("locations") if isinstance(answer, dict) else None
+        return sorted(
+            str(i["location"])
+            for i in (items if isinstance(items, list) else [])[:1000]
+            if isinstance(i, dict) and isinstance(i.get("location"), str) and len(i["location"]) <= 128
         )
+
+    def _refuse_unknown_location(self, location: str) -> None:
+        """A 404 of a call in ``location``: when the customer has no such location, say so and name those it has
+        (the platform's answer says only "not found"); otherwise the 404 stands."""
+        try:
+            names = self.location_names()
+        except WhiteskyError:
+            return
+        if location not in names:
+            raise InputError(
+                "location %r does not exist for customer %r; its locations: %s"
+                % (location, self.customer_id, ", ".join(names) or "none")
+            ) from None
 
     def paginate(
         self,
