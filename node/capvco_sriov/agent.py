@@ -4,7 +4,8 @@ It holds the platform credential (read from a file that a Secret mounts; it
 refuses to start without one and never falls back to any other credential, nor
 to the connection's environment variables: its ``Connection`` is its command line's),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
-reclaimer.  The logic is in ``sriov``, on the collection's platform client and NIC operations.
+reclaimer.  The commands are ``commands`` (on the collection's platform client and NIC operations), the reclaimer
+``reclaimer``, the request's reading ``config``, the wire format ``wire``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import LIMIT, scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import resolve_machines
-from capvco_sriov.shim import IO_FAILURE, PROBE, decode_request, encode_reply
-from capvco_sriov.sriov import CniError, Ledger, NicAgent, parse_request
+from capvco_sriov.commands import NicAgent
+from capvco_sriov.config import parse_request
+from capvco_sriov.ledger import Ledger
+from capvco_sriov.reclaimer import Reclaimer
+from capvco_sriov.wire import IO_FAILURE, PROBE, CniError, decode_request, encode_reply
 
 LOG = logging.getLogger("capvco-sriov-agent")
 
@@ -68,8 +72,8 @@ def _serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
     if raw.strip() == PROBE.strip():
         return 0, {}  # the liveness probe: answered from the serving thread, nothing else
     try:
-        env, stdin = decode_request(raw)
-        req = parse_request(env, stdin)
+        env, config = decode_request(raw)
+        req = parse_request(env, config)
     except CniError as exc:
         return 1, exc.to_dict()
     except ValueError as exc:
@@ -90,7 +94,8 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         raw = self.rfile.readline()
-        self.wfile.write(encode_reply(*serve_one(self.server.agent, raw)))
+        _code, doc = serve_one(self.server.agent, raw)
+        self.wfile.write(encode_reply(doc))
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -121,7 +126,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build(args: argparse.Namespace) -> NicAgent:
+def build(args: argparse.Namespace) -> tuple[NicAgent, Reclaimer]:
     from capvco_sriov.netlink import Netlink
     from capvco_sriov.pods import KubePods
 
@@ -139,18 +144,17 @@ def build(args: argparse.Namespace) -> NicAgent:
     vm_id = args.vm_id
     if vm_id is None:
         ((vm_id, _name),) = resolve_machines(client.vms(args.cloudspace_id), [args.vm_name], args.cloudspace_id)
-    return NicAgent(
+    agent = NicAgent(
         client,
         args.location,
         args.cloudspace_id,
         vm_id,
         Ledger(args.ledger_dir),
         Netlink(args.host_netns),
-        pods=pods,
         model=args.model,
-        grace_period=args.grace_period,
         wait_timeout=args.wait_timeout,
     )
+    return agent, Reclaimer(agent, pods=pods, grace_period=args.grace_period)
 
 
 #: The bound of one log record (a traceback included), in characters.
@@ -177,10 +181,10 @@ class Redact(logging.Filter):
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    agent = build(args)
+    agent, reclaim = build(args)
     for handler in logging.getLogger().handlers:
         handler.addFilter(Redact(agent.client.redact))
-    resolved = agent.recover()
+    resolved = reclaim.recover()
     if resolved:
         LOG.info("resolved %d attachment(s) left halfway by a crash: %s", len(resolved), resolved)
     os.makedirs(os.path.dirname(args.socket), exist_ok=True)
@@ -197,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def reclaimer() -> None:
         while not stop.wait(args.reclaim_interval):
             try:
-                for item in agent.reclaim_once():
+                for item in reclaim.reclaim_once():
                     LOG.info("reclaimed %s (%s)", item["key"], item["reason"])
             except Exception:
                 LOG.exception("reclaimer pass failed")

@@ -1,7 +1,8 @@
 #!/usr/bin/python3 -IS
 """capvco-sriov, as installed in the CNI bin directory: the plugin's body is ``capvco-sriov.d/capvco_sriov_shim.py``
-beside it, imported from there, so that Python keeps it compiled (``__pycache__``) instead of compiling it on every
-run: a script given by path is compiled each time it starts, a module is not (about 6 ms of each run).
+beside it (and the wire format it imports, ``capvco-sriov.d/capvco_sriov/wire.py``), imported from there, so that
+Python keeps them compiled (``__pycache__``) instead of compiling the body on every run: a script given by path is
+compiled each time it starts, a module is not (about 6 ms of each run).
 
 Installed by ``node/install-cni-plugin.sh``.
 """

@@ -25,8 +25,8 @@ from pyroute2 import IPRoute
 from pyroute2.netns import setns
 
 if TYPE_CHECKING:
-    from capvco_sriov.shim import Route
-    from capvco_sriov.sriov import LinkState
+    from capvco_sriov.commands import LinkState
+    from capvco_sriov.wire import Route
 
 OWN = "/proc/self/ns/net"
 RTMGRP_LINK = 1

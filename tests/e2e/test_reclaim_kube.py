@@ -6,9 +6,12 @@ import os
 from types import SimpleNamespace
 
 from capvco_lab.netlab import NETNS_DIR
+from capvco_sriov.commands import NicAgent
+from capvco_sriov.config import parse_request
+from capvco_sriov.ledger import Ledger
 from capvco_sriov.netlink import Netlink
 from capvco_sriov.pods import KubePods
-from capvco_sriov.sriov import Ledger, NicAgent, parse_request
+from capvco_sriov.reclaimer import Reclaimer
 
 
 class FakeCoreV1:
@@ -38,10 +41,9 @@ def test_pod_gone_from_the_api_is_reclaimed_after_grace(lab, tmp_path):
             lab.vm_id,
             Ledger(str(tmp_path / "l2")),
             Netlink(os.path.join(NETNS_DIR, lab.node)),
-            pods=pods,
-            grace_period=5.0,
             clock=lambda: clock[0],
         )
+        reclaimer = Reclaimer(agent, pods=pods, grace_period=5.0)
         pod = lab.add_pod(1)
         env = {
             "CNI_COMMAND": "ADD",
@@ -50,20 +52,20 @@ def test_pod_gone_from_the_api_is_reclaimed_after_grace(lab, tmp_path):
             "CNI_NETNS": os.path.join(NETNS_DIR, pod),
             "CNI_ARGS": "K8S_POD_UID=uid-1",
         }
-        agent.handle(parse_request(env, '{"cniVersion": "1.0.0", "network": "101"}'))
+        agent.handle(parse_request(env, {"cniVersion": "1.0.0", "network": "101"}))
         api.uids = {"uid-1"}
-        assert agent.reclaim_once() == [] and len(lab.platform_nics()) == 1
+        assert reclaimer.reclaim_once() == [] and len(lab.platform_nics()) == 1
         api.down = True  # the API cannot say: not a reason to reclaim, however long it lasts
         clock[0] += 60
-        assert agent.reclaim_once() == []
+        assert reclaimer.reclaim_once() == []
         clock[0] += 60  # past the grace period, still down: an "unknown" read as "no pods" would release now
-        assert agent.reclaim_once() == [] and len(lab.platform_nics()) == 1
+        assert reclaimer.reclaim_once() == [] and len(lab.platform_nics()) == 1
         api.down, api.uids = False, set()  # the pod is gone from the node
-        assert agent.reclaim_once() == []  # first seen gone: the grace period starts
+        assert reclaimer.reclaim_once() == []  # first seen gone: the grace period starts
         clock[0] += 4.9
-        assert agent.reclaim_once() == []
+        assert reclaimer.reclaim_once() == []
         clock[0] += 0.2
-        (released,) = agent.reclaim_once()
+        (released,) = reclaimer.reclaim_once()
         assert "no longer on this node" in released["reason"]
         assert lab.platform_nics() == [] and api.calls[0] == "spec.nodeName=node-a"
         assert "net1" not in os.popen("ip -n %s link" % pod).read()

@@ -16,9 +16,14 @@ import time
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
-from capvco_sriov import shim
+from capvco_sriov import wire
+from capvco_sriov.addresses import FRESH_SECONDS
 from capvco_sriov.agent import Redact, serve_one
-from capvco_sriov.sriov import ADDRESS_TRIES, CniError, Ledger, NicAgent, parse_request
+from capvco_sriov.commands import ADDRESS_TRIES, NicAgent
+from capvco_sriov.config import parse_request
+from capvco_sriov.ledger import Ledger
+from capvco_sriov.reclaimer import Reclaimer
+from capvco_sriov.wire import CniError
 
 from helpers import wait_for
 
@@ -26,7 +31,7 @@ CS, LOC = "cs-demo", "be-gen-1"
 
 
 class FakeNetlink:
-    """The netlink interface of capvco_sriov.sriov, in memory: a NIC 'appears' unless told otherwise."""
+    """The netlink interface of capvco_sriov.commands (NetlinkOps), in memory: a NIC 'appears' unless told otherwise."""
 
     def __init__(self):
         self.absent = set()  # MACs that never show up in the node
@@ -67,9 +72,9 @@ def node(emulator, tmp_path):
         vm_id,
         Ledger(str(tmp_path / "ledger")),
         FakeNetlink(),
-        grace_period=5.0,
         clock=lambda: clock[0],
     )
+    agent.reclaimer = Reclaimer(agent, grace_period=5.0)
     agent.clock_value = clock
     netns = tmp_path / "netns-pod1"
     netns.touch()
@@ -88,7 +93,7 @@ def cni(agent, command, container="c1", conf=None, netns=None):
         "CNI_NETNS": netns or agent.test_netns,
         "CNI_ARGS": "K8S_POD_UID=uid-" + container,
     }
-    return agent.handle(parse_request(env, json.dumps(config)))
+    return agent.handle(parse_request(env, config))
 
 
 def platform(agent):
@@ -114,10 +119,10 @@ def test_check_reports_a_mismatch(node):
     node.netlink.pods[(node.test_netns, "net1")]["mac"] = "52:54:ff:ff:ff:ff"
     with pytest.raises(CniError) as err:
         cni(node, "CHECK", conf={"prevResult": result})
-    assert err.value.code == shim.CHECK_MISMATCH
+    assert err.value.code == wire.CHECK_MISMATCH
     with pytest.raises(CniError) as err:
         cni(node, "CHECK", container="never-added")
-    assert err.value.code == shim.UNKNOWN_CONTAINER
+    assert err.value.code == wire.UNKNOWN_CONTAINER
 
 
 @pytest.mark.parametrize("how", ["configure fails", "never appears"])
@@ -128,15 +133,15 @@ def test_a_failure_after_the_attach_rolls_back(node, how):
         node.netlink.absent = {"52:54:00:00:00:01"}
     with pytest.raises(CniError) as err:
         cni(node, "ADD")
-    assert err.value.code == shim.IO_FAILURE
+    assert err.value.code == wire.IO_FAILURE
     assert platform(node) == [] and node.ledger.items() == {}, "the NIC is detached and the entry is gone"
 
 
 @pytest.mark.parametrize(
     ("faults", "code"),
     [
-        ({"error_rates": {"503": 1.0}, "operations": ["attachExternalNetworksVirtualMachine"]}, shim.TRY_AGAIN_LATER),
-        ({"fail_next": {"attachExternalNetworksVirtualMachine": [500, 1]}}, shim.IO_FAILURE),
+        ({"error_rates": {"503": 1.0}, "operations": ["attachExternalNetworksVirtualMachine"]}, wire.TRY_AGAIN_LATER),
+        ({"fail_next": {"attachExternalNetworksVirtualMachine": [500, 1]}}, wire.IO_FAILURE),
     ],
 )
 def test_a_platform_failure_at_attach_leaves_nothing(node, emulator, faults, code):
@@ -159,11 +164,11 @@ def test_an_attach_whose_answer_is_a_503_is_resolved_and_sent_again_once(node, e
 def test_a_pod_whose_netns_is_gone_is_reclaimed_after_the_grace_period(node, tmp_path):
     cni(node, "ADD")
     (tmp_path / "netns-pod1").unlink()
-    assert node.reclaim_once() == []  # first seen gone: the grace period starts
+    assert node.reclaimer.reclaim_once() == []  # first seen gone: the grace period starts
     node.clock_value[0] += 4.9
-    assert node.reclaim_once() == [] and len(platform(node)) == 1
+    assert node.reclaimer.reclaim_once() == [] and len(platform(node)) == 1
     node.clock_value[0] += 0.2
-    (released,) = node.reclaim_once()
+    (released,) = node.reclaimer.reclaim_once()
     assert "netns" in released["reason"] and platform(node) == [] and node.ledger.items() == {}
 
 
@@ -181,7 +186,7 @@ def test_gc_releases_what_the_runtime_no_longer_lists(node, tmp_path):
         "network": "sriov-ext",
         "cni.dev/valid-attachments": [{"containerID": "keep", "ifname": "net1"}],
     }
-    node.handle(parse_request(gc, json.dumps(conf)))
+    node.handle(parse_request(gc, conf))
     assert set(node.ledger.items()) == {"keep@net1"} and len(platform(node)) == 1
 
 
@@ -197,7 +202,7 @@ def test_a_409_at_attach_is_another_address_and_then_try_again_later(node, emula
     emulator.faults(fail_next={"attachExternalNetworksVirtualMachine": [409, ADDRESS_TRIES]})
     with pytest.raises(CniError) as err:
         cni(node, "ADD", container="c2")
-    assert err.value.code == shim.TRY_AGAIN_LATER and "refused %d" % ADDRESS_TRIES in err.value.msg
+    assert err.value.code == wire.TRY_AGAIN_LATER and "refused %d" % ADDRESS_TRIES in err.value.msg
     assert platform(node) == [nic] and set(node.ledger.items()) == {"c1@net1"}
 
 
@@ -206,7 +211,7 @@ def test_a_platform_outage_on_every_call_is_try_again_later(node, emulator):
     node.client.retry_budget = 1.0
     emulator.faults(error_rates={"503": 1.0})
     code, doc = serve_one(node, request("ADD", node.test_netns))
-    assert (code, doc["code"]) == (1, shim.TRY_AGAIN_LATER), doc
+    assert (code, doc["code"]) == (1, wire.TRY_AGAIN_LATER), doc
     assert node.ledger.items() == {}
 
 
@@ -237,7 +242,7 @@ def test_errors_never_carry_the_credential(node):
 def request(command, netns, container="c1"):
     config = {"cniVersion": "1.1.0", "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
     env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": "net1", "CNI_NETNS": netns}
-    return shim.encode_request(env, json.dumps(config))
+    return wire.encode_request(env, config)
 
 
 def test_gc_is_scoped_to_the_network_configuration_name(node, tmp_path):
@@ -249,9 +254,9 @@ def test_gc_is_scoped_to_the_network_configuration_name(node, tmp_path):
     gc = {"CNI_COMMAND": "GC"}
     conf = {"cniVersion": "1.1.0", "type": "capvco-sriov", "network": "sriov-ext"}
     valid = {"cni.dev/valid-attachments": [{"containerID": "ca", "ifname": "net1"}]}
-    node.handle(parse_request(gc, json.dumps(dict(conf, name="net-a", **valid))))
+    node.handle(parse_request(gc, dict(conf, name="net-a", **valid)))
     assert set(node.ledger.items()) == {"ca@net1", "cb@net1"} and len(platform(node)) == 2
-    node.handle(parse_request(gc, json.dumps(dict(conf, name="net-b", **{"cni.dev/valid-attachments": []}))))
+    node.handle(parse_request(gc, dict(conf, name="net-b", **{"cni.dev/valid-attachments": []})))
     assert set(node.ledger.items()) == {"ca@net1"} and len(platform(node)) == 1
 
 
@@ -295,7 +300,7 @@ def test_two_concurrent_adds_of_one_attachment_get_one_outcome(node):
 
 
 def test_the_agent_answers_the_liveness_probe(node):
-    assert serve_one(node, shim.PROBE) == (0, {})
+    assert serve_one(node, wire.PROBE) == (0, {})
 
 
 def test_del_never_detaches_a_nic_that_took_over_the_address(node):
@@ -368,9 +373,9 @@ def test_recovery_settles_each_intent_by_what_its_state_proves(node):
     node.ledger.put("c7@net1", intent(node, "sent", sent, sent_at=time.time()))  # died before the answer
     for ip in (answered, chosen, sent, other):  # the agent's, then two operators' at the free addresses, then one
         node.client.attach_nic(CS, node.vm_id, 101, ip_address=ip)
-    assert sorted(node.recover()) == ["c8@net1", "c9@net1"]
+    assert sorted(node.reclaimer.recover()) == ["c8@net1", "c9@net1"]
     assert sorted(n["ip_address"] for n in platform(node)) == sorted([chosen, sent, other])
-    assert set(node.ledger.items()) == {"c7@net1"} and node.held().keys() == {"c7@net1"}
+    assert set(node.ledger.items()) == {"c7@net1"} and node.reclaimer.held().keys() == {"c7@net1"}
 
 
 def test_the_reclaimer_settles_an_intent_that_no_add_is_working_on(node):
@@ -380,8 +385,8 @@ def test_the_reclaimer_settles_an_intent_that_no_add_is_working_on(node):
     node.ledger.put("c7@net1", intent(node, "attached", ip))
     node.client.attach_nic(CS, node.vm_id, 101, ip_address=ip)
     with node.key_lock("c7@net1"):  # an ADD is on it
-        assert node.reclaim_once() == [] and len(platform(node)) == 1
-    (released,) = node.reclaim_once()
+        assert node.reclaimer.reclaim_once() == [] and len(platform(node)) == 1
+    (released,) = node.reclaimer.reclaim_once()
     assert released["key"] == "c7@net1" and released["ip"] == ip
     assert platform(node) == [] and node.ledger.items() == {}
 
@@ -408,7 +413,7 @@ def test_a_vm_locked_past_the_call_deadline_is_try_again_later(node, emulator):
         node.client.timeout, node.client.retry_budget, node.client.backoff = 1.0, 0.2, 0.05
         with pytest.raises(CniError) as err:
             cni(node, "ADD")
-        assert err.value.code == shim.TRY_AGAIN_LATER and "locked" in str(err.value.details), err.value.details
+        assert err.value.code == wire.TRY_AGAIN_LATER and "locked" in str(err.value.details), err.value.details
         assert emulator.op_count("getExternalNetworkAddresses") == 1, "no new address was chosen for a lock"
     finally:
         t.join()
@@ -434,18 +439,18 @@ def test_a_failed_rollback_keeps_the_entry_until_the_platform_shows_the_nic_gone
     node.netlink.absent = {"52:54:00:ee:ee:ee"}
     with pytest.raises(CniError) as err:
         cni(node, "ADD")
-    assert err.value.code == shim.IO_FAILURE and "stays in the ledger" in err.value.msg, err.value.msg
+    assert err.value.code == wire.IO_FAILURE and "stays in the ledger" in err.value.msg, err.value.msg
     (nic,) = platform(node)
     (entry,) = node.ledger.items().values()
     assert entry["ip"] == nic["ip_address"] and entry["held"], entry
-    assert node.reclaim_once() == [] and platform(node) == [nic], "not provably the agent's: never detached"
+    assert node.reclaimer.reclaim_once() == [] and platform(node) == [nic], "not provably the agent's: never detached"
     # the runtime retries the ADD: a fresh NIC at another address, the held entry kept aside
     node.client.nic = read
     node.netlink.absent = set()
     result = cni(node, "ADD")
     assert result["ips"][0]["address"] != nic["ip_address"] + "/24" and len(platform(node)) == 2
     node.client.detach_nic(CS, node.vm_id, nic["ip_address"], 101)  # a person detaches it
-    (settled,) = node.reclaim_once()
+    (settled,) = node.reclaimer.reclaim_once()
     assert settled["ip"] == nic["ip_address"] and set(node.ledger.items()) == {"c1@net1"}
 
 
@@ -455,7 +460,7 @@ def test_an_answered_attach_whose_read_failed_is_detached_by_the_next_read(node,
     emulator.faults(fail_next={"getExternalNetworksVirtualMachine": [500, 1]})
     with pytest.raises(CniError) as err:
         cni(node, "ADD")
-    assert err.value.code == shim.IO_FAILURE
+    assert err.value.code == wire.IO_FAILURE
     assert emulator.op_count("attachExternalNetworksVirtualMachine") == 1
     assert platform(node) == [] and node.ledger.items() == {}
 
@@ -464,8 +469,6 @@ def test_a_choice_is_confirmed_against_a_fresh_list_once_the_vm_is_held(node, em
     """An ADD chooses its address when it arrives and confirms it once it holds the VM's lock: against the list it
     has when that is at most FRESH_SECONDS old, else against the platform's list read again, so an address another
     node took meanwhile is replaced before the attach (a refused attach would cost a token of the budget)."""
-    from capvco_sriov.sriov import FRESH_SECONDS
-
     addresses = node.addresses
     net = node.network("sriov-ext")["external_network_id"]
     emulator.reset_stats()

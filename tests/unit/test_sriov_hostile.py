@@ -19,9 +19,13 @@ from hypothesis import strategies as st
 from test_sriov_units import ENTRY
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
-from capvco_sriov import shim
+from capvco_lab.netlab import install_plugin
+from capvco_sriov import shim, wire
 from capvco_sriov.agent import Redact, serve_one
-from capvco_sriov.sriov import Ledger, NicAgent
+from capvco_sriov.commands import NicAgent
+from capvco_sriov.ledger import Ledger
+from capvco_sriov.reclaimer import Reclaimer
+from capvco_sriov.settle import settle_decision
 
 CS, LOC, VM = "cs-demo", "be-gen-1", 7
 NET = {
@@ -114,10 +118,12 @@ def make_agent(directory, clock=None):
         clock=clock or (lambda: 1000.0),
     )
     agent.test_netns = netns
+    agent.reclaimer = Reclaimer(agent)
     return agent
 
 
-def wire(agent, command, conf=None, container="c1", raw_conf=None, version="1.1.0"):
+def cni(agent, command, conf=None, container="c1", raw_conf=None, version="1.1.0"):
+    """A request through the plugin's check (its own answer when it refuses), then the agent: ``(code, doc)``."""
     config = {"cniVersion": version, "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
     config.update(conf or {})
     env = {
@@ -127,7 +133,11 @@ def wire(agent, command, conf=None, container="c1", raw_conf=None, version="1.1.
         "CNI_NETNS": agent.test_netns,
         "CNI_ARGS": "K8S_POD_UID=uid-" + container,
     }
-    return serve_one(agent, shim.encode_request(env, raw_conf if raw_conf is not None else json.dumps(config)))
+    try:
+        checked = shim.check(env, raw_conf if raw_conf is not None else json.dumps(config))
+    except wire.CniError as exc:
+        return 1, exc.to_dict()
+    return serve_one(agent, wire.encode_request(env, checked))
 
 
 @pytest.fixture
@@ -137,7 +147,7 @@ def agent(tmp_path):
 
 def well_formed_error(doc, version=None):
     assert isinstance(doc, dict) and set(doc) == {"cniVersion", "code", "msg", "details"}, doc
-    assert doc["cniVersion"] in shim.VERSIONS and (version is None or doc["cniVersion"] == version), doc
+    assert doc["cniVersion"] in wire.VERSIONS and (version is None or doc["cniVersion"] == version), doc
     assert doc["code"] in SPEC_CODES, doc
     assert isinstance(doc["msg"], str) and doc["msg"] and isinstance(doc["details"], str), doc
     assert "internal error" not in doc["msg"], doc
@@ -167,21 +177,21 @@ def well_formed_error(doc, version=None):
     ],
 )
 def test_check_with_a_malformed_prev_result_is_a_config_error_naming_the_field(agent, prev, field):
-    code, result = wire(agent, "ADD")
+    code, result = cni(agent, "ADD")
     assert code == 0, result
-    code, doc = wire(agent, "CHECK", conf={"prevResult": prev})
+    code, doc = cni(agent, "CHECK", conf={"prevResult": prev})
     assert code == 1, doc
     well_formed_error(doc)
-    assert doc["code"] == shim.INVALID_CONFIG and field in doc["msg"], doc
+    assert doc["code"] == wire.INVALID_CONFIG and field in doc["msg"], doc
 
 
 def test_check_with_a_well_formed_prev_result_still_passes_and_mismatches(agent):
-    code, result = wire(agent, "ADD", conf={"routes": [{"dst": "203.0.113.0/24"}]})
+    code, result = cni(agent, "ADD", conf={"routes": [{"dst": "203.0.113.0/24"}]})
     assert code == 0, result
-    assert wire(agent, "CHECK", conf={"prevResult": result}) == (0, {})
+    assert cni(agent, "CHECK", conf={"prevResult": result}) == (0, {})
     other = dict(result, ips=[{"address": "198.51.100.99/24", "interface": 0}])
-    code, doc = wire(agent, "CHECK", conf={"prevResult": other})
-    assert (code, doc["code"]) == (1, shim.CHECK_MISMATCH) and "198.51.100.99/24" in doc["msg"], doc
+    code, doc = cni(agent, "CHECK", conf={"prevResult": other})
+    assert (code, doc["code"]) == (1, wire.CHECK_MISMATCH) and "198.51.100.99/24" in doc["msg"], doc
 
 
 @pytest.mark.parametrize(
@@ -209,10 +219,10 @@ def test_check_with_a_well_formed_prev_result_still_passes_and_mismatches(agent)
     ],
 )
 def test_a_malformed_configuration_field_is_a_config_error_naming_it(agent, command, conf, field):
-    code, doc = wire(agent, command, conf=conf)
+    code, doc = cni(agent, command, conf=conf)
     assert code == 1, doc
     well_formed_error(doc)
-    assert doc["code"] == shim.INVALID_CONFIG and field in doc["msg"], doc
+    assert doc["code"] == wire.INVALID_CONFIG and field in doc["msg"], doc
     assert agent.client.calls == [] and agent.ledger.items() == {}
 
 
@@ -311,8 +321,8 @@ def test_fuzz_the_configuration_and_prev_result(fuzz_agent, command, overrides, 
     except ValueError:  # NaN and the infinities: JSON says nothing of them, Python writes them anyway
         raw_conf = json.dumps(config, allow_nan=True)
     if command == "CHECK":  # a ready attachment to check against
-        wire(agent, "ADD")
-    code, doc = wire(agent, command, raw_conf=raw_conf)
+        cni(agent, "ADD")
+    code, doc = cni(agent, command, raw_conf=raw_conf)
     text = json.dumps(doc)
     assert SECRET not in text, text
     if code:
@@ -372,7 +382,7 @@ def test_fuzz_the_plugins_stdin(monkeypatch, tmp_path, command, stdin):
     code, out = run_shim(monkeypatch, env, stdin)
     assert SECRET not in out
     if command == "VERSION":
-        assert code == 0 and json.loads(out)["supportedVersions"] == list(shim.VERSIONS)
+        assert code == 0 and json.loads(out)["supportedVersions"] == list(wire.VERSIONS)
         return
     assert code == 1, out
     well_formed_error(json.loads(out))
@@ -472,7 +482,7 @@ def test_every_log_line_is_scrubbed_and_keeps_the_clients_own_redaction(agent):
 def wire_request(command, netns, container="c1", version="1.1.0"):
     config = {"cniVersion": version, "name": "ext", "type": "capvco-sriov", "network": "sriov-ext"}
     env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_IFNAME": "net1", "CNI_NETNS": netns}
-    return shim.encode_request(env, json.dumps(config))
+    return wire.encode_request(env, config)
 
 
 # -- point 4: which intent settling may release ---------------------------------------------------------------------
@@ -513,8 +523,6 @@ OTHER = {"mac_address": "52:54:00:00:00:99", "ip_address": "198.51.100.77", "net
     ],
 )
 def test_the_settling_decision(state, extra, nic, now, decision):
-    from capvco_sriov.sriov import settle_decision
-
     got, why = settle_decision(entry(state, **extra), nic, now, in_flight=120.0)
     assert got == decision, why
     assert why
@@ -525,7 +533,7 @@ def test_recovery_never_detaches_a_nic_at_an_address_whose_attach_was_never_sent
     NIC at .77. Recovery drops the intent and leaves the operator's NIC."""
     agent.ledger.put("c9@net1", entry("chosen", netns=agent.test_netns))
     agent.client.attach_nic(CS, VM, 101, ip_address="198.51.100.77")  # the operator's
-    agent.recover()
+    agent.reclaimer.recover()
     assert list(agent.client.nics) == ["198.51.100.77"] and agent.ledger.items() == {}
 
 
@@ -538,14 +546,14 @@ def test_recovery_holds_an_attach_sent_with_no_answer_and_reports_it(tmp_path, c
     agent.ledger.put("c9@net1", entry("sent", netns=agent.test_netns, sent_at=999.0))
     agent.client.attach_nic(CS, VM, 101, ip_address="198.51.100.77")
     with caplog.at_level(logging.WARNING):
-        assert agent.recover() == []
+        assert agent.reclaimer.recover() == []
     assert list(agent.client.nics) == ["198.51.100.77"]
     assert agent.ledger.get("c9@net1")["held"] and "198.51.100.77" in caplog.text and "c9@net1" in caplog.text
-    assert agent.reclaim_once() == [] and "198.51.100.77" in agent.client.nics
+    assert agent.reclaimer.reclaim_once() == [] and "198.51.100.77" in agent.client.nics
     agent.client.nics.clear()  # a person detached it
-    assert agent.reclaim_once() == [] and agent.ledger.get("c9@net1"), "the attach might still land: kept a while"
+    assert agent.reclaimer.reclaim_once() == [] and agent.ledger.get("c9@net1"), "the attach might still land"
     now[0] += agent.in_flight
-    (settled,) = agent.reclaim_once()
+    (settled,) = agent.reclaimer.reclaim_once()
     assert settled["key"] == "c9@net1" and agent.ledger.items() == {}
 
 
@@ -554,7 +562,7 @@ def test_an_add_after_a_held_intent_attaches_elsewhere_and_keeps_the_held_one(ag
     is never chosen again, and the new attach gets its own NIC."""
     agent.ledger.put("c1@net1", entry("sent", netns=agent.test_netns, sent_at=999.0, ip="198.51.100.10"))
     agent.client.attach_nic(CS, VM, 101, ip_address="198.51.100.10")
-    code, result = wire(agent, "ADD")
+    code, result = cni(agent, "ADD")
     assert code == 0, result
     assert result["ips"][0]["address"] != "198.51.100.10/24"
     held = [e for e in agent.ledger.items().values() if e.get("held")]
@@ -564,17 +572,18 @@ def test_an_add_after_a_held_intent_attaches_elsewhere_and_keeps_the_held_one(ag
 # -- point 6: what only root or podman tests caught -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", shim.VERSIONS)
+@pytest.mark.parametrize("version", wire.VERSIONS)
 def test_the_result_and_errors_carry_the_configurations_cni_version(agent, version):
-    code, result = wire(agent, "ADD", version=version)
+    code, result = cni(agent, "ADD", version=version)
     assert code == 0 and result["cniVersion"] == version, result
-    code, doc = wire(agent, "ADD", container="c2", conf={"network": "no-such-net"}, version=version)
+    code, doc = cni(agent, "ADD", container="c2", conf={"network": "no-such-net"}, version=version)
     assert code == 1 and doc["cniVersion"] == version, doc
 
 
 def test_status_with_no_agent_answering_is_plugin_not_available(tmp_path):
     """STATUS when the agent does not answer: 50 (the plugin is not available), not 11 (as an ADD gets)."""
-    for command, code in (("STATUS", shim.PLUGIN_NOT_AVAILABLE), ("ADD", shim.TRY_AGAIN_LATER)):
+    plugin = install_plugin(tmp_path / "cni-bin")
+    for command, code in (("STATUS", wire.PLUGIN_NOT_AVAILABLE), ("ADD", wire.TRY_AGAIN_LATER)):
         netns = tmp_path / "netns"
         netns.touch()
         env = {
@@ -585,7 +594,7 @@ def test_status_with_no_agent_answering_is_plugin_not_available(tmp_path):
             "CAPVCO_SRIOV_SOCKET": str(tmp_path / "absent.sock"),
         }
         proc = subprocess.run(
-            [shim.__file__], env=env, input='{"cniVersion": "1.0.0", "network": "n"}', capture_output=True, text=True
+            [plugin], env=env, input='{"cniVersion": "1.0.0", "network": "n"}', capture_output=True, text=True
         )
         assert proc.returncode == 1, proc.stderr
         doc = json.loads(proc.stdout)

@@ -1,4 +1,5 @@
-"""The SR-IOV agent's request parsing, its ledger and the shim's wire format, without root or a server."""
+"""The SR-IOV agent's request parsing, its ledger, the plugin (installed as a node has it) and the wire format,
+without root or a server."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capvco_sriov import shim
-from capvco_sriov.sriov import CniError, Ledger, ledger_key, parse_request
+from capvco_lab.netlab import install_plugin
+from capvco_sriov import shim, wire
+from capvco_sriov.config import parse_request
+from capvco_sriov.ledger import Ledger, ledger_key
+from capvco_sriov.wire import CniError
 
 from helpers import read_text
 
@@ -34,54 +38,87 @@ def env(tmp_path, **kw):
     return {k: v for k, v in base.items() if v is not None}
 
 
+@pytest.fixture
+def plugin(tmp_path):
+    """The plugin installed in a CNI bin directory as a node has it: ``(launcher, body)``."""
+    launcher = install_plugin(tmp_path / "cni-bin")
+    return launcher, os.path.join(launcher + ".d", "capvco_sriov_shim.py")
+
+
+def validate(env, stdin):
+    """A request as it reaches the agent's commands: checked by the plugin, then read by the agent."""
+    return parse_request(env, shim.check(env, stdin))
+
+
 def test_parse_request_reads_the_environment_and_the_config(tmp_path):
-    req = parse_request(env(tmp_path), CONF)
+    req = validate(env(tmp_path), CONF)
     assert (req.command, req.container_id, req.ifname, req.version) == ("ADD", "c1", "net1", "1.1.0")
     assert req.pod_uid == "u-1" and req.args["K8S_POD_NAME"] == "p" and req.key == "c1@net1"
-    assert parse_request(env(tmp_path, CNI_COMMAND="DEL", CNI_NETNS=None), CONF).netns == ""  # DEL needs no netns
-    status = parse_request({"CNI_COMMAND": "STATUS"}, json.dumps({"cniVersion": "1.0.0"}))
+    assert validate(env(tmp_path, CNI_COMMAND="DEL", CNI_NETNS=None), CONF).netns == ""  # DEL needs no netns
+    status = parse_request({"CNI_COMMAND": "STATUS"}, {"cniVersion": "1.0.0"})
     assert status.command == "STATUS"
 
 
 @pytest.mark.parametrize(
     ("overrides", "stdin", "code", "words"),
     [
-        ({"CNI_COMMAND": "VERSION"}, CONF, shim.INVALID_ENV, "CNI_COMMAND"),  # the plugin answers VERSION itself
-        ({"CNI_COMMAND": "FROB"}, CONF, shim.INVALID_ENV, "CNI_COMMAND"),
-        ({"CNI_CONTAINERID": None}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
-        ({"CNI_IFNAME": "a/b"}, CONF, shim.INVALID_ENV, "CNI_IFNAME"),
-        ({"CNI_IFNAME": "x" * 16}, CONF, shim.INVALID_ENV, "CNI_IFNAME"),
-        ({"CNI_NETNS": None}, CONF, shim.INVALID_ENV, "CNI_NETNS is required"),
-        ({"CNI_NETNS": "/nonexistent/netns"}, CONF, shim.INVALID_ENV, "does not exist"),
-        ({}, "{not json", shim.DECODE_FAILURE, "decode"),
-        ({}, "[1]", shim.DECODE_FAILURE, "JSON object"),
-        ({}, json.dumps({"cniVersion": "0.3.1", "network": "n"}), shim.INCOMPATIBLE_VERSION, "0.3.1"),
-        ({}, json.dumps({"cniVersion": "1.0.0"}), shim.INVALID_CONFIG, "network"),
-        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "mtu": 100}), shim.INVALID_CONFIG, "mtu"),
+        ({"CNI_COMMAND": "VERSION"}, CONF, wire.INVALID_ENV, "CNI_COMMAND"),  # the plugin answers VERSION itself
+        ({"CNI_COMMAND": "FROB"}, CONF, wire.INVALID_ENV, "CNI_COMMAND"),
+        ({"CNI_CONTAINERID": None}, CONF, wire.INVALID_ENV, "CNI_CONTAINERID"),
+        ({"CNI_IFNAME": "a/b"}, CONF, wire.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_IFNAME": "x" * 16}, CONF, wire.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_NETNS": None}, CONF, wire.INVALID_ENV, "CNI_NETNS is required"),
+        ({"CNI_NETNS": "/nonexistent/netns"}, CONF, wire.INVALID_ENV, "does not exist"),
+        ({}, "{not json", wire.DECODE_FAILURE, "decode"),
+        ({}, "[1]", wire.DECODE_FAILURE, "JSON object"),
+        ({}, json.dumps({"cniVersion": "0.3.1", "network": "n"}), wire.INCOMPATIBLE_VERSION, "0.3.1"),
+        ({}, json.dumps({"cniVersion": "1.0.0"}), wire.INVALID_CONFIG, "network"),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "mtu": 100}), wire.INVALID_CONFIG, "mtu"),
         (
             {},
             json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": "0.0.0.0/0"}]}),
-            shim.INVALID_CONFIG,
+            wire.INVALID_CONFIG,
             "default route",
         ),
         (
             {},
             json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": "bogus"}]}),
-            shim.INVALID_CONFIG,
+            wire.INVALID_CONFIG,
             "invalid route",
         ),
-        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": 5}), shim.INVALID_CONFIG, "invalid routes"),
-        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": 5}]}), shim.INVALID_CONFIG, "route"),
-        ({"CNI_CONTAINERID": "x/y"}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
-        ({"CNI_CONTAINERID": ".hidden"}, CONF, shim.INVALID_ENV, "CNI_CONTAINERID"),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": 5}), wire.INVALID_CONFIG, "invalid routes"),
+        ({}, json.dumps({"cniVersion": "1.0.0", "network": "n", "routes": [{"dst": 5}]}), wire.INVALID_CONFIG, "route"),
+        ({"CNI_CONTAINERID": "x/y"}, CONF, wire.INVALID_ENV, "CNI_CONTAINERID"),
+        ({"CNI_CONTAINERID": ".hidden"}, CONF, wire.INVALID_ENV, "CNI_CONTAINERID"),
     ],
 )
-def test_parse_request_refuses_with_the_specs_code(tmp_path, overrides, stdin, code, words):
+def test_a_request_is_refused_with_the_specs_code(tmp_path, overrides, stdin, code, words):
     with pytest.raises(CniError) as err:
-        parse_request(env(tmp_path, **overrides), stdin)
+        validate(env(tmp_path, **overrides), stdin)
     assert err.value.code == code and words in err.value.msg, err.value.msg
     doc = err.value.to_dict("1.0.0")
     assert doc["cniVersion"] == "1.0.0" and doc["code"] == code and isinstance(doc["details"], str)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "config", "code", "words"),
+    [
+        ({"CNI_COMMAND": "FROB"}, {}, wire.INVALID_ENV, "CNI_COMMAND"),
+        ({"CNI_COMMAND": "VERSION"}, {}, wire.INVALID_ENV, "CNI_COMMAND"),
+        ({}, {"cniVersion": "0.3.1"}, wire.INCOMPATIBLE_VERSION, "0.3.1"),
+        ({}, {"cniVersion": None}, wire.INCOMPATIBLE_VERSION, "(none)"),
+        ({"CNI_CONTAINERID": "../../etc/x"}, {}, wire.INVALID_ENV, "CNI_CONTAINERID"),
+        ({"CNI_IFNAME": "a/b"}, {}, wire.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_IFNAME": "x" * 16}, {}, wire.INVALID_ENV, "CNI_IFNAME"),
+        ({"CNI_NETNS": "/nonexistent/netns"}, {}, wire.INVALID_ENV, "does not exist"),
+    ],
+)
+def test_the_agent_checks_the_bounds_of_what_it_acts_on_without_the_plugin(tmp_path, overrides, config, code, words):
+    """The agent reads the configuration as the plugin checked it, but what it acts on (a ledger file name, an
+    interface name, a netns, the version it answers in) it checks itself: any local root may write to its socket."""
+    with pytest.raises(CniError) as err:
+        parse_request(env(tmp_path, **overrides), dict(json.loads(CONF), **config))
+    assert err.value.code == code and words in err.value.msg, err.value.msg
 
 
 ENTRY = {
@@ -130,28 +167,42 @@ def test_an_entry_that_is_not_one_is_left_alone_and_skipped(tmp_path, text):
 
 
 def test_the_wire_format_round_trips():
-    raw = shim.encode_request({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1", "HOME": "/root"}, CONF)
+    config = json.loads(CONF)
+    raw = wire.encode_request({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1", "HOME": "/root"}, config)
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
-    assert shim.decode_request(raw) == ({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1"}, CONF)  # only CNI_* travel
-    doc = shim.error(7, "invalid network configuration")
-    assert shim.decode_reply(shim.encode_reply(1, doc)) == (1, doc)
-    assert shim.decode_reply(shim.encode_reply(0, {})) == (0, {})
-    for bad in (b'{"result": {}}\n', b'{"code": 1, "result": {"code": 7}}\n', b'{"code": 0, "result": []}\n'):
+    # only CNI_* travel; the configuration travels as an object, not as the text of stdin
+    assert wire.decode_request(raw) == ({"CNI_COMMAND": "ADD", "CNI_IFNAME": "net1"}, config)
+    doc = wire.error(7, "invalid network configuration")
+    assert wire.decode_reply(wire.encode_reply(doc)) == (1, doc, json.dumps(doc))
+    assert wire.decode_reply(wire.encode_reply({})) == (0, {}, "{}")
+    result = {"cniVersion": "1.1.0", "interfaces": [], "ips": []}
+    assert wire.decode_reply(wire.encode_reply(result))[:2] == (0, result)
+    bad_answers = (
+        b'{"code": 1}\n',  # an error document without its fields
+        b'{"code": 0, "msg": "m", "cniVersion": "1.1.0"}\n',  # no error has code 0
+        b"[]\n",
+        b'{"interfaces": []}\n',  # a result without its version
+        b'{"code": 0, "result": {}}\n',  # the old envelope
+    )
+    for bad in bad_answers:
         with pytest.raises(ValueError):
-            shim.decode_reply(bad)
-    with pytest.raises(ValueError):
-        shim.decode_request(b"[1, 2]\n")
+            wire.decode_reply(bad)
+    for bad in (b"[1, 2]\n", b'{"env": {}, "stdin": "{}"}\n', b'{"env": {"A": 1}, "config": {}}\n'):
+        with pytest.raises(ValueError):
+            wire.decode_request(bad)
 
 
-def test_the_shim_is_standard_library_only_and_answers_version_alone():
-    text = read_text(shim.__file__)
-    tree = ast.parse(text)
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    assert text.startswith("#!/usr/bin/python3 -IS\n") and os.access(shim.__file__, os.X_OK)
+def test_the_plugin_is_standard_library_only_and_answers_version_alone(plugin):
+    for module in (shim, wire):
+        tree = ast.parse(read_text(module.__file__))
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        froms = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} - {"capvco_sriov.wire"}
+        imported |= {name.split(".")[0] for name in froms}
+        assert imported <= set(sys.stdlib_module_names), imported
+    launcher, _body = plugin
+    assert read_text(launcher).startswith("#!/usr/bin/python3 -IS\n") and os.access(launcher, os.X_OK)
     out = subprocess.run(
-        [shim.__file__],
+        [launcher],
         env={"CNI_COMMAND": "VERSION", "CAPVCO_SRIOV_SOCKET": "/nonexistent"},
         input="",
         capture_output=True,
@@ -188,7 +239,7 @@ def test_the_shim_waits_for_a_slot_in_a_full_listen_backlog(tmp_path):
             conn, _ = server.accept()
             data = conn.recv(65536)
             if data:
-                conn.sendall(shim.encode_reply(0, {}))
+                conn.sendall(wire.encode_reply({}))
                 conn.close()
                 return
             conn.close()
@@ -198,7 +249,8 @@ def test_the_shim_waits_for_a_slot_in_a_full_listen_backlog(tmp_path):
     try:
         for sock in queued:
             sock.close()  # the agent accepts these (empty) and then the shim's
-        assert shim.ask(path, shim.encode_request({"CNI_COMMAND": "STATUS"}, "{}"), timeout=10) == (0, {})
+        request = wire.encode_request({"CNI_COMMAND": "STATUS"}, {"cniVersion": "1.1.0"})
+        assert shim.ask(path, request, timeout=10) == (0, {}, "{}")
     finally:
         answered.set()
         worker.join(10)
@@ -213,18 +265,18 @@ def test_the_shim_fails_at_once_when_no_agent_listens(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "stdin", "code"),
     [
-        ({}, json.dumps({"cniVersion": "0.4.0", "network": "n"}), shim.INCOMPATIBLE_VERSION),
-        ({"CNI_IFNAME": None}, CONF, shim.INVALID_ENV),
-        ({"CNI_COMMAND": "FROB"}, CONF, shim.INVALID_ENV),
-        ({"CNI_CONTAINERID": "a b"}, CONF, shim.INVALID_ENV),
-        ({"CNI_NETNS": None}, CONF, shim.INVALID_ENV),
-        ({}, "{not json", shim.DECODE_FAILURE),
+        ({}, json.dumps({"cniVersion": "0.4.0", "network": "n"}), wire.INCOMPATIBLE_VERSION),
+        ({"CNI_IFNAME": None}, CONF, wire.INVALID_ENV),
+        ({"CNI_COMMAND": "FROB"}, CONF, wire.INVALID_ENV),
+        ({"CNI_CONTAINERID": "a b"}, CONF, wire.INVALID_ENV),
+        ({"CNI_NETNS": None}, CONF, wire.INVALID_ENV),
+        ({}, "{not json", wire.DECODE_FAILURE),
     ],
 )
-def test_the_shim_answers_what_the_request_alone_decides_with_no_agent(tmp_path, overrides, stdin, code):
+def test_the_shim_answers_what_the_request_alone_decides_with_no_agent(tmp_path, plugin, overrides, stdin, code):
     """With the agent down, these are the spec's own answers, not 11 (try again later)."""
     proc = subprocess.run(
-        [shim.__file__],
+        [plugin[0]],
         env=dict(env(tmp_path, **overrides), CAPVCO_SRIOV_SOCKET=str(tmp_path / "no-agent.sock")),
         input=stdin,
         capture_output=True,
@@ -235,8 +287,8 @@ def test_the_shim_answers_what_the_request_alone_decides_with_no_agent(tmp_path,
 
 
 @given(
-    a=st.tuples(st.from_regex(shim.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
-    b=st.tuples(st.from_regex(shim.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
+    a=st.tuples(st.from_regex(wire.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
+    b=st.tuples(st.from_regex(wire.CONTAINER_ID, fullmatch=True), st.text(min_size=1, max_size=15)),
 )
 def test_ledger_keys_are_injective_file_names(a, b):
     """Container x.y with ifname n1 and container x with ifname y.n1 (and every other pair) never share a key."""
@@ -264,14 +316,14 @@ class HungAgent:
         self.sock.close()
 
 
-def test_a_hung_agent_answers_try_again_later_within_the_configured_deadline(tmp_path):
+def test_a_hung_agent_answers_try_again_later_within_the_configured_deadline(tmp_path, plugin):
     import time
 
     hung = HungAgent(str(tmp_path / "hung.sock"))
     try:
         started = time.monotonic()
         proc = subprocess.run(
-            [shim.__file__],
+            [plugin[0]],
             env=dict(env(tmp_path), CAPVCO_SRIOV_SOCKET=str(tmp_path / "hung.sock")),
             input=json.dumps({"cniVersion": "1.1.0", "network": "n", "timeoutSeconds": 1}),
             capture_output=True,
@@ -281,20 +333,20 @@ def test_a_hung_agent_answers_try_again_later_within_the_configured_deadline(tmp
         elapsed = time.monotonic() - started
     finally:
         hung.close()
-    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == shim.TRY_AGAIN_LATER, proc.stdout
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == wire.TRY_AGAIN_LATER, proc.stdout
     assert elapsed < 10, elapsed
     assert shim.TIMEOUT <= 60, "the default stays well under the kubelet's own deadline"
 
 
-def test_a_bad_timeout_is_a_config_error(tmp_path):
+def test_a_bad_timeout_is_a_config_error(tmp_path, plugin):
     proc = subprocess.run(
-        [shim.__file__],
+        [plugin[0]],
         env=dict(env(tmp_path), CAPVCO_SRIOV_SOCKET=str(tmp_path / "none.sock")),
         input=json.dumps({"cniVersion": "1.1.0", "network": "n", "timeoutSeconds": "soon"}),
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == shim.INVALID_CONFIG
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == wire.INVALID_CONFIG
 
 
 def test_the_liveness_probe_fails_on_a_hung_agent_and_passes_on_a_live_one(tmp_path, monkeypatch):
@@ -318,8 +370,8 @@ def test_the_liveness_probe_fails_on_a_hung_agent_and_passes_on_a_live_one(tmp_p
 
     def answer():
         conn, _ = live.accept()
-        assert conn.recv(100) == shim.PROBE
-        conn.sendall(shim.encode_reply(0, {}))
+        assert conn.recv(100) == wire.PROBE
+        conn.sendall(wire.encode_reply({}))
         conn.close()
 
     worker = threading.Thread(target=answer)
@@ -340,11 +392,11 @@ JSON = st.recursive(
 
 @given(doc=JSON)
 def test_the_shims_codec_is_json(doc):
-    """The shim's codec (json's C scanner and encoder, without the json module) reads and writes what json does."""
+    """The wire's codec (json's C scanner and encoder, without the json module) reads and writes what json does."""
     text = json.dumps(doc)
-    assert shim.loads(text) == json.loads(text)
-    assert json.loads(shim.dumps(doc)) == doc
-    assert shim.loads(shim.dumps(doc).encode()) == doc
+    assert wire.loads(text) == json.loads(text)
+    assert json.loads(wire.dumps(doc)) == doc
+    assert wire.loads(wire.dumps(doc).encode()) == doc
 
 
 @pytest.mark.parametrize("bad", ["", "  ", "{", "[1,]", '{"a": 1} x', "nul", '"\x01"'])
@@ -352,13 +404,13 @@ def test_the_shims_codec_refuses_what_json_refuses(bad):
     with pytest.raises(ValueError):
         json.loads(bad)
     with pytest.raises(ValueError):
-        shim.loads(bad)
+        wire.loads(bad)
 
 
-def test_the_plugin_starts_without_the_costly_modules():
+def test_the_plugin_starts_without_the_costly_modules(plugin):
     """json, re and socket cost more to import than the rest of a run: the plugin loads none of them."""
     proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-X", "importtime", shim.__file__],
+        [sys.executable, "-I", "-S", "-X", "importtime", plugin[0]],
         input='{"cniVersion": "1.1.0"}',
         env={"CNI_COMMAND": "VERSION"},
         capture_output=True,
@@ -367,19 +419,21 @@ def test_the_plugin_starts_without_the_costly_modules():
     )
     loaded = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert not loaded & {"json", "re", "socket", "enum"}, sorted(loaded)
-    assert json.loads(proc.stdout)["supportedVersions"] == list(shim.VERSIONS)
+    assert json.loads(proc.stdout)["supportedVersions"] == list(wire.VERSIONS)
 
 
-def test_importing_the_shim_loads_no_typing():
-    """Its annotations are for the type checker only: imported as the launcher imports it, the shim loads neither
-    typing nor dataclasses (typing alone takes milliseconds to import, on every run)."""
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import shim; print(*sys.modules, sep='\\n')"
+def test_importing_the_shim_loads_no_typing(plugin):
+    """Its annotations are for the type checker only: imported as the launcher imports it, the shim (and the wire
+    format it imports) loads neither typing nor dataclasses (typing alone takes milliseconds to import, on every
+    run), nor anything of the agent's."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import capvco_sriov_shim; print(*sys.modules, sep='\\n')"
     proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code, os.path.dirname(shim.__file__)],
+        [sys.executable, "-I", "-S", "-c", code, plugin[0] + ".d"],
         capture_output=True,
         text=True,
         check=True,
     )
     loaded = set(proc.stdout.split())
-    assert "shim" in loaded, sorted(loaded)
-    assert not loaded & {"typing", "dataclasses", "json", "re", "socket"}, sorted(loaded)
+    assert {"capvco_sriov_shim", "capvco_sriov.wire"} <= loaded, sorted(loaded)
+    assert not loaded & {"typing", "dataclasses", "json", "re", "socket", "ipaddress"}, sorted(loaded)
+    assert not {m for m in loaded if m.startswith("capvco_sriov.")} - {"capvco_sriov.wire"}, sorted(loaded)
