@@ -6,16 +6,18 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
+from collections.abc import Sequence
 
 import uvicorn
 
 from .app import Emulator, build_app
-from .ratelimit import parse_cli
+from .ratelimit import Limits, parse_cli
 from .world import DEMO_TOKEN, load_world
 
 
-def rate_limit_arg(text):
+def rate_limit_arg(text: str) -> Limits | None:
     """``--rate-limit``'s value, normalized (None: off); an argparse error names what is valid."""
     try:
         return parse_cli(text)
@@ -23,7 +25,7 @@ def rate_limit_arg(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def parse_args(argv=None):
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="whitesky-emulator", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8742, help="port to listen on; 0 picks a free one (default 8742)")
@@ -52,7 +54,7 @@ def parse_args(argv=None):
 
 
 class Server(uvicorn.Server):
-    async def startup(self, sockets=None):
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
             sock = self.servers[0].sockets[0]
@@ -63,11 +65,11 @@ class Server(uvicorn.Server):
 class _QuietDrops(logging.Filter):
     """An injected dropped response is not a server error: keep it out of the log."""
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and isinstance(record.exc_info[1], ConnectionAbortedError))
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
     emu = Emulator(args.state_dir, args.token, load_world(args.config), nic_hook=args.nic_hook)

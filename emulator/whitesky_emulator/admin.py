@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from . import metering
 from .http import HTTPError
+
+if TYPE_CHECKING:
+    from .state import Emulator
 
 
 class Admin:
     """The admin handlers of one emulator (``emu``): each a small method."""
 
-    def __init__(self, emu):
+    def __init__(self, emu: Emulator) -> None:
         self.emu = emu
 
-    async def faults(self, request):
+    async def faults(self, request: Request) -> JSONResponse:
         if request.method == "GET":
             return JSONResponse(self.emu.faults.as_dict())
         cfg = {} if request.method == "DELETE" else await request.json()
@@ -26,31 +32,30 @@ class Admin:
             return JSONResponse({"message": exc.message}, status_code=exc.status)
         return JSONResponse(self.emu.faults.as_dict())
 
-    async def stats(self, request):
+    async def stats(self, request: Request) -> JSONResponse:
         if request.method == "DELETE":
             self.emu.stats.reset()
         return JSONResponse(self.emu.stats.as_dict())
 
-    async def ledger(self, request):
+    async def ledger(self, request: Request) -> JSONResponse:
         now = time.time()
-        rows = self.emu.store.all_vgpus()
-        res = [
+        res: list[dict[str, Any]] = [
             {
-                "vgpu_id": r["vgpu_id"],
-                "vgpu_name": r["vgpu_name"],
-                "customer_id": r["customer_id"],
-                "location": r["location"],
-                "gpu_id": r["gpu_id"],
-                "vm_id": r["vm_id"],
-                "reserved_at": r["reserved_at"],
-                "soft_deleted_at": r["soft_deleted_at"],
-                "deleted_at": r["deleted_at"],
-                "vgpu_seconds": self.emu.store.vgpu_seconds(r),
-                "accruing": r["deleted_at"] is None,
-                "touched": r["touched"],
-                "duplicate": bool(r["duplicate"]),
+                "vgpu_id": r.vgpu_id,
+                "vgpu_name": r.vgpu_name,
+                "customer_id": r.customer_id,
+                "location": r.location,
+                "gpu_id": r.gpu_id,
+                "vm_id": r.vm_id,
+                "reserved_at": r.reserved_at,
+                "soft_deleted_at": r.soft_deleted_at,
+                "deleted_at": r.deleted_at,
+                "vgpu_seconds": metering.reserved_seconds(r, now),
+                "accruing": r.deleted_at is None,
+                "touched": r.touched,
+                "duplicate": bool(r.duplicate),
             }
-            for r in rows
+            for r in self.emu.store.billing.ledger()
         ]
         return JSONResponse(
             {
@@ -62,19 +67,11 @@ class Admin:
             }
         )
 
-    async def snapshot(self, request):
+    async def snapshot(self, request: Request) -> JSONResponse:
         """Every cloudspace, VM, reservation and note as stored, for tests that compare the state before and after."""
-        cols = {
-            "cloudspaces": "cloudspace_id, name, location, status, deleted_at",
-            "vms": "vm_id, cloudspace_id, name, description, vcpus, memory, status, deleted_at",
-            "vgpus": "vgpu_id, vgpu_name, location, gpu_id, vm_id, soft_deleted_at, deleted_at",
-            "notes": "note_id, cloudspace_id, title, content, created_by, modified_by",
-        }
-        return JSONResponse(
-            {table: [dict(r) for r in self.emu.store.q("SELECT %s FROM %s" % (c, table))] for table, c in cols.items()}
-        )
+        return JSONResponse(self.emu.store.snapshot())
 
-    async def hooks(self, request):
+    async def hooks(self, request: Request) -> JSONResponse:
         if request.method == "POST":
             cfg = await request.json()
             for key in cfg:
@@ -83,32 +80,30 @@ class Admin:
             self.emu.hooks.update(cfg)
         return JSONResponse({"hooks": self.emu.hooks, "log": self.emu.hook_log[-50:]})
 
-    async def health(self, request):
+    async def health(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
 
-    async def reserve_unowned(self, request):
+    async def reserve_unowned(self, request: Request) -> JSONResponse:
         """Seed reservations as another tool would have made them (sweep tests, benchmarks).
 
         ``{"location", "gpu_id", "vgpu_name"}`` or ``{"location", "gpu_id", "vgpu_names": [...]}``.
         """
         cfg = await request.json()
-        cust = cfg.get("customer_id") or self.emu.store.first_customer()
+        cust = cfg.get("customer_id") or self.emu.store.accounts.first_customer()
         names = cfg.get("vgpu_names") or [cfg["vgpu_name"]]
-        self.emu.store.x("BEGIN")
-        ids = [self.emu.store.new_vgpu(cust, cfg["location"], cfg["gpu_id"], n, cfg.get("vm_id")) for n in names]
-        self.emu.store.x("COMMIT")
+        ids = self.emu.store.reserve_many(cust, cfg["location"], cfg["gpu_id"], names, cfg.get("vm_id"))
         return JSONResponse({"vgpu_id": ids[0], "vgpu_ids": ids})
 
-    async def vm_file(self, request):
+    async def vm_file(self, request: Request) -> JSONResponse:
         """Write a file on a VM, as its guest would (``{"vm_id", "path", "content"}``): what readFile serves."""
         cfg = await request.json()
-        if self.emu.store.one("SELECT vm_id FROM vms WHERE vm_id=? AND deleted_at IS NULL", cfg.get("vm_id")) is None:
+        if self.emu.store.vms.live(cfg.get("vm_id")) is None:
             return JSONResponse({"message": "no VM %r" % cfg.get("vm_id")}, 404)
-        self.emu.store.write_vm_file(cfg["vm_id"], cfg["path"], cfg["content"])
+        self.emu.store.vms.write_file(cfg["vm_id"], cfg["path"], cfg["content"])
         return JSONResponse({"ok": True})
 
 
-def admin_routes(emu):
+def admin_routes(emu: Emulator) -> list[Route]:
     admin = Admin(emu)
     return [
         Route("/faults", admin.faults, methods=["GET", "POST", "DELETE"]),

@@ -11,19 +11,23 @@ tests need.  The parts:
 - ``params``: what each operation accepts;
 - ``state``: the emulator's state and its views; ``faults``: faults, statistics, VM locks;
 - ``ratelimit``: the per-credential token buckets (off unless configured);
-- ``store``: the SQL; ``admin``: the admin API.
+- ``store/``: the persisted state, one store per resource, returning typed rows; ``metering``: the billing
+  maths; ``addressing``: the choice of a NIC's address and MAC; ``admin``: the admin API.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .admin import admin_routes
-from .http import make_endpoint
+from .http import Endpoint, make_endpoint
 from .routes import operations
 from .state import Emulator
 
@@ -32,11 +36,11 @@ __all__ = ["API", "OPS", "Emulator", "build_app"]
 API = "/api/1"
 
 
-def method_router(handlers):
+def method_router(handlers: Mapping[str, Endpoint]) -> Endpoint:
     """One route's endpoint for several methods: a method it does not serve gets 405 with every allowed one."""
     allowed = ", ".join(sorted(handlers))
 
-    async def endpoint(request):
+    async def endpoint(request: Request) -> Response:
         handler = handlers.get(request.method)
         if handler is None:
             return JSONResponse(
@@ -49,7 +53,7 @@ def method_router(handlers):
     return endpoint
 
 
-async def not_found(request, exc):
+async def not_found(request: Request, exc: Exception) -> Response:
     """A path that names no operation: the platform's JSON error, not a plain-text page."""
     return JSONResponse({"message": "no such resource: %s" % request.url.path[:200]}, status_code=404)
 
@@ -57,10 +61,10 @@ async def not_found(request, exc):
 class RefuseEncodedSlash:
     """A path parameter may not hide a '/' (as %2F): it would name another resource. 400, never a reroute."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and b"%2f" in scope.get("raw_path", b"").lower():
             response = JSONResponse({"message": "invalid request: a path parameter contains an encoded '/'"}, 400)
             await response(scope, receive, send)
@@ -72,9 +76,9 @@ class RefuseEncodedSlash:
 OPS = operations()
 
 
-def build_app(emu):
+def build_app(emu: Emulator) -> RefuseEncodedSlash:
     emu.stats.limiter = emu.faults.limiter  # the statistics show the rate limit's buckets ("tokens")
-    by_path = defaultdict(dict)
+    by_path: defaultdict[str, dict[str, Endpoint]] = defaultdict(dict)
     for method, path, operation_id, mutating, func in OPS:
         by_path[path][method] = make_endpoint(emu, operation_id, mutating, func)
     api = [

@@ -6,20 +6,25 @@ import asyncio
 import json
 import random
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, ClassVar
 
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from .http import HTTPError
-from .ratelimit import CLASSES, RateLimiter, normalize
+from .ratelimit import CLASSES, Levels, Limits, RateLimiter, normalize
 
 
 class DropResponse(Response):
     """Commit happened; the response is lost: send a partial body and cut the connection."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(b"", status_code=200)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
             {
                 "type": "http.response.start",
@@ -32,9 +37,12 @@ class DropResponse(Response):
 
 
 class Faults:
-    """Per-test fault injection, set through ``POST /_emulator/faults``."""
+    """Per-test fault injection, set through ``POST /_emulator/faults``.
 
-    FIELDS = {
+    The fields are what a POST gave (JSON, unchecked but for ``rate_limit``): their types are what tests send.
+    """
+
+    FIELDS: ClassVar[dict[str, Any]] = {
         "latency_ms": 0.0,  # added to every API request
         "error_rates": {},  # {"503": 0.2, "429": 0.1}: answered before processing
         "retry_after": 1,  # seconds, in the Retry-After header of a 429
@@ -49,13 +57,27 @@ class Faults:
         "seed": None,
     }
 
-    def __init__(self):
-        self.defaults = dict(self.FIELDS)
+    latency_ms: float
+    error_rates: dict[str, float]
+    retry_after: int
+    operations: list[str] | None
+    drop_after_commit: dict[str, int]
+    drop_rate: float
+    fail_next: dict[str, list[int]]
+    vm_op_seconds: float
+    page_cap: int
+    no_count: bool
+    rate_limit: Limits | None
+    seed: int | str | None
+    rng: random.Random
+
+    def __init__(self) -> None:
+        self.defaults: dict[str, Any] = dict(self.FIELDS)
         self.rate_limit = None
         self.limiter = RateLimiter()
         self.set({})
 
-    def set_defaults(self, **values):
+    def set_defaults(self, **values: Any) -> None:
         """What the command line set (``--rate-limit``): a field's value when a POST leaves it out, and on DELETE."""
         unknown = set(values) - set(self.FIELDS)
         if unknown:
@@ -65,7 +87,7 @@ class Faults:
         self.defaults.update(values)
         self.set({})
 
-    def set(self, cfg):
+    def set(self, cfg: Mapping[str, Any]) -> None:
         """Replace the whole configuration: a field ``cfg`` leaves out gets its default. Nothing changes on a 400."""
         unknown = set(cfg) - set(self.FIELDS)
         if unknown:
@@ -82,38 +104,51 @@ class Faults:
         if refill:  # naming rate_limit, or changing it, (re)fills every bucket
             self.limiter.configure(self.rate_limit)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.FIELDS}
 
-    def applies(self, op):
+    def applies(self, op: str) -> bool:
         return self.operations is None or op in self.operations
 
 
+@dataclass
+class OpStats:
+    """One operation's requests since the last reset: how many, their statuses, the query and body keys seen."""
+
+    count: int = 0
+    statuses: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    query: set[str] = field(default_factory=set)
+    body: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "statuses": dict(self.statuses),
+            "query": sorted(self.query),
+            "body": sorted(self.body),
+        }
+
+
 class Stats:
-    def __init__(self):
-        self.limiter = None  # the faults' RateLimiter, for "tokens" (app.build_app wires it)
+    def __init__(self) -> None:
+        self.limiter: RateLimiter | None = None  # the faults' RateLimiter, for "tokens" (app.build_app wires it)
         self.reset()
 
-    def reset(self):
-        self.ops = defaultdict(lambda: {"count": 0, "statuses": defaultdict(int), "query": set(), "body": set()})
-        self.faults = defaultdict(int)
+    def reset(self) -> None:
+        self.ops: defaultdict[str, OpStats] = defaultdict(OpStats)
+        self.faults: defaultdict[str, int] = defaultdict(int)
         self.vm_lock_conflicts = 0
         self.requests = 0  # API requests received
         self.in_flight = 0  # API requests received and not yet answered
         self.max_in_flight = 0  # the most at once since the last reset: how concurrent a client was
         self.rate_limited = dict.fromkeys(CLASSES, 0)  # 429s answered by the rate limit, per class
 
-    def as_dict(self):
+    def tokens(self) -> Levels | None:
+        return self.limiter.levels() if self.limiter is not None else None
+
+    def as_dict(self) -> dict[str, Any]:
         return {
-            "operations": {
-                op: {
-                    "count": s["count"],
-                    "statuses": dict(s["statuses"]),
-                    "query": sorted(s["query"]),
-                    "body": sorted(s["body"]),
-                }
-                for op, s in self.ops.items()
-            },
+            "operations": {op: s.as_dict() for op, s in self.ops.items()},
             "faults": dict(self.faults),
             "vm_lock_conflicts": self.vm_lock_conflicts,
             "requests": self.requests,
@@ -121,38 +156,46 @@ class Stats:
             "max_in_flight": self.max_in_flight,
             "rate_limited": dict(self.rate_limited),
             # the buckets of the (first) credential now; null while the rate limit is off
-            "tokens": self.limiter.levels() if self.limiter is not None else None,
+            "tokens": self.tokens(),
         }
+
+
+class VmLock:
+    """The lock of one VM for one operation: ``async with``; a 409 when another operation holds it."""
+
+    def __init__(self, locks: VmLocks, vm_id: int) -> None:
+        self.locks = locks
+        self.vm_id = vm_id
+
+    async def __aenter__(self) -> None:
+        locks, vm_id = self.locks, self.vm_id
+        if vm_id in locks.held:
+            locks.stats.vm_lock_conflicts += 1
+            raise HTTPError(409, "virtual machine %s is locked by another operation" % vm_id)
+        locks.held.add(vm_id)
+        if locks.faults.vm_op_seconds:
+            try:
+                await asyncio.sleep(locks.faults.vm_op_seconds)
+            except BaseException:
+                locks.held.discard(vm_id)
+                raise
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.locks.held.discard(self.vm_id)
 
 
 class VmLocks:
     """One mutating operation per VM at a time; a second one is refused with 409 while the VM is locked."""
 
-    def __init__(self, stats, faults):
-        self.held = set()
+    def __init__(self, stats: Stats, faults: Faults) -> None:
+        self.held: set[int] = set()
         self.stats = stats
         self.faults = faults
 
-    def __contains__(self, vm_id):
+    def __contains__(self, vm_id: object) -> bool:
         return vm_id in self.held
 
-    def __call__(self, vm_id):
-        locks = self
-
-        class _Lock:
-            async def __aenter__(self):
-                if vm_id in locks.held:
-                    locks.stats.vm_lock_conflicts += 1
-                    raise HTTPError(409, "virtual machine %s is locked by another operation" % vm_id)
-                locks.held.add(vm_id)
-                if locks.faults.vm_op_seconds:
-                    try:
-                        await asyncio.sleep(locks.faults.vm_op_seconds)
-                    except BaseException:
-                        locks.held.discard(vm_id)
-                        raise
-
-            async def __aexit__(self, *exc):
-                locks.held.discard(vm_id)
-
-        return _Lock()
+    def __call__(self, vm_id: int) -> VmLock:
+        return VmLock(self, vm_id)

@@ -11,62 +11,40 @@ the commit.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from .params import Invalid, validate
+from .api_table import OPERATIONS, request_class
+from .params import Invalid, QueryArgs, Scalar, validate
 
-#: This checkout's root (the emulator is a development package of the repository, installed editable).
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: The collection's table of the platform's operations, as a file of this checkout.
-API_FILE = os.path.join(ROOT, "plugins", "module_utils", "platform", "api.py")
+if TYPE_CHECKING:
+    from .state import Emulator
+    from .store import Cloudspace, Store, Vm
 
+__all__ = ["OPERATIONS", "Ctx", "HTTPError", "Handler", "JsonObject", "Served", "found", "make_endpoint", "op"]
 
-def load_api():
-    """The project's one table of operations (``module_utils/platform/api.py``: operationId -> method, path, ...).
-
-    Imported from the collection when it is on the path (``make link``); else the copy a built emulator carries
-    (``pip install ./emulator``: emulator/setup.py packs it as ``_api``); else (an editable install without the
-    link) read from this checkout's file, which imports nothing of the collection.
-    """
-    try:
-        from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
-
-        return api
-    except ImportError:
-        pass
-    try:
-        from . import _api  # only in a built emulator
-
-        return _api
-    except ImportError:
-        pass
-    spec = importlib.util.spec_from_file_location("whitesky_emulator._capvco_api", API_FILE)
-    if spec is None or spec.loader is None:
-        raise ImportError("the table of the API's operations is missing: %s" % API_FILE)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    return table
-
-
-API = load_api()
-#: operationId -> (method, path template, query names, body names) of every operation the project knows
-OPERATIONS = API.OPERATIONS
-#: a request's rate-limit class (read or mutating), by the collection's one rule
-request_class = API.request_class
+T = TypeVar("T")
+#: A JSON object as a handler answers it.
+JsonObject = dict[str, Any]
+#: An operation's handler: the request, typed, to the JSON object answered.
+Handler = Callable[["Ctx"], Awaitable[JsonObject]]
+#: An endpoint of the Starlette app.
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class HTTPError(Exception):
-    def __init__(self, status, message, headers=None):
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-        self.headers = headers or {}
+        self.headers = dict(headers or {})
 
 
-def found(row, message):
+def found(row: T | None, message: str) -> T:
     """The row, or a 404 with the message."""
     if not row:
         raise HTTPError(404, message)
@@ -74,30 +52,102 @@ def found(row, message):
 
 
 class Ctx:
-    """One request, as a handler sees it: typed path and query arguments, the validated body."""
+    """One request, as a handler sees it: typed path and query arguments, the validated body.
 
-    def __init__(self, emu, request, path, args, body):
+    The accessors return what the operation's table (``params``) typed; one that finds another type raises
+    TypeError, which only a table that disagrees with its handler can cause.
+    """
+
+    def __init__(
+        self,
+        emu: Emulator,
+        request: Request,
+        path: Mapping[str, Scalar],
+        args: QueryArgs,
+        body: JsonObject | None,
+    ) -> None:
         self.emu = emu
-        self.store = emu.store
+        self.store: Store = emu.store
         self.request = request
         self.path = path
         self.args = args
         self.body = body
 
-    def arg(self, name, default=None):
-        return self.args.get(name, default)
+    # -- path parameters ---------------------------------------------------------
+    def path_text(self, name: str) -> str:
+        return _text(name, self.path[name])
 
-    def customer(self):
-        return self.emu.customer(self.path["customer_id"])
+    def path_number(self, name: str) -> int:
+        return _number(name, self.path[name])
 
-    def target_vm(self):
+    # -- query parameters ----------------------------------------------------------
+    def flag(self, name: str, default: bool = False) -> bool:
+        value = self.args.get(name, default)
+        if not isinstance(value, bool):
+            raise TypeError("%s: a boolean, got %r" % (name, value))
+        return value
+
+    def number(self, name: str, default: int | None = None) -> int:
+        """An integer query parameter (``default`` when absent; required when there is none)."""
+        return _number(name, self.args.get(name, default))
+
+    def maybe_number(self, name: str) -> int | None:
+        value = self.args.get(name)
+        return None if value is None else _number(name, value)
+
+    def text(self, name: str, default: str | None = None) -> str:
+        """A string query parameter (``default`` when absent; required when there is none)."""
+        return _text(name, self.args.get(name, default))
+
+    def maybe_text(self, name: str) -> str | None:
+        value = self.args.get(name)
+        return None if value is None else _text(name, value)
+
+    def texts(self, name: str) -> list[str] | None:
+        """An array query parameter's values (None when absent)."""
+        value = self.args.get(name)
+        if value is None or isinstance(value, list):
+            return value
+        raise TypeError("%s: an array, got %r" % (name, value))
+
+    # -- the resources a path names ----------------------------------------------------
+    def customer(self) -> str:
+        return self.emu.customer(self.path_text("customer_id"))
+
+    def target_vm(self) -> tuple[str, Cloudspace, Vm]:
         """(customer, cloudspace row, VM row) of a VM-scoped path; 404 for what does not exist."""
         cid = self.customer()
-        cs = self.emu.cloudspace(cid, self.path["cloudspace_id"])
-        return cid, cs, self.emu.vm(cs["cloudspace_id"], self.path["vm_id"])
+        cs = self.emu.cloudspace(cid, self.path_text("cloudspace_id"))
+        return cid, cs, self.emu.vm(cs.cloudspace_id, self.path_number("vm_id"))
 
 
-def op(operation_id, mutating=False):
+def _number(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s: an integer, got %r" % (name, value))
+    return value
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("%s: a string, got %r" % (name, value))
+    return value
+
+
+@dataclass(frozen=True)
+class Served:
+    """A handler marked as one operation of the spec (:func:`op`)."""
+
+    method: str
+    path: str
+    operation_id: str
+    mutating: bool
+    handler: Handler
+
+    async def __call__(self, ctx: Ctx) -> JsonObject:
+        return await self.handler(ctx)
+
+
+def op(operation_id: str, mutating: bool = False) -> Callable[[Handler], Served]:
     """Mark a handler as one operation of the spec (``routes.operations()`` lists the marked handlers); its method
     and path are the operation's in the one table (``OPERATIONS``, the collection's ``api.py``)."""
     if operation_id not in OPERATIONS:
@@ -106,20 +156,19 @@ def op(operation_id, mutating=False):
         )
     method, path = OPERATIONS[operation_id][:2]
 
-    def wrap(func):
-        func.operation = (method, path, operation_id, mutating)
-        return func
+    def wrap(func: Handler) -> Served:
+        return Served(method, path, operation_id, mutating, func)
 
     return wrap
 
 
-def bearer(request):
+def bearer(request: Request) -> str:
     """The bearer token a request carries ("" if none)."""
     header = request.headers.get("authorization", "")
     return header[7:] if header.startswith("Bearer ") else ""
 
 
-def rate_limit(emu, request, cls):
+def rate_limit(emu: Emulator, request: Request, cls: str) -> HTTPError | None:
     """Take one token of the credential's ``cls`` bucket, synchronously (atomic under asyncio); a 429 (an HTTPError
     with Retry-After) when the bucket holds less than one. Only ``emu.stats.rate_limited`` changes on a 429."""
     limiter = emu.faults.limiter
@@ -135,10 +184,10 @@ def rate_limit(emu, request, cls):
     )
 
 
-def make_endpoint(emu, operation_id, mutating, func):
+def make_endpoint(emu: Emulator, operation_id: str, mutating: bool, func: Handler) -> Endpoint:
     cls = request_class(OPERATIONS[operation_id][0])
 
-    async def endpoint(request):
+    async def endpoint(request: Request) -> Response:
         emu.stats.requests += 1
         emu.stats.in_flight += 1
         emu.stats.max_in_flight = max(emu.stats.max_in_flight, emu.stats.in_flight)
@@ -147,10 +196,10 @@ def make_endpoint(emu, operation_id, mutating, func):
         finally:
             emu.stats.in_flight -= 1
 
-    async def answer(request):
+    async def answer(request: Request) -> Response:
         stats = emu.stats.ops[operation_id]
-        stats["count"] += 1
-        stats["query"].update(request.query_params.keys())
+        stats.count += 1
+        stats.query.update(request.query_params.keys())
         try:
             emu.check_auth(request)
             limited = rate_limit(emu, request, cls)  # decided on arrival, before any await
@@ -164,13 +213,13 @@ def make_endpoint(emu, operation_id, mutating, func):
             except Invalid as exc:
                 raise HTTPError(400, "invalid request: %s" % exc) from None
             if isinstance(body, dict):
-                stats["body"].update(body.keys())
+                stats.body.update(body.keys())
             await emu.inject(operation_id)
             result = await func(Ctx(emu, request, path, args, body))
         except HTTPError as exc:
-            stats["statuses"][exc.status] += 1
+            stats.statuses[exc.status] += 1
             return JSONResponse({"message": exc.message}, status_code=exc.status, headers=exc.headers)
-        stats["statuses"][200] += 1
+        stats.statuses[200] += 1
         if emu.drop_now(operation_id, mutating):
             return emu.dropped_response()
         return JSONResponse(result)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
+from typing import TypedDict
 
 #: The classes of request: ``mutating`` (every method but GET) and ``read`` (GET).
 CLASSES = ("mutating", "read")
@@ -18,7 +20,21 @@ CLASSES = ("mutating", "read")
 #: The figures follow what peer clouds publish for their own per-credential token buckets (the AWS EC2 API's
 #: request throttling documents 5/s with a burst of 50 for mutating calls and 20/s with a burst of 100 for
 #: reads); the whitesky.cloud platform publishes none.
-DEFAULT_LIMITS = {"mutating": {"rate": 5.0, "burst": 50}, "read": {"rate": 20.0, "burst": 100}}
+
+
+class Limit(TypedDict):
+    """One class's bucket: ``rate`` tokens a second, at most ``burst``."""
+
+    rate: float
+    burst: int
+
+
+#: The normalized configuration: each class's limit, None for an unlimited class.
+Limits = dict[str, Limit | None]
+#: The tokens in each class's bucket (None: unlimited).
+Levels = dict[str, float | None]
+
+DEFAULT_LIMITS: dict[str, Limit] = {"mutating": {"rate": 5.0, "burst": 50}, "read": {"rate": 20.0, "burst": 100}}
 
 #: The largest rate and burst accepted (bigger is as good as unlimited: a class left out or null is that).
 MAX_RATE = 1e9
@@ -32,22 +48,22 @@ VALID = (
 )
 
 
-def credential_key(token):
+def credential_key(token: str) -> str:
     """The key of a credential's buckets: a hash of the bearer token (the token itself is never kept)."""
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def normalize(value):
+def normalize(value: object) -> Limits | None:
     """The configuration as stored: None (off) or ``{"mutating": {"rate": float, "burst": int} | None,
     "read": ...}``. Raises ValueError naming the bad value and what is valid."""
     if value is None:
         return None
     if value == "default":
-        return {cls: dict(limit) for cls, limit in DEFAULT_LIMITS.items()}
+        return {cls: Limit(rate=limit["rate"], burst=limit["burst"]) for cls, limit in DEFAULT_LIMITS.items()}
     if not isinstance(value, dict):
         raise ValueError("rate_limit: %r is not valid; valid: %s" % (value, VALID))
     unknown = sorted(set(value) - set(CLASSES), key=str)
@@ -56,7 +72,7 @@ def normalize(value):
     return {cls: _normalize_class(cls, value.get(cls)) for cls in CLASSES}
 
 
-def _normalize_class(cls, limit):
+def _normalize_class(cls: str, limit: object) -> Limit | None:
     if limit is None:
         return None
     where = "rate_limit.%s" % cls
@@ -77,7 +93,7 @@ def _normalize_class(cls, limit):
     return {"rate": float(rate), "burst": burst}
 
 
-def parse_cli(text):
+def parse_cli(text: str) -> Limits | None:
     """``--rate-limit``: ``off``, ``default``, or ``mutating=RATE:BURST[,read=RATE:BURST]`` (either class, each at
     most once; a class left out is unlimited). Raises ValueError with what is valid."""
     usage = "valid: off, default, or mutating=RATE:BURST[,read=RATE:BURST] (e.g. mutating=5:50,read=20:100)"
@@ -86,7 +102,7 @@ def parse_cli(text):
         return None
     if text == "default":
         return normalize("default")
-    cfg = {}
+    cfg: dict[str, dict[str, float | int]] = {}
     for part in text.split(","):
         cls, sep, spec = part.strip().partition("=")
         rate, sep2, burst = spec.partition(":")
@@ -106,20 +122,20 @@ class Bucket:
 
     __slots__ = ("burst", "last", "rate", "tokens")
 
-    def __init__(self, rate, burst, now):
+    def __init__(self, rate: float, burst: int, now: float) -> None:
         self.rate = rate
         self.burst = burst
         self.tokens = float(burst)
         self.last = now
 
-    def level(self, now):
+    def level(self, now: float) -> float:
         """The tokens there now (refilled continuously since the last look)."""
         if now > self.last:
             self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.rate)
             self.last = now
         return self.tokens
 
-    def take(self, now):
+    def take(self, now: float) -> int:
         """Take one token: 0 when taken; else the whole seconds (>= 1) until one is there, nothing taken."""
         tokens = self.level(now)
         if tokens >= 1.0:
@@ -134,16 +150,16 @@ class RateLimiter:
     Every method is synchronous: under asyncio a take is atomic (no await between reading and updating a bucket).
     """
 
-    def __init__(self, limits=None, clock=time.monotonic):
+    def __init__(self, limits: Limits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.configure(limits)
 
-    def configure(self, limits):
+    def configure(self, limits: Limits | None) -> None:
         """Set the (normalized) limits; every bucket starts full again."""
         self.limits = limits
-        self.buckets = {}  # credential_key(token) -> {class: Bucket}
+        self.buckets: dict[str, dict[str, Bucket]] = {}  # credential_key(token) -> {class: Bucket}
 
-    def _bucket(self, token, cls):
+    def _bucket(self, token: str, cls: str) -> Bucket | None:
         limit = (self.limits or {}).get(cls)
         if limit is None:
             return None
@@ -152,24 +168,26 @@ class RateLimiter:
             per_cred[cls] = Bucket(limit["rate"], limit["burst"], self.clock())
         return per_cred[cls]
 
-    def take(self, token, cls):
+    def take(self, token: str, cls: str) -> int:
         """One request of ``cls`` by the credential ``token``: 0 if it may go on, else its Retry-After seconds."""
         bucket = self._bucket(token, cls)
         return 0 if bucket is None else bucket.take(self.clock())
 
-    def describe(self, cls):
+    def describe(self, cls: str) -> str:
         """The limit of a class in words, for the 429's message."""
-        limit = self.limits[cls]
+        limit = (self.limits or {}).get(cls)
+        if limit is None:
+            return "no limit"
         return "%g requests per second with a burst of %d" % (limit["rate"], limit["burst"])
 
-    def levels(self):
+    def levels(self) -> Levels | None:
         """The tokens in each class's bucket of the first credential seen (a full bucket if none was seen yet;
         null for an unlimited class), or None when the limit is off."""
         if self.limits is None:
             return None
         now = self.clock()
         first = next(iter(self.buckets.values()), {})
-        out = {}
+        out: Levels = {}
         for cls in CLASSES:
             limit = self.limits.get(cls)
             if limit is None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 DEMO_TOKEN = "capvco-demo-token"
 DEMO_CUSTOMER = "capvco-demo"
 
-DEFAULT_WORLD = {
+#: A seed: customers, and locations with their prices, GPU profiles, external networks and cloudspaces.
+World = dict[str, Any]
+
+DEFAULT_WORLD: World = {
     "customers": [{"customer_id": DEMO_CUSTOMER, "name": "CAPVCO demo customer"}],
     "locations": [
         {
@@ -76,15 +80,16 @@ DEFAULT_WORLD = {
 }
 
 
-def load_world(path):
+def load_world(path: str | None) -> World:
     """A seed file is JSON (or YAML when PyYAML is present) shaped like DEFAULT_WORLD."""
     if not path:
         return DEFAULT_WORLD
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     try:
-        return json.loads(text)
+        world: World = json.loads(text)
     except ValueError:
         import yaml  # only needed for YAML seeds
 
-        return yaml.safe_load(text)
+        world = yaml.safe_load(text)
+    return world

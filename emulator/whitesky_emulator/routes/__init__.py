@@ -3,17 +3,20 @@ with ``http.op`` (a new family module goes into ``FAMILIES``)."""
 
 from __future__ import annotations
 
+from ..http import Handler, Served
 from . import billing, cloudspaces, gpus, networks, notes, vms
 
 FAMILIES = (billing, cloudspaces, gpus, networks, notes, vms)
 
+#: (method, path, operationId, mutating, handler) of one operation
+Operation = tuple[str, str, str, bool, Handler]
 
-def operations():
+
+def operations() -> list[Operation]:
     """``[(method, path, operationId, mutating, handler)]`` of every family, in the order they are written."""
-    found = []
+    found: list[Operation] = []
     for module in FAMILIES:
         for value in vars(module).values():
-            mark = getattr(value, "operation", None)
-            if mark is not None and getattr(value, "__module__", None) == module.__name__:
-                found.append((*mark, value))
+            if isinstance(value, Served) and value.handler.__module__ == module.__name__:
+                found.append((value.method, value.path, value.operation_id, value.mutating, value.handler))
     return found

@@ -1,72 +1,63 @@
-"""Locations' prices and the consumption report (vGPUs bill per reserved second until permanently deleted)."""
+"""Locations' prices and the consumption report (vGPUs bill per reserved second until permanently deleted; the
+sums are ``metering``'s)."""
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
+import time
+from typing import Any
 
-from ..http import HTTPError, op
-from ..store import VGU_SECONDS
+from .. import metering
+from ..http import Ctx, HTTPError, JsonObject, op
+from ..store import Location
 
 #: Every price key of the platform's resource pricing.
 PRICE_KEYS = ("su", "ou", "mu", "vcu", "tu", "wu", "nu", "piu", "vgu", "fsu")
 
 
-def resources(loc):
-    prices = dict.fromkeys(PRICE_KEYS, 0.0)
-    prices.update(json.loads(loc["prices"]))
+def resources(loc: Location) -> dict[str, Any]:
+    prices: dict[str, Any] = dict.fromkeys(PRICE_KEYS, 0.0)
+    prices.update(loc.price_list())
     return prices
 
 
 @op("listCustomerLocations")
-async def list_locations(ctx):
+async def list_locations(ctx: Ctx) -> JsonObject:
     ctx.customer()
-    rows = ctx.store.locations()
-    currency = rows[0]["currency"] if rows else "EUR"
-    return {"currency": currency, "locations": [{"location": r["name"], "resources": resources(r)} for r in rows]}
+    rows = ctx.store.accounts.locations()
+    currency = rows[0].currency if rows else "EUR"
+    return {"currency": currency, "locations": [{"location": r.name, "resources": resources(r)} for r in rows]}
 
 
 @op("getCustomerLocationPricing")
-async def prices(ctx):
+async def prices(ctx: Ctx) -> JsonObject:
     ctx.customer()
-    loc = ctx.emu.location(ctx.path["location"])
-    return {"location": loc["name"], "currency": loc["currency"], "resources": resources(loc)}
+    loc = ctx.emu.location(ctx.path_text("location"))
+    return {"location": loc.name, "currency": loc.currency, "resources": resources(loc)}
 
 
 @op("getCustomerConsumption")
-async def consumption(ctx):
+async def consumption(ctx: Ctx) -> JsonObject:
     cid = ctx.customer()
-    loc = ctx.emu.location(ctx.path["location"])["name"]
-    start, end = ctx.args["start"], ctx.args["end"]
+    loc = ctx.emu.location(ctx.path_text("location")).name
+    start, end = ctx.number("start"), ctx.number("end")
     if end < start:
         raise HTTPError(400, "end must not be before start")
-    per_vm = defaultdict(float)
-    unassigned = []
-    total = 0.0
-    attachments = ctx.store.attached_seconds(cid, loc, start, end)
-    for row in ctx.store.vgpus_in(cid, loc):
-        billed = ctx.store.vgpu_seconds(row, start, end)
-        if billed <= 0:
-            continue
-        total += billed
-        attached = attachments.get(row["vgpu_id"], {})
-        for vm_id, secs in attached.items():
-            per_vm[vm_id] += secs
-        rest = billed - sum(attached.values())
-        if rest > 1e-9:
-            unassigned.append({"vgpu_id": row["vgpu_id"], "consumption": {"vgu": rest / VGU_SECONDS}})
+    report = metering.consumption(
+        ctx.store.billing.reservations(cid, loc), ctx.store.billing.attachments(cid, loc), start, end, time.time()
+    )
     spaces = []
-    for cs in ctx.store.cloudspaces(cid, location=loc, every=True):
+    for cs in ctx.store.cloudspaces.listing(cid, location=loc, every=True):
+        machines = ctx.store.vms.listing(cs.cloudspace_id, include_deleted=True)
+        units = [report.vm_units(v.vm_id) for v in machines]
         vms = [
-            {"vm_id": v["vm_id"], "name": v["name"], "consumption": {"vgu": per_vm.get(v["vm_id"], 0.0) / VGU_SECONDS}}
-            for v in ctx.store.vms(cs["cloudspace_id"], include_deleted=True)
+            {"vm_id": v.vm_id, "name": v.name, "consumption": {"vgu": u}} for v, u in zip(machines, units, strict=True)
         ]
         spaces.append(
             {
-                "cloudspace_id": cs["cloudspace_id"],
-                "name": cs["name"],
+                "cloudspace_id": cs.cloudspace_id,
+                "name": cs.name,
                 "mode": "private",
-                "consumption": {"vgu": sum(v["consumption"]["vgu"] for v in vms)},
+                "consumption": {"vgu": sum(units)},
                 "vms": vms,
             }
         )
@@ -75,6 +66,9 @@ async def consumption(ctx):
         "cloudspaces": spaces,
         "objectspaces": [],
         "unassigned_disks": [],
-        "unassigned_vgpus": unassigned,
-        "consumption": {"vgu": total / VGU_SECONDS},
+        "unassigned_vgpus": [
+            {"vgpu_id": vgpu_id, "consumption": {"vgu": seconds / metering.VGU_SECONDS}}
+            for vgpu_id, seconds in report.unassigned
+        ],
+        "consumption": {"vgu": report.seconds / metering.VGU_SECONDS},
     }

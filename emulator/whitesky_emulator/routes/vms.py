@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..http import HTTPError, op
+from ..http import Ctx, HTTPError, JsonObject, op
 from .gpus import VGPU_NAME, take_instance
 
 #: What a VM listing shows of each VM (``getVirtualMachineInfo`` shows more).
@@ -22,51 +22,49 @@ LISTED = (
 
 
 @op("listCloudspaceVirtualMachines")
-async def list_vms(ctx):
-    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path["cloudspace_id"])
-    rows = ctx.store.vms(
-        cs["cloudspace_id"],
-        include_deleted=ctx.arg("include_deleted", False),
-        only_deleted=ctx.arg("only_deleted", False),
+async def list_vms(ctx: Ctx) -> JsonObject:
+    cs = ctx.emu.cloudspace(ctx.customer(), ctx.path_text("cloudspace_id"))
+    rows = ctx.store.vms.listing(
+        cs.cloudspace_id, include_deleted=ctx.flag("include_deleted"), only_deleted=ctx.flag("only_deleted")
     )
     return {"result": [{k: v for k, v in ctx.emu.vm_info(r, listed=True).items() if k in LISTED} for r in rows]}
 
 
 @op("createVirtualMachine", mutating=True)
-async def create_vm(ctx):
+async def create_vm(ctx: Ctx) -> JsonObject:
     cid = ctx.customer()
-    cs = ctx.emu.cloudspace(cid, ctx.path["cloudspace_id"])
-    name, description = ctx.args["name"], ctx.args["description"]
-    vcpus, memory = ctx.args["vcpus"], ctx.args["memory"]
+    cs = ctx.emu.cloudspace(cid, ctx.path_text("cloudspace_id"))
+    name, description = ctx.text("name"), ctx.text("description")
+    vcpus, memory = ctx.number("vcpus"), ctx.number("memory")
     if not name.strip():
         raise HTTPError(400, "invalid request: name: must not be empty")
     if vcpus < 1 or memory < 128:
         raise HTTPError(400, "invalid request: vcpus must be >= 1 and memory >= 128 (MiB)")
-    if ctx.store.vm_named(cs["cloudspace_id"], name):
-        raise HTTPError(409, "a virtual machine named %r already exists in cloudspace %r" % (name, cs["cloudspace_id"]))
+    if ctx.store.vms.named(cs.cloudspace_id, name):
+        raise HTTPError(409, "a virtual machine named %r already exists in cloudspace %r" % (name, cs.cloudspace_id))
     body = ctx.body or {}
     gpu_id, vgpu_name = body.get("gpu_id") or "", body.get("vgpu_name") or ""
     if gpu_id:
         if not VGPU_NAME.match(vgpu_name):
             raise HTTPError(400, "invalid request: body.vgpu_name: 1-64 characters of A-Z a-z 0-9 . _ - with gpu_id")
-        take_instance(ctx, cs["location"], gpu_id)
-    vm_id = ctx.store.new_vm(
-        cs["cloudspace_id"],
+        take_instance(ctx, cs.location, gpu_id)
+    vm_id = ctx.store.vms.create(
+        cs.cloudspace_id,
         name,
         description,
         vcpus,
         memory,
-        ctx.arg("image_id"),
-        ctx.arg("disk_size"),
-        ctx.arg("user_data"),
+        ctx.maybe_number("image_id"),
+        ctx.maybe_number("disk_size"),
+        ctx.maybe_text("user_data"),
     )
     if gpu_id:
-        ctx.store.new_vgpu(cid, cs["location"], gpu_id, vgpu_name, vm_id)
+        ctx.store.vgpus.reserve(cid, cs.location, gpu_id, vgpu_name, vm_id)
     return {"vm_id": vm_id}
 
 
 @op("getVirtualMachineInfo")
-async def get_vm(ctx):
+async def get_vm(ctx: Ctx) -> JsonObject:
     return ctx.emu.vm_info(ctx.target_vm()[2])
 
 
@@ -75,32 +73,30 @@ READ_MAX = 2 * 1024 * 1024
 
 
 @op("readFile")
-async def read_file(ctx):
+async def read_file(ctx: Ctx) -> JsonObject:
     """A file of the guest, through its agent: here, what the admin API wrote for the VM (``/_emulator/vm-file``)."""
     vm = ctx.target_vm()[2]
-    size, seek, path = ctx.args["size"], ctx.arg("seek", 0), ctx.args["filepath"]
+    size, seek, path = ctx.number("size"), ctx.number("seek", 0), ctx.text("filepath")
     if size > READ_MAX:
         raise HTTPError(400, "size: at most %d bytes" % READ_MAX)
     if not path.startswith("/"):
         raise HTTPError(400, "filepath: an absolute path, got %r" % path)
-    content = ctx.store.vm_file(vm["vm_id"], path)
+    content = ctx.store.vms.file(vm.vm_id, path)
     if content is None:
-        raise HTTPError(404, "file %r not found on virtual machine %s" % (path, vm["vm_id"]))
+        raise HTTPError(404, "file %r not found on virtual machine %s" % (path, vm.vm_id))
     return {"result": content[seek : seek + size]}
 
 
 @op("deleteVirtualMachine", mutating=True)
-async def delete_vm(ctx):
-    vm_id = ctx.target_vm()[2]["vm_id"]
+async def delete_vm(ctx: Ctx) -> JsonObject:
+    vm_id = ctx.target_vm()[2].vm_id
     async with ctx.emu.vm_lock(vm_id):
-        attached = ctx.store.vgpus_of_vm(vm_id)
-        if attached and not ctx.arg("detach_gpu", False):
+        attached = ctx.store.vgpus.of_vm(vm_id)
+        if attached and not ctx.flag("detach_gpu"):
             raise HTTPError(
                 409, "virtual machine %s has %d vGPU(s) attached; pass detach_gpu=true" % (vm_id, len(attached))
             )
         nics = ctx.store.delete_vm(vm_id)
     for nic in nics:
-        await ctx.emu.run_hook(
-            "nic_detach", {"EMU_VM_ID": vm_id, "EMU_MAC": nic["mac_address"], "EMU_IP": nic["ip_address"]}
-        )
+        await ctx.emu.run_hook("nic_detach", {"EMU_VM_ID": vm_id, "EMU_MAC": nic.mac_address, "EMU_IP": nic.ip_address})
     return {"success": True}
