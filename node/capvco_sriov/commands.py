@@ -58,6 +58,11 @@ CniResult = dict[str, Any]
 ADDRESS_TRIES = 5
 
 
+class ReleaseFailed(Exception):
+    """Moving an attachment's NIC back to the node failed: its entry is kept (``release_failed``), the NIC still
+    attached, for the next DEL or the reclaimer to finish."""
+
+
 class LinkState(TypedDict):
     """A pod's interface as netlink finds it (``inspect``): its MAC, ``address/prefix`` list and route list."""
 
@@ -189,7 +194,7 @@ class NicAgent:
         """Attach a NIC for the pod and configure its interface; the saved result when it is still true."""
         existing = self.ledger.get(req.key)
         if existing is not None:
-            if existing["state"] == "ready" and self.still_in_place(req, existing):
+            if existing["state"] == "ready" and "release_failed" not in existing and self.still_in_place(req, existing):
                 return self.result(req, existing)
             self.clear(req.key, existing)  # a stale entry (a new netns, the old one gone), or an ADD's leftover
         net = self.network(req.conf.network or "")
@@ -307,7 +312,7 @@ class NicAgent:
         else:
             if entry["state"] == "attached":
                 self.ledger.put(key, entry)  # the platform answered: write that down before anything else
-            with contextlib.suppress(WhiteskyError):
+            with contextlib.suppress(WhiteskyError, ReleaseFailed):
                 self.settle(key, entry)
         raise self.platform_error(exc) from None
 
@@ -326,7 +331,7 @@ class NicAgent:
         An entry whose NIC the platform cannot be shown to have let go stays, for the reclaimer (False)."""
         try:
             decision, _why = self.settle(key, entry)
-        except WhiteskyError:
+        except (WhiteskyError, ReleaseFailed):
             return False
         return decision in ("drop", "detach")
 
@@ -339,12 +344,17 @@ class NicAgent:
         return {}
 
     def release(self, key: str, entry: LedgerEntry) -> tuple[Decision, str]:
-        """Detach the pod's NIC from the VM (the hot-unplug takes the device out of the pod's netns with it), as far
-        as the entry's state proves it the agent's (:meth:`settle`); a platform failure is a CNI error."""
+        """Move the pod's NIC back to the node and detach it from the VM, as far as the entry's state proves it the
+        agent's (:meth:`settle`); a platform failure, or a move that failed (the entry kept for the reclaimer), is a
+        CNI error: 11, try again later."""
         try:
             return self.settle(key, entry)
         except ApiError as exc:
             raise self.platform_error(exc) from None
+        except ReleaseFailed as exc:
+            raise CniError(
+                TRY_AGAIN_LATER, "moving the NIC back to the node failed; the agent tries again", exc
+            ) from None
 
     def cmd_check(self, req: CniRequest) -> CniResult:
         """Compare the live interface with ``prevResult`` (or the entry); 100 naming the first difference."""
@@ -382,9 +392,15 @@ class NicAgent:
         valid = req.conf.valid_attachments
         if valid is None:  # parse_request refuses a GC without the list; never read its absence as "none valid"
             raise CniError(INVALID_CONFIG, "invalid cni.dev/valid-attachments: a list of objects")
+        failed: list[CniError] = []
         for key, entry in self.ledger.items().items():
             if key not in valid and entry["state"] == "ready" and entry["config_name"] == req.conf.name:
-                self.release(key, entry)
+                try:
+                    self.release(key, entry)
+                except CniError as exc:  # the others are released all the same
+                    failed.append(exc)
+        if failed:
+            raise CniError(failed[0].code, "%d attachment(s) not released: %s" % (len(failed), failed[0].msg))
         return {}
 
     def cmd_status(self, req: CniRequest) -> CniResult:
@@ -399,10 +415,22 @@ class NicAgent:
     def settle(self, key: str, entry: LedgerEntry) -> tuple[Decision, str]:
         """Settle an entry by :func:`settle_decision` on a fresh read of its address: detach what is proven the
         agent's, drop what the platform shows gone, keep (and, for a person, report) the rest.  An entry goes only
-        when the platform shows its NIC gone.  A platform failure propagates; the entry stays as it was."""
-        if entry["state"] not in ("chosen", "ready"):  # the interface back to the node, if it went anywhere
-            with contextlib.suppress(Exception):
-                self.netlink.release(entry["netns"], entry["ifname"], entry.get("mac"))
+        when the platform shows its NIC gone.  A platform failure propagates; the entry stays as it was.
+
+        First the NIC goes back to the node (under its original name), wherever it went, before it is detached: a
+        move that fails is logged, written into the entry (``release_failed``) and raised (:class:`ReleaseFailed`);
+        the NIC stays attached and the entry kept, for the next DEL or the reclaimer."""
+        mac = entry.get("mac")
+        if entry["state"] != "chosen" and mac:  # an entry without a MAC put nothing into the pod
+            try:
+                self.netlink.release(entry["netns"], entry["ifname"], mac)
+            except Exception as exc:
+                why = "moving its NIC (MAC %s) back to the node failed: %s" % (mac, exc)
+                LOG.warning("%s: %s; kept, tried again later", key, why)
+                entry["release_failed"] = why
+                self.ledger.put(key, entry)
+                raise ReleaseFailed(why) from exc
+            entry.pop("release_failed", None)
         nic = None
         if entry["state"] != "chosen":
             nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])

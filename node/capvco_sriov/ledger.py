@@ -47,6 +47,7 @@ class LedgerEntry(TypedDict):
     mac: NotRequired[str]  # the NIC's MAC, as the platform gave it after the attach
     sent_at: NotRequired[float]  # when the attach call was sent (the clock's time)
     held: NotRequired[str]  # why settling it is left for a person (reported)
+    release_failed: NotRequired[str]  # why moving its NIC back to the node failed: tried again (DEL, reclaimer)
 
 
 def ledger_key(container_id: str, ifname: str) -> str:

@@ -2,8 +2,10 @@
 
 All of it runs on one worker thread, which holds the node's netlink socket
 for the agent's life (pyroute2's sockets belong to the thread that made them).
-A socket in a pod's network namespace is made on that thread: ``setns`` into
-the namespace, create the socket, ``setns`` back (a socket stays in the
+A NIC goes into a pod and back as host-device moves a device: its node name kept
+in its alias, a temporary name while it moves, each step undone when a later one
+fails (:func:`_configure`, :func:`_release`).  A socket in a pod's network
+namespace is made on that thread: ``setns`` into the namespace, create the socket, ``setns`` back (a socket stays in the
 namespace it was made in); pyroute2's own ``NetNS`` forks a helper process for
 that, about three times the cost.  Waiting for a hot-plugged NIC sleeps on the
 node's link notifications (``RTMGRP_LINK``), not on a timer, and off the worker.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import os
 import select
 import socket
@@ -28,8 +31,10 @@ if TYPE_CHECKING:
     from capvco_sriov.commands import LinkState
     from capvco_sriov.wire import Route
 
+LOG = logging.getLogger("capvco-sriov-agent")
 OWN = "/proc/self/ns/net"
 RTMGRP_LINK = 1
+IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
 #: Seconds an ADD waits, once the pod's interface is up, for the kernel to say it runs (carrier, and operstate UP:
 #: until then a packet the pod sends is dropped); a link that never runs (a VF without a cable) is answered anyway.
@@ -124,23 +129,28 @@ class Netlink:
     def configure(
         self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
     ) -> bool:
-        """Move and set up the NIC in the pod; whether the kernel said it runs within :data:`RUNNING_WAIT`."""
-        return self._run(_configure, self._index.pop(mac, None), mac, netns, ifname, address, prefixlen, mtu, routes)
+        """Move and set up the NIC in the pod (:func:`_configure`: a failure leaves it on the node, as it was);
+        whether the kernel said it runs within :data:`RUNNING_WAIT`."""
+        idx = self._index.pop(mac, None)
+        return self._run(_configure, self.host_netns, idx, mac, netns, ifname, address, prefixlen, mtu, routes)
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None:
-        """Move the interface with ``mac`` back to the node (a VF returns to its host); absent is fine.  Found by its
-        MAC only, never by its name: an entry whose MAC was never known (its attach's answer never came) put nothing
-        into the pod, and the pod's ``net1`` may by now be another attachment's (a retried ADD's)."""
+        """Move the interface with ``mac`` back to the node under its original name (:func:`_release`); absent is
+        fine.  Found by its MAC only, never by its name (``ifname`` is not used): an entry whose MAC was never
+        known (its attach's answer never came) put nothing into the pod, and the pod's ``net1`` may by now be
+        another attachment's (a retried ADD's).  A failure raises, the NIC where it was (in the pod, or on the node
+        under a temporary name, which the next release renames)."""
         if not mac or not netns or not os.path.exists(netns):
             return
-        self._run(_release, self.host_netns, netns, ifname, mac)
+        self._run(_release, self.host_netns, netns, mac)
 
     def inspect(self, netns: str, ifname: str) -> LinkState | None:
         return self._run(_inspect, netns, ifname)
 
 
 def _index_of(handle: IPRoute, idx: int | None, mac: str) -> int:
-    """The ifindex of the link with ``mac``: ``idx`` when that link still has it (one get), else a lookup."""
+    """The ifindex of the link with ``mac``: ``idx`` when that link still has it (one get), else a lookup
+    (IndexError when there is none)."""
     if idx is not None:
         try:
             if handle.get_links(idx)[0].get_attr("IFLA_ADDRESS") == mac:
@@ -151,8 +161,43 @@ def _index_of(handle: IPRoute, idx: int | None, mac: str) -> int:
     return found[0]
 
 
+def temp_name() -> str:
+    """A name no link has, for a NIC between two names (``cvt`` and 8 random hexadecimal digits: 11 characters)."""
+    return "cvt" + os.urandom(4).hex()
+
+
+def _move(handle: IPRoute, idx: int, netns: str) -> None:
+    """Move the link into the network namespace at ``netns`` (it keeps its name: a free one there)."""
+    fd = os.open(netns, os.O_RDONLY)
+    try:
+        handle.link("set", index=idx, net_ns_fd=fd)
+    finally:
+        os.close(fd)
+
+
+class Steps:
+    """The steps done so far, each with its undo; :meth:`undo` runs them in reverse (each one tried, a failure
+    logged), so that a change that fails halfway leaves the link as it found it."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._undo: list[tuple[str, Callable[[], object]]] = []
+
+    def done(self, name: str, undo: Callable[[], object]) -> None:
+        self._undo.append((name, undo))
+
+    def undo(self) -> None:
+        for name, step in reversed(self._undo):
+            try:
+                step()
+            except Exception as exc:  # the next undo may still bring the NIC home
+                LOG.warning("%s: undoing %s failed: %s", self.what, name, exc)
+        self._undo.clear()
+
+
 def _configure(
     host: IPRoute,
+    host_netns: str,
     idx: int | None,
     mac: str,
     netns: str,
@@ -162,28 +207,53 @@ def _configure(
     mtu: int | None,
     routes: list[Route],
 ) -> bool:
-    """Move the NIC into the pod, renamed and with its MTU in the same request (the move takes it down), then
-    address it, bring it up, wait until it runs (:func:`_running`) and add its routes there.  The kernel keeps the
-    ifindex across the move when it is free in the pod, so the pod's side is one get, not a dump."""
+    """Move the NIC into the pod as host-device does, one step at a time, each undone if a later one fails (the NIC
+    is then on the node again, under its own name): on the node, down (a link is renamed only when down), its
+    name kept in its alias, a temporary name; then moved into the pod, renamed ``ifname``, its MTU set, addressed,
+    up; wait until it runs (:func:`_running`); its routes.  (Moving it out takes its addresses and routes away.)
+    The kernel keeps the ifindex across the move when it is free in the pod, so the pod's side is one get, not a
+    dump.  Whether the kernel said it runs within :data:`RUNNING_WAIT`."""
     if idx is None:  # the wait found it a moment ago, else look it up now
         idx = host.link_lookup(address=mac)[0]
-    fd = os.open(netns, os.O_RDONLY)
+    link = host.get_links(idx)[0]
+    original, alias = link.get_attr("IFLA_IFNAME"), link.get_attr("IFLA_IFALIAS") or ""
+    mtu_before = link.get_attr("IFLA_MTU")
+    temp = temp_name()
+    steps = Steps("moving %s (%s) into %s" % (original, mac, netns))
+    pod = in_netns(netns, IPRoute)
+
+    def on_node() -> int:  # where the NIC is on the node again, after the steps in the pod are undone
+        return _index_of(host, idx, mac)
+
     try:
-        settings: dict[str, int | str] = {"net_ns_fd": fd, "ifname": ifname}
-        if mtu:
-            settings["mtu"] = mtu
-        host.link("set", index=idx, **settings)
-    finally:
-        os.close(fd)
-    with netns_socket(netns) as pod:
-        idx = _index_of(pod, idx, mac)
-        pod.addr("add", index=idx, address=address, prefixlen=prefixlen)
-        pod.link("set", index=idx, state="up")
-        running = _running(pod, idx, time.monotonic() + RUNNING_WAIT)
+        if link["flags"] & IFF_UP:
+            host.link("set", index=idx, state="down")
+            steps.done("down", lambda: host.link("set", index=on_node(), state="up"))
+        host.link("set", index=idx, ifalias=original)
+        steps.done("the alias", lambda: host.link("set", index=on_node(), ifalias=alias))
+        host.link("set", index=idx, ifname=temp)
+        steps.done("the temporary name", lambda: host.link("set", index=on_node(), ifname=original))
+        _move(host, idx, netns)
+        pidx = _index_of(pod, idx, mac)
+        steps.done("the move", lambda: _move(pod, pidx, host_netns))
+        pod.link("set", index=pidx, ifname=ifname)
+        steps.done("the name", lambda: pod.link("set", index=pidx, ifname=temp))
+        if mtu and mtu != mtu_before:
+            pod.link("set", index=pidx, mtu=mtu)
+            steps.done("the MTU", lambda: pod.link("set", index=pidx, mtu=mtu_before))
+        pod.addr("add", index=pidx, address=address, prefixlen=prefixlen)
+        pod.link("set", index=pidx, state="up")
+        steps.done("up", lambda: pod.link("set", index=pidx, state="down"))
+        running = _running(pod, pidx, time.monotonic() + RUNNING_WAIT)
         for route in routes:
             net = ipaddress.ip_network(route["dst"], strict=False)
-            pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=idx)
-    return running
+            pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=pidx)
+        return running
+    except BaseException:
+        steps.undo()
+        raise
+    finally:
+        pod.close()
 
 
 def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
@@ -199,18 +269,45 @@ def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
         time.sleep(0.002)
 
 
-def _release(_host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str) -> None:
+def _release(host: IPRoute, host_netns: str, netns: str, mac: str) -> None:
+    """Move the NIC with ``mac`` out of the pod as host-device does: down, a temporary name, back to the node (each
+    step undone if a later one fails, so that a release may be tried again: the NIC is then in the pod as it
+    was); then, on the node, its original name from its alias (:func:`_restore_name`)."""
+    idx: int | None = None
     with netns_socket(netns) as pod:
         found = pod.link_lookup(address=mac)
-        if not found:
-            return
-        idx = found[0]
-        pod.link("set", index=idx, state="down")
-        fd = os.open(host_netns, os.O_RDONLY)
-        try:
-            pod.link("set", index=idx, net_ns_fd=fd)
-        finally:
-            os.close(fd)
+        if found:
+            idx = found[0]
+            link = pod.get_links(idx)[0]
+            name = link.get_attr("IFLA_IFNAME")
+            steps = Steps("moving %s (%s) out of %s" % (name, mac, netns))
+            try:
+                if link["flags"] & IFF_UP:
+                    pod.link("set", index=idx, state="down")
+                    steps.done("down", lambda: pod.link("set", index=idx, state="up"))
+                pod.link("set", index=idx, ifname=temp_name())
+                steps.done("the temporary name", lambda: pod.link("set", index=idx, ifname=name))
+                _move(pod, idx, host_netns)
+            except BaseException:
+                steps.undo()
+                raise
+    _restore_name(host, idx, mac)
+
+
+def _restore_name(host: IPRoute, idx: int | None, mac: str) -> None:
+    """The node's NIC with ``mac`` (if it is there) under the name its alias kept, and the alias cleared: the end of
+    a release, or of one that failed after the move."""
+    try:
+        idx = _index_of(host, idx, mac)
+    except IndexError:  # not on the node (never moved, or unplugged meanwhile)
+        return
+    link = host.get_links(idx)[0]
+    original = link.get_attr("IFLA_IFALIAS")
+    if not original:  # not moved by this agent (or by one before it kept names)
+        return
+    if link.get_attr("IFLA_IFNAME") != original:
+        host.link("set", index=idx, ifname=original)
+    host.link("set", index=idx, ifalias="")
 
 
 def _inspect(_host: IPRoute, netns: str, ifname: str) -> LinkState | None:

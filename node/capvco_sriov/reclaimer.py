@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from capvco_sriov.commands import NicAgent
+from capvco_sriov.commands import NicAgent, ReleaseFailed
 from capvco_sriov.ledger import LedgerEntry
+from capvco_sriov.wire import CniError
 
 LOG = logging.getLogger("capvco-sriov-agent")
 
@@ -51,7 +52,7 @@ class Reclaimer:
             agent.addresses.keep(entry["network_id"], entry["ip"])
             try:
                 decision, _why = agent.settle(key, entry)
-            except WhiteskyError as exc:
+            except (WhiteskyError, ReleaseFailed) as exc:
                 LOG.warning("%s: settling it failed, the reclaimer tries again: %s", key, exc)
                 continue
             if decision in ("drop", "detach"):
@@ -77,7 +78,7 @@ class Reclaimer:
                 return None  # an ADD is on it, or it is done
             try:
                 decision, why = agent.settle(key, current)
-            except WhiteskyError as exc:
+            except (WhiteskyError, ReleaseFailed) as exc:
                 LOG.warning("%s: settling it failed, tried again next pass: %s", key, exc)
                 return None
         if decision not in ("drop", "detach"):
@@ -85,8 +86,9 @@ class Reclaimer:
         return {"key": key, "reason": "an ADD left it short of ready: " + why, "ip": current["ip"]}
 
     def reclaim_once(self) -> list[Reclaimed]:
-        """Settle entries short of ready that no ADD is working on, and release ready NICs whose pod has been gone
-        for the grace period; return what was released."""
+        """Settle entries short of ready that no ADD is working on, finish the releases that failed (a DEL's, a
+        GC's, this reclaimer's), and release ready NICs whose pod has been gone for the grace period; return what
+        was released.  One entry that cannot be released now stops none of the others."""
         agent = self.agent
         uids = self.pods() if self.pods else None
         now = agent.clock()
@@ -100,13 +102,37 @@ class Reclaimer:
                 if leftover is not None:
                     released.append(leftover)
                 continue
-            why = self.gone(entry, uids)
+            why = self.due(key, entry, uids, now)
             if why is None:
-                self._gone_since.pop(key, None)
                 continue
-            since = self._gone_since.setdefault(key, now)
-            if now - since >= self.grace_period:
-                agent.release(key, entry)
-                self._gone_since.pop(key, None)
-                released.append({"key": key, "reason": why, "ip": entry.get("ip")})
+            item = self.release(key, why)
+            if item is not None:
+                released.append(item)
         return released
+
+    def due(self, key: str, entry: LedgerEntry, uids: set[str] | None, now: float) -> str | None:
+        """Why a ready entry is to be released now: its release failed before (a DEL or a GC asked for it), or its
+        pod has been gone for the grace period; None when it is not (yet)."""
+        if "release_failed" in entry:
+            return "its release failed: " + entry["release_failed"]
+        why = self.gone(entry, uids)
+        if why is None:
+            self._gone_since.pop(key, None)
+            return None
+        since = self._gone_since.setdefault(key, now)
+        return why if now - since >= self.grace_period else None
+
+    def release(self, key: str, why: str) -> Reclaimed | None:
+        """Release a ready entry (as a DEL would) unless an operation on it is running; what was released."""
+        agent = self.agent
+        with agent.key_lock(key, blocking=False) as free:
+            current = agent.ledger.get(key) if free else None
+            if current is None or current["state"] != "ready":
+                return None  # a DEL or an ADD is on it, or it went
+            try:
+                agent.release(key, current)
+            except CniError as exc:
+                LOG.warning("%s: releasing it failed, tried again next pass: %s", key, exc.msg)
+                return None
+        self._gone_since.pop(key, None)
+        return {"key": key, "reason": why, "ip": current.get("ip")}
