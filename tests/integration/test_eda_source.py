@@ -12,7 +12,10 @@ import json
 import logging
 import os
 import runpy
+import subprocess
+import sys
 import time
+import traceback
 
 import pytest
 import yaml
@@ -306,6 +309,93 @@ def test_a_refused_or_expired_credential_stops_the_source_saying_so(emulator, tm
     assert "vgpu_events stops: the platform refused the credential" in message and said in message
     assert "api_token" in message and args["api_token"] not in message
     assert not os.path.exists(args["cursor"]), "nothing was delivered"
+    assert plain(err.value) == [("vgpu_events.py", "main")]
+
+
+def plain(exc):
+    """The frames of the collection and its HTTP client that ``exc`` went through, as ansible-rulebook (1.1 and
+    later) lists them after a source's error message; its message alone, raised afresh from ``main``, has one and
+    nothing chained ("During handling of the above exception...")."""
+    assert exc.__cause__ is None and exc.__suppress_context__, "a chained exception"
+    return [
+        (os.path.basename(f.filename), f.name)
+        for f in traceback.extract_tb(exc.__traceback__)
+        if "ansible_collections" in f.filename or "httpx" in f.filename
+    ]
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("t\u00f6ken", "its character 2 is not ASCII"),
+        ("abc\ndef", "its character 4 is white space or a control character"),
+        ("Bearer abc", "its character 7 is white space or a control character"),
+    ],
+    ids=["not-ascii", "line-break", "bearer-prefix"],
+)
+def test_a_token_that_cannot_be_sent_stops_the_source_before_any_call_saying_so(emulator, tmp_path, token, said):
+    """A token that no Authorization header can carry is refused with the arguments, in a sentence that names
+    api_token and never shows the token; before, a non-ASCII one failed in the HTTP client (a stack of httpx's
+    frames under ansible-rulebook) and one with a line break was retried as if the platform were down."""
+    args = source_args(emulator, tmp_path, api_token=token)
+    emulator.reset_stats()
+    with pytest.raises(InputError) as err:
+        asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
+    message = str(err.value)
+    assert said in message and "api_token (or WHITESKY_API_TOKEN)" in message and token not in message
+    assert plain(err.value) == [("vgpu_events.py", "main")]
+    assert emulator.stats()["operations"] == {} and not os.path.exists(args["cursor"])
+
+
+def test_run_alone_a_refused_token_ends_in_one_line_and_status_1(emulator, tmp_path):
+    """``python3 vgpu_events.py LOCATION`` (the docs' way to run the source alone) ends, for a token the platform
+    refuses and for one that cannot be sent, in one line on stderr that says why, and status 1: no traceback."""
+    for token, said in (("wrong-token-s3cret", "HTTP 401"), ("t\u00f6ken", "is not a token that can be sent")):
+        env = dict(
+            os.environ,
+            WHITESKY_API_URL=emulator.url,
+            WHITESKY_API_TOKEN=token,
+            WHITESKY_CUSTOMER_ID=CUSTOMER,
+            XDG_STATE_HOME=str(tmp_path / "state"),
+        )
+        proc = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "vgpu_events.py"), LOC, "0.1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr and token not in proc.stderr, proc.stderr[-3000:]
+        (last,) = proc.stderr.strip().splitlines()[-1:]
+        assert last.startswith("vgpu_events.py: ") and said in last and "api_token" in last, last
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("grace", "grace_period"),
+        ("Grace-Period", "grace_period"),
+        ("intervall", "interval"),
+        ("locaton", "location"),
+        ("token", "api_token"),
+        ("costthreshold", "cost_threshold"),
+        ("zzz", None),
+    ],
+)
+def test_an_unknown_argument_names_the_one_it_most_likely_meant(tmp_path, given, meant):
+    env = {"WHITESKY_API_URL": "https://p.example", "WHITESKY_API_TOKEN": "t0ken", "WHITESKY_CUSTOMER_ID": "acme"}
+    with pytest.raises(InputError) as err:
+        events.settings({"location": LOC, given: 1}, env)
+    message = str(err.value)
+    assert message.startswith("%s takes no argument %r" % (events.SOURCE, given)), message
+    assert ("did you mean %s?" % meant in message) if meant else "did you mean" not in message, message
+    assert message.endswith("its arguments are " + ", ".join(sorted(events.ARGUMENTS))), message
+    with pytest.raises(InputError) as err:
+        events.settings({"location": LOC, "grace": 1, "intervall": 2}, env)
+    assert "takes no arguments 'grace' (did you mean grace_period?), 'intervall' (did you mean interval?);" in str(
+        err.value
+    )
 
 
 def test_what_the_platform_says_reaches_an_event_only_as_a_plain_token(tmp_path):
@@ -451,7 +541,7 @@ def test_arguments_are_checked_and_the_connection_comes_from_the_environment(tmp
     )
     assert typed.locations == (LOC, "nl-ams-1") and typed.interval == 5.0 and typed.cost_threshold == 2.0
     for args, said in [
-        ({"location": LOC, "grace": 1}, "takes no argument(s) ['grace']"),
+        ({"location": LOC, "grace": 1}, "takes no argument 'grace' (did you mean grace_period?)"),
         ({}, "give location (one platform location) or locations"),
         ({"location": LOC, "locations": [LOC]}, "not both"),
         ({"locations": [LOC, LOC]}, "names a location twice"),
@@ -485,6 +575,38 @@ def test_the_sample_rulebook_runs_this_source_and_answers_its_events():
     assert "vars.vgpu_reclaim == true" in reclaim_rule["condition"]
     assert reclaim_rule["action"]["run_playbook"]["name"] == "whitesky.capvco.gpu_orphans"
     assert reclaim_rule["action"]["run_playbook"]["extra_vars"]["reclaim"] is True
+
+
+def test_the_documented_set_up_runs_the_rules_playbook_with_ansible_core_beside_it(emulator, tmp_path):
+    """docs/gpus.md ("Running the rulebook"): ansible-core is installed beside ansible-rulebook, and the inventory
+    it gives (taken from the page) runs the reclaim rule's playbook, with the rule's extra vars, on localhost with
+    the Python that has the collection's requirements: the escaped reservation is released."""
+    text = read_text(os.path.join(ROOT, "docs", "gpus.md"))
+    section = text.split("### Running the rulebook", 1)[1].split("\n### ", 1)[0]
+    installs = [line for line in section.splitlines() if line.startswith("pip install ")]
+    assert any("ansible-rulebook" in line and "ansible-core" in line for line in installs), installs
+    inventory = section.split("cat > inventory.yml <<'INVENTORY'\n", 1)[1].split("\nINVENTORY\n", 1)[0]
+    host = yaml.safe_load(inventory)["all"]["hosts"]["localhost"]
+    assert host == {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    (tmp_path / "inventory.yml").write_text(inventory + "\n")
+    (vgpu_id,) = seed(emulator, naming.encode("gone", "m0", 0, created=int(time.time()) - 7200))
+    (ruleset,) = yaml.safe_load(read_text(RULEBOOK))
+    (rule,) = [r for r in ruleset["rules"] if "run_playbook" in r["action"]]
+    extra_vars = dict(rule["action"]["run_playbook"]["extra_vars"], location=LOC, grace_period=900)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_"))}
+    env.update(emulator.env(), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "inventory.yml")]
+        + [rule["action"]["run_playbook"]["name"], "-e", json.dumps(extra_vars)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    with emulator.client() as client:
+        assert vgpu_id not in {v["vgpu_id"] for v in client.vgpus(LOC, include_deleted=True)}
 
 
 #: Where the child source dies, the Nth time it gets there (tests/eda_crash_driver.py): every point between a

@@ -17,6 +17,7 @@ its environment variable as the modules' do.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import os
 from collections.abc import Mapping
@@ -108,14 +109,59 @@ def default_cursor(api_url: str, customer_id: str, environ: Mapping[str, str]) -
     return os.path.join(base, "whitesky-capvco", "vgpu_events-%s-%s.json" % (customer_id, digest))
 
 
+def suggest(name: str) -> str | None:
+    """The argument ``name`` was most likely meant to be: the same once case, ``-`` and ``_`` are set aside, else
+    the shortest that begins with it (``grace``), else the closest in spelling (``intervall``); None when none is
+    close."""
+    fold = name.lower().replace("-", "_")
+    folded = {known.replace("_", ""): known for known in ARGUMENTS}
+    hit = folded.get(fold.replace("_", ""))
+    if hit is None and len(fold) >= 3:
+        hit = min((k for k in ARGUMENTS if k.startswith(fold)), key=len, default=None)
+    if hit is None:
+        close = difflib.get_close_matches(fold, sorted(ARGUMENTS), n=1, cutoff=0.6)
+        hit = close[0] if close else None
+    return hit
+
+
+def _unknown(name: str) -> str:
+    hint = suggest(name)
+    return "%r (did you mean %s?)" % (name, hint) if hint else repr(name)
+
+
+def check_token(token: str) -> None:
+    """Refuse a token that cannot go into an ``Authorization`` header as it is: a bearer token is printable ASCII
+    without white space (RFC 6750).  A token pasted with a line break, a ``Bearer `` prefix or a typographic quote
+    would otherwise fail deep in the HTTP client (a traceback), or be retried as if the platform were down.  The
+    message says where the first bad character is, never the token."""
+    for index, char in enumerate(token):
+        if not "!" <= char <= "~":
+            raise InputError(
+                "api_token (or WHITESKY_API_TOKEN) of %s is not a token that can be sent: its character %d is %s. A "
+                "token is printable ASCII without spaces: was it copied with a line break, quotes or a 'Bearer ' "
+                "prefix?"
+                % (
+                    SOURCE,
+                    index + 1,
+                    "not ASCII" if ord(char) > 127 else "white space or a control character",
+                )
+            )
+
+
 def settings(args: Mapping[str, Any], environ: Mapping[str, str]) -> Settings:
     """The source's arguments (a rulebook's ``args``), checked, with the connection from ``environ`` where the
     arguments leave it out.  ``eda_*`` keys (ansible-rulebook's own, e.g. ``eda_feedback_queue``) are ignored; any
-    other unknown key is refused (a misspelt ``grace_period`` must not go unnoticed)."""
+    other unknown key is refused, naming the argument it most likely meant (a misspelt ``grace_period`` must not go
+    unnoticed), and so is a token that cannot be sent (:func:`check_token`)."""
     unknown = sorted(str(k) for k in args if k not in ARGUMENTS and not str(k).startswith("eda_"))
     if unknown:
-        raise InputError("%s takes no argument(s) %s; it takes %s" % (SOURCE, unknown, ", ".join(sorted(ARGUMENTS))))
+        named = ", ".join(map(_unknown, unknown))
+        raise InputError(
+            "%s takes no argument%s %s; its arguments are %s"
+            % (SOURCE, "" if len(unknown) == 1 else "s", named, ", ".join(sorted(ARGUMENTS)))
+        )
     connection = Connection.from_options(args, environ, where=" in %s" % SOURCE)
+    check_token(connection.api_token)
     cursor = args.get("cursor")
     if cursor is not None and (not isinstance(cursor, str) or not cursor.strip()):
         raise InputError("cursor must be the path of the cursor file, got %r" % (cursor,))

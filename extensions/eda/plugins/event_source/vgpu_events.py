@@ -120,6 +120,7 @@ try:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient  # noqa: E402
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (  # noqa: E402
         ApiError,
+        InputError,
         WhiteskyError,
     )
     from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans  # noqa: E402
@@ -213,9 +214,26 @@ async def _poll(
     return ok
 
 
+def _plain(exc: WhiteskyError) -> WhiteskyError:
+    """``exc`` as the one line a person reads: its message, raised afresh from ``main`` (no chained exception, no
+    frames of the core), of its kind (:class:`InputError` for what the user gave, else :class:`WhiteskyError`).
+    ansible-rulebook logs a source's exception by its class name and message, and then each frame it went
+    through."""
+    kind = InputError if isinstance(exc, InputError) else WhiteskyError
+    return kind(str(exc), exc.details)
+
+
 async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     """Poll every ``interval`` seconds until cancelled; an error in the arguments or the cursor, or a refused
-    credential, stops the source with an exception that says what to fix."""
+    credential, stops the source with an exception that says what to fix (its message only: no traceback of the
+    core, nothing chained)."""
+    try:
+        await _watch(queue, args)
+    except WhiteskyError as exc:
+        raise _plain(exc) from None
+
+
+async def _watch(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     config = events.settings(args, os.environ)
     with cursors.locked(config.cursor):
         cursor = cursors.load(config.cursor, config.api_url, config.customer_id)
@@ -258,4 +276,9 @@ if __name__ == "__main__":
         "location": sys.argv[1] if len(sys.argv) > 1 else os.environ.get("WHITESKY_LOCATION", "be-gen-1"),
         "interval": sys.argv[2] if len(sys.argv) > 2 else 10,
     }
-    asyncio.run(main(MockQueue(), mock_arguments))
+    try:
+        asyncio.run(main(MockQueue(), mock_arguments))
+    except KeyboardInterrupt:
+        pass
+    except WhiteskyError as exc:  # what to fix, in one line on stderr, and exit status 1
+        sys.exit("%s: %s" % (os.path.basename(__file__), exc))
