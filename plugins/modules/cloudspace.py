@@ -55,18 +55,22 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: The cluster's cloudspace
+- name: A cloudspace for cluster demo (a note on it records the cluster as its creator)
   whitesky.capvco.cloudspace:
     name: demo
     location: be-gen-1
+    cluster: demo
   register: cs
+# cs.cloudspace.cloudspace_id is what the machine modules take as cloudspace_id
 
-- name: The teardown deletes it only when the cluster made it and nothing else is left in it
+- name: The teardown deletes it only when cluster demo made it and nothing else is left in it
   whitesky.capvco.cloudspace:
     name: demo
     location: be-gen-1
     cluster: demo
     state: absent
+  register: teardown
+# when it is kept, teardown.kept says why
 """
 
 RETURN = r"""

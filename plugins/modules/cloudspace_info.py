@@ -27,11 +27,30 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
+# Set-up: the cloudspace to find
+- name: Cluster demo's cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+
 - name: Find the cluster's cloudspace
   whitesky.capvco.cloudspace_info:
     name: demo
     location: be-gen-1
   register: found
+
+- name: Its id
+  ansible.builtin.debug:
+    msg: "{{ found.cloudspaces | map(attribute='cloudspace_id') | first }}"
+
+# Clean-up
+- name: Delete the cloudspace again
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""

@@ -66,10 +66,23 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Give a VM a NIC on the SR-IOV network
+# Set-up: a worker of cluster demo, in the cluster's cloudspace (created with it)
+- name: Cluster demo's worker
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
+    location: be-gen-1
+    cluster: demo
+    pool: worker
+    names: [demo-worker-0]
+    vcpus: 4
+    memory: 8192
+    image_id: 12
+  register: demo
+
+- name: Give the worker a NIC on the SR-IOV network
   whitesky.capvco.external_nic:
     location: be-gen-1
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     machine: demo-worker-0
     network: sriov-ext
   register: nic
@@ -77,10 +90,26 @@ EXAMPLES = r"""
 - name: Detach it again
   whitesky.capvco.external_nic:
     location: be-gen-1
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     machine: demo-worker-0
     network: sriov-ext
     ip_address: "{{ nic.nic.ip_address }}"
+    state: absent
+
+# Clean-up: the cluster's machines, then its cloudspace
+- name: Delete cluster demo's machines
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    state: absent
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
     state: absent
 """
 

@@ -57,12 +57,45 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: How far the first boot of a GPU machine is
+# Set-up: a GPU worker of cluster demo with one vGPU, in the cluster's cloudspace (created with it)
+- name: Cluster demo's GPU worker
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
+    location: be-gen-1
+    cluster: demo
+    pools:
+      - name: gpu
+        names: [demo-gpu-0]
+        vcpus: 8
+        memory: 32768
+        image_id: 12
+        gpu: {type: NVIDIA A100, count: 1, driver_version: "550"}
+  register: demo
+
+- name: How far the worker's first boot is (reported stays false until it has written its status)
   whitesky.capvco.first_boot_info:
-    cloudspace_id: cs-demo
-    vm_id: 42
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    vm_id: "{{ demo.machines[0].vm_id }}"
     gpu: true
   register: first_boot
+# first_boot.gpu_driver_ready is the GPUDriverReady condition: Unknown until the first boot has a verdict
+
+# Clean-up: the cluster's machines (their vGPUs released first), every reservation it still owns, its cloudspace
+- name: Tear cluster demo down
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    sweep: true
+    state: absent
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""

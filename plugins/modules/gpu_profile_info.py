@@ -38,15 +38,19 @@ EXAMPLES = r"""
     location: be-gen-1
   register: gpus
 
-- name: Only the NVIDIA A100 profiles, with the connection set once for the play
+# The connection comes from WHITESKY_API_URL, WHITESKY_API_TOKEN and WHITESKY_CUSTOMER_ID, or from the options,
+# set once for every module of the collection with module_defaults (on a play, a block or a task)
+- name: Only the NVIDIA A100 profiles, with the connection given in module_defaults
   module_defaults:
     group/whitesky.capvco.all:
-      api_url: "{{ whitesky_api_url }}"
-      api_token: "{{ whitesky_api_token }}"
-      customer_id: "{{ whitesky_customer_id }}"
+      api_url: "{{ lookup('ansible.builtin.env', 'WHITESKY_API_URL') }}"
+      api_token: "{{ lookup('ansible.builtin.env', 'WHITESKY_API_TOKEN') }}"
+      customer_id: "{{ lookup('ansible.builtin.env', 'WHITESKY_CUSTOMER_ID') }}"
+      timeout: 60
   whitesky.capvco.gpu_profile_info:
     location: be-gen-1
     type: NVIDIA A100
+  register: a100
 """
 
 RETURN = r"""

@@ -84,10 +84,18 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: A GPU worker
+# Set-up: cluster demo's cloudspace
+- name: Cluster demo's cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+  register: cs
+
+- name: Two GPU workers
   whitesky.capvco.machine:
-    cloudspace_id: cs-demo
-    name: demo-gpu-0
+    cloudspace_id: "{{ cs.cloudspace.cloudspace_id }}"
+    name: "{{ item }}"
     cluster: demo
     pool: gpu
     vcpus: 8
@@ -95,22 +103,45 @@ EXAMPLES = r"""
     image_id: 12
     first_boot:
       packages: [containerd, kubelet]
+  loop: [demo-gpu-0, demo-gpu-1]
 
-- name: Delete it gracefully (its vGPUs are released first)
+- name: An NVIDIA A100 vGPU on each
+  whitesky.capvco.vgpu:
+    location: be-gen-1
+    cloudspace_id: "{{ cs.cloudspace.cloudspace_id }}"
+    cluster: demo
+    machines: [demo-gpu-0, demo-gpu-1]
+    type: NVIDIA A100
+
+- name: Delete one gracefully (its vGPUs are released first)
   whitesky.capvco.machine:
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ cs.cloudspace.cloudspace_id }}"
     name: demo-gpu-0
     cluster: demo
     location: be-gen-1
     state: absent
 
-- name: Delete it by force (the vGPUs stay reserved until the sweeps)
+- name: Delete the other by force (its vGPUs stay reserved, and billed, until a sweep releases them)
   whitesky.capvco.machine:
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ cs.cloudspace.cloudspace_id }}"
     name: demo-gpu-1
     cluster: demo
     state: absent
     force: true
+
+- name: The sweep - release every vGPU reservation cluster demo still owns
+  whitesky.capvco.vgpu_reclaim:
+    location: be-gen-1
+    scope: cluster
+    cluster: demo
+
+# Clean-up
+- name: Delete the cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""

@@ -52,18 +52,47 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
+# Set-up: two workers of cluster demo, in the cluster's cloudspace (created with them)
+- name: Cluster demo's workers
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
+    location: be-gen-1
+    cluster: demo
+    pool: worker
+    names: [demo-worker-0, demo-worker-1]
+    vcpus: 4
+    memory: 8192
+    image_id: 12
+  register: demo
+
 - name: The cluster's machines
   whitesky.capvco.machine_info:
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     cluster: demo
   register: demo_machines
 
 - name: One machine by its id, with its owner (one call)
   whitesky.capvco.machine_info:
-    cloudspace_id: cs-demo
-    vm_id: 1001
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    vm_id: "{{ demo_machines.machines[0].vm_id }}"
     cluster: demo
   register: recorded
+
+# Clean-up: the cluster's machines, then its cloudspace
+- name: Delete cluster demo's machines
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    state: absent
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""

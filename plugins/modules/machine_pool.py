@@ -150,9 +150,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: The GPU pool's three workers
+# The cloudspace is found by name, or created with a note that records it as cluster demo's
+- name: The GPU pool's three workers, in cluster demo's cloudspace
   whitesky.capvco.machine_pool:
-    cloudspace_id: cs-demo
+    cloudspace: demo
+    location: be-gen-1
     cluster: demo
     pool: gpu
     names: [demo-gpu-0, demo-gpu-1, demo-gpu-2]
@@ -161,20 +163,29 @@ EXAMPLES = r"""
     image_id: 12
     first_boot:
       packages: [containerd, kubelet]
+  register: demo
 
-- name: Two pools in one call; the cluster's machines that neither names are deleted (vGPUs released first)
+- name: Two pools in one call, an NVIDIA A100 vGPU on each GPU worker; the cluster's other machines are deleted
   whitesky.capvco.machine_pool:
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     cluster: demo
     location: be-gen-1
     exclusive: true
     pools:
-      - {name: cp, names: [demo-cp-0], vcpus: 2, memory: 4096}
-      - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768}
+      - {name: cp, names: [demo-cp-0], vcpus: 2, memory: 4096, image_id: 12}
+      - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768, image_id: 12, gpu: {type: NVIDIA A100}}
 
-- name: Tear a cluster down - every machine it owns, then every reservation it owns, even when the cloudspace is gone
+- name: Scale down - delete demo-gpu-1 gracefully (its vGPU is released first)
   whitesky.capvco.machine_pool:
-    cloudspace: demo-cs
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    cluster: demo
+    location: be-gen-1
+    names: [demo-gpu-1]
+    state: absent
+
+- name: Tear the cluster down - every machine it owns, then every reservation it owns, even when the cloudspace is gone
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
     location: be-gen-1
     cluster: demo
     exclusive: true
@@ -182,12 +193,11 @@ EXAMPLES = r"""
     sweep: true
     state: absent
 
-- name: Scale down - delete two of them gracefully (their vGPUs are released first)
-  whitesky.capvco.machine_pool:
-    cloudspace_id: cs-demo
-    cluster: demo
+- name: Then its cloudspace (deleted only when cluster demo made it and nothing else is left in it)
+  whitesky.capvco.cloudspace:
+    name: demo
     location: be-gen-1
-    names: [demo-gpu-1, demo-gpu-2]
+    cluster: demo
     state: absent
 """
 

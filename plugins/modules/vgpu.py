@@ -98,19 +98,32 @@ seealso:
 """
 
 EXAMPLES = r"""
+# Set-up: cluster demo's GPU pool, three workers without vGPUs yet, in the cluster's cloudspace (created with them)
+- name: Cluster demo's GPU workers
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
+    location: be-gen-1
+    cluster: demo
+    pool: gpu
+    names: [demo-gpu-0, demo-gpu-1, demo-gpu-2]
+    vcpus: 8
+    memory: 32768
+    image_id: 12
+  register: demo
+
 - name: Give a machine two NVIDIA A100 vGPUs
   whitesky.capvco.vgpu:
     location: be-gen-1
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     cluster: demo
     machine: demo-gpu-0
     type: NVIDIA A100
     count: 2
 
-- name: A whole pool with one listing
+- name: A whole pool with one listing, one vGPU each (demo-gpu-0's second one is released)
   whitesky.capvco.vgpu:
     location: be-gen-1
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     cluster: demo
     machines: [demo-gpu-0, demo-gpu-1, demo-gpu-2]
     type: NVIDIA A100
@@ -119,9 +132,26 @@ EXAMPLES = r"""
 - name: Release every vGPU of a machine before deleting it
   whitesky.capvco.vgpu:
     location: be-gen-1
-    cloudspace_id: cs-demo
+    cloudspace_id: "{{ demo.cloudspace_id }}"
     cluster: demo
     machine: demo-gpu-0
+    state: absent
+
+# Clean-up: the cluster's machines (their vGPUs released first), every reservation it still owns, its cloudspace
+- name: Tear cluster demo down
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    sweep: true
+    state: absent
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
     state: absent
 """
 

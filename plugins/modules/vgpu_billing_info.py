@@ -29,11 +29,21 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
-- name: vGPU billing of the last run
+- name: Note when the run starts (epoch seconds)
+  ansible.builtin.set_fact:
+    run_started: "{{ now().timestamp() | int }}"
+
+# ... the run's tasks ...
+
+- name: vGPU billing of the run
   whitesky.capvco.vgpu_billing_info:
     location: be-gen-1
     since: "{{ run_started }}"
   register: billed
+
+- name: What it cost
+  ansible.builtin.debug:
+    msg: "{{ billed.vgpu_seconds }} vGPU-seconds, {{ billed.cost }} {{ billed.currency }}"
 """
 
 RETURN = r"""

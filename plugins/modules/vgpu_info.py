@@ -54,6 +54,16 @@ seealso:
 """
 
 EXAMPLES = r"""
+# Set-up: two GPU workers of cluster demo, each with an NVIDIA A100 vGPU, in the cluster's cloudspace
+- name: Cluster demo's GPU workers
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
+    location: be-gen-1
+    cluster: demo
+    pools:
+      - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768, image_id: 12, gpu: {type: NVIDIA A100}}
+  register: demo
+
 - name: Every reservation of a cluster
   whitesky.capvco.vgpu_info:
     location: be-gen-1
@@ -67,6 +77,23 @@ EXAMPLES = r"""
     with_cost: true
     max_rows: 20
   register: orphans
+
+# Clean-up: the cluster's machines (their vGPUs released first), every reservation it still owns, its cloudspace
+- name: Tear cluster demo down
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    location: be-gen-1
+    cluster: demo
+    exclusive: true
+    sweep: true
+    state: absent
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""

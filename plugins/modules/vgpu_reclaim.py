@@ -96,33 +96,73 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Teardown - release everything the cluster owns
-  whitesky.capvco.vgpu_reclaim:
+# Set-up: two GPU workers of cluster demo, each with an NVIDIA A100 vGPU, in the cluster's cloudspace
+- name: Cluster demo's GPU workers
+  whitesky.capvco.machine_pool:
+    cloudspace: demo
     location: be-gen-1
-    scope: cluster
     cluster: demo
+    pools:
+      - {name: gpu, names: [demo-gpu-0, demo-gpu-1], vcpus: 8, memory: 32768, image_id: 12, gpu: {type: NVIDIA A100}}
+  register: demo
 
-- name: Report orphans without releasing them
+- name: Delete demo-gpu-1 by force - its vGPU stays reserved, and billed, an orphan
+  whitesky.capvco.machine:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    name: demo-gpu-1
+    cluster: demo
+    state: absent
+    force: true
+
+- name: Report orphans without releasing them (one younger than the grace period is kept)
   whitesky.capvco.vgpu_reclaim:
     location: be-gen-1
     scope: orphans
     grace_period: 3600
   check_mode: true
 
-- name: Plan - write the orphans that would be released to a file, to review
+- name: Plan - write cluster demo's orphans that would be released to a file, to review
   whitesky.capvco.vgpu_reclaim:
     location: be-gen-1
     scope: orphans
-    grace_period: 3600
-    plan_file: /var/tmp/orphans-plan.json
+    cluster: demo
+    grace_period: 0  # nothing of cluster demo is being created now, so none of its orphans is a machine in the making
+    plan_file: ~/orphans-plan.json
   check_mode: true
   register: planned
 
 - name: Act - release exactly the reviewed plan's reservations that still match
   whitesky.capvco.vgpu_reclaim:
     location: be-gen-1
-    plan: /var/tmp/orphans-plan.json
+    plan: ~/orphans-plan.json
   register: applied
+
+- name: The reviewed plan is spent
+  ansible.builtin.file:
+    path: ~/orphans-plan.json
+    state: absent
+
+# Teardown: the machines by force, then the sweep releases everything the cluster still owns, then its cloudspace
+- name: Delete cluster demo's machines by force
+  whitesky.capvco.machine_pool:
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    cluster: demo
+    exclusive: true
+    force: true
+    state: absent
+
+- name: Teardown - release everything the cluster owns
+  whitesky.capvco.vgpu_reclaim:
+    location: be-gen-1
+    scope: cluster
+    cluster: demo
+
+- name: Delete its cloudspace
+  whitesky.capvco.cloudspace:
+    name: demo
+    location: be-gen-1
+    cluster: demo
+    state: absent
 """
 
 RETURN = r"""
