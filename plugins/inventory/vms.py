@@ -18,6 +18,18 @@ description:
     (the profile's vendor and model in lower case, for example C(gpu_nvidia_a100)). Group names are made safe as
     Ansible makes them (C(cluster_web-gpu) is C(cluster_web_gpu)).
   - Host variables are prefixed with C(whitesky_) (see the examples for each).
+  - A cluster's pools are also read from the pools note its runs keep on its cloudspace (title C(capvco/v1),
+    content C(pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...)), so that a
+    pool scaled to zero, which has no VM, still shows - its group C(pool_<pool>) (empty at zero) has the variables
+    C(capvco_pool_replicas), C(capvco_pool_gpu) (C(type) and C(count), or null), C(capvco_pool_per_machine_hourly)
+    (its vGPUs' price per hour for one machine at the location's price; null when the price is not known),
+    C(capvco_pool_currency), C(capvco_pool_cluster), C(capvco_pool_vcpus), C(capvco_pool_memory),
+    C(capvco_pool_cloudspace), C(capvco_pool_cloudspace_id) and C(capvco_pool_location), when one pool of the
+    inventory has that name (two clusters' C(cp), for example, leave C(pool_cp) without them); the group
+    C(cluster_<cluster>) has C(capvco_pools), the list of all of the cluster's pools with the same keys. Only
+    the notes of clusters that the cloudspace's creator and member notes name are read; a note that does not parse
+    whole is left out with a warning. The note is information, never proof of ownership. C(ansible-inventory
+    --list --export) (what AWX imports) and C(--graph --vars) show group variables.
   - The calls are the listings and what ownership needs, never one per VM of others. A VM's marker is read
     (C(getVirtualMachineInfo)) only when its name starts with the name and C(-) of a cluster that its cloudspace's
     notes name; every other VM is C(unowned) without a read.
@@ -156,6 +168,19 @@ cache_timeout: 300
 #   whitesky_cost_per_hour: 1.0
 #   whitesky_currency: EUR
 # Its groups: cluster_web, pool_gpu, gpu_nvidia_a100
+#
+# The variables of group pool_gpu, from web's pools note, once the pool is scaled to zero (no host in it):
+#   capvco_pool_cluster: web
+#   capvco_pool_replicas: 0
+#   capvco_pool_vcpus: 4
+#   capvco_pool_memory: 8192
+#   capvco_pool_gpu: {type: NVIDIA A100, count: 2}
+#   capvco_pool_per_machine_hourly: 2.0     # what one machine of it would cost per hour in vGPUs, scaled up
+#   capvco_pool_currency: EUR
+#   capvco_pool_cloudspace: web
+#   capvco_pool_cloudspace_id: cs-5f2a
+#   capvco_pool_location: be-gen-1
+# and group cluster_web has capvco_pools, the list of its pools (each with name and the same keys but cluster).
 """
 
 # the documentation comes before the imports (ansible-doc reads it without importing)
@@ -216,7 +241,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             raise AnsibleParserError(self._clean(exc)) from None
         for warning in got.warnings:
             self.display.warning(self._clean(warning))
-        self._populate(got.hosts)
+        self._populate(got.hosts, got.pools)
 
     def _clean(self, text):
         """A message as it may be shown: without the token, controls escaped, cut."""
@@ -277,7 +302,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """A value the platform (or the cache) gave, as Ansible must hold it: data, never a template."""
         return wrap_var(value) if WRAP else value
 
-    def _populate(self, hosts):
+    def _populate_pools(self, pools):
+        """The groups of the clusters' pools, from their pools notes: ``pool_<pool>`` (empty for a pool at zero)
+        with the pool's variables when one pool of the inventory has that name, and ``cluster_<cluster>`` with
+        ``capvco_pools``, all of the cluster's pools."""
+        for group, found in vm_inventory.pools_by_group(pools).items():
+            self.inventory.add_group(self._sanitize_group_name(group))
+            if len(found) == 1:
+                for var, value in vm_inventory.pool_vars(found[0]).items():
+                    self.inventory.set_variable(self._sanitize_group_name(group), var, self._data(value))
+        for group, values in vm_inventory.cluster_vars(pools).items():
+            self.inventory.add_group(self._sanitize_group_name(group))
+            for var, value in values.items():
+                self.inventory.set_variable(self._sanitize_group_name(group), var, self._data(value))
+
+    def _populate(self, hosts, pools=()):
         order = self.get_option("hostnames")
         strict = self.get_option("strict")
         compose, groups, keyed = (self.get_option(o) for o in ("compose", "groups", "keyed_groups"))
@@ -286,6 +325,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         reserved = set(vm_inventory.RESERVED_GROUPS) | set(self.inventory.groups)
         for host in hosts:
             reserved.update(vm_inventory.groups(host))
+        reserved.update(vm_inventory.pools_by_group(pools))
+        reserved.update(vm_inventory.cluster_vars(pools))
+        self._populate_pools(pools)
         taken = {}
         for host in hosts:
             name = vm_inventory.hostname(host, order)

@@ -26,9 +26,15 @@ description:
   - With O(state=present), the cluster converges to the spec - pools scaled up and down (a machine gone is
     deleted gracefully, its vGPUs released first), each GPU pool's vGPUs by type, a pool without C(gpu) holding
     none. A cloudspace it creates is recorded as the cluster's by a note on it.
+  - A pool may be at C(replicas) 0 (a GPU pool too) - its machines are deleted and every reservation they hold
+    released, so nothing is billed, and the pool keeps its definition - the cluster's pools note on its cloudspace
+    (information only, never proof of ownership) records every pool, so the inventory plugin
+    P(whitesky.capvco.vms#inventory) and RV(plan) (C(pools)) show a pool at zero with its price per machine.
+    The same spec with another count scales it up again.
   - With O(state=absent), every machine the cluster owns is deleted and every reservation it owns released
     (recycle bin included), and each cloudspace of the name that a note records as the cluster's and that holds
-    nothing the cluster does not own is deleted. With O(machine), only that machine is deleted.
+    nothing the cluster does not own is deleted; from a cloudspace that stays, the cluster's pools note is deleted.
+    With O(machine), only that machine is deleted.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -138,11 +144,22 @@ plan:
     - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),
       C(cloudspace_id), C(create)), C(create) (C(name), C(pool)), C(delete), C(keep), C(reserve) (C(machine),
       C(slot), C(type), and the C(profile) it comes from, chosen for all pools at once), C(release) and C(attach)
-      (reservation names), C(capacity) (per type, C(needed) and C(available)), C(price) and C(user_data_bytes) (per
-      pool). With O(state=absent) - C(cloudspaces) (each with C(delete) and why it is C(kept)), C(delete),
-      C(release) and C(price).
+      (reservation names), C(capacity) (per type, C(needed) and C(available)), C(price), C(user_data_bytes) (per
+      pool), C(pools) and C(pools_note). With O(state=absent) - C(cloudspaces) (each with C(delete), why it is
+      C(kept), and C(pools_notes), the ids of the cluster's pools notes deleted from a cloudspace that stays),
+      C(delete), C(release) and C(price).
     - C(price) has C(currency), C(per_vgpu_hour), C(vgpus_before), C(vgpus_after), C(hourly_before),
       C(hourly_added), C(hourly_removed) and C(hourly_after).
+    - C(pools) has one entry per pool of the spec, the control plane (C(cp)) first - C(name), C(replicas),
+      C(vcpus), C(memory), C(gpu) (C(type) and C(count), or null), C(per_machine_hourly) (the vGPUs of one machine
+      at the location's price, C(count) x C(per_vgpu_hour); 0 without GPUs; null when the price is not known, never
+      0) and C(hourly) (its C(replicas) machines; 0 for a pool at zero, null when the price is not known). A pool
+      at zero keeps its price per machine - what scaling it up costs.
+    - C(pools_note) is the cluster's pools note on its cloudspace (title C(capvco/v1), what the inventory plugin
+      reads to show a pool with no machine) - C(content) (C(pools cluster=<cluster>
+      <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...)), C(write) (V(create), V(update) of the note
+      C(note_id), or null when it says so already) and C(remove) (the ids of other pools notes of the cluster
+      there, deleted). It is written last, under the cluster's lease; an idle run writes nothing.
   returned: success
   type: dict
   sample:
@@ -150,6 +167,15 @@ plan:
     create: [{name: demo-cp-0, pool: cp}, {name: demo-gpu-0, pool: gpu}]
     reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100, profile: nvidia-a100-40c}]
     price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
+    pools:
+      - {name: cp, replicas: 1, vcpus: 2, memory: 4096, gpu: null, per_machine_hourly: 0.0, hourly: 0.0}
+      - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1},
+         per_machine_hourly: 1.0959, hourly: 1.0959}
+    pools_note:
+      write: create
+      note_id: null
+      remove: []
+      content: "pools cluster=demo cp:1:2:4096:0:-;gpu:1:8:32768:1:NVIDIA%20A100"
 cloudspace_id:
   description: With O(state=present), the cluster's cloudspace (null in check mode when it would be created).
   returned: state is present

@@ -19,11 +19,13 @@ from __future__ import annotations
 import copy
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from helpers import Emulator, save_figures
@@ -36,9 +38,16 @@ KEYS = ("cloudspace_created", "created", "deleted", "reserved", "released")
 
 
 def said(result):
-    """What a result of the cluster module says it did, and its plan's cloudspace step (check mode and the run that
-    follows must say the same)."""
-    return dict({k: result[k] for k in KEYS}, changed=result["changed"], plan=result["plan"]["cloudspace"])
+    """What a result of the cluster module says it did, its plan's cloudspace step, its pools with their prices and
+    its pools note (check mode and the run that follows must say the same)."""
+    plan = result["plan"]
+    return dict(
+        {k: result[k] for k in KEYS},
+        changed=result["changed"],
+        plan=plan["cloudspace"],
+        pools=plan["pools"],
+        pools_note=plan["pools_note"],
+    )
 
 
 FIGURES = {
@@ -146,6 +155,33 @@ def converged(emu, spec):
     assert vms == sorted(wanted)
     held = live(emu, NAME)
     assert len(held) == slots and all(g["vm_id"] is not None for g in held), held
+    # the cluster's one pools note says every pool of the spec, a pool at zero included
+    noted = [
+        notes.note_pools(n["title"], n["content"])
+        for n in emu.snapshot()["notes"]
+        if n["cloudspace_id"] == spaces[0]["cloudspace_id"] and notes.pools_note_cluster(n["title"], n["content"])
+    ]
+    pools = [dict(spec["control_plane"], name="cp")] + spec["pools"]
+    assert noted == [
+        (
+            NAME,
+            tuple(
+                (p["name"], p["replicas"], p["vcpus"], p["memory"], (p.get("gpu") or {}).get("type"),
+                 (p.get("gpu") or {}).get("count", 0))
+                for p in pools
+            ),
+        )
+    ], noted  # fmt: skip
+
+
+def priced(plan):
+    """Each pool's price is its share of the plan's: a pool at zero costs nothing, and keeps its price per machine."""
+    per_vgpu = plan["price"]["per_vgpu_hour"]
+    assert sum(p["hourly"] for p in plan["pools"]) == pytest.approx(plan["price"]["hourly_after"], abs=1e-3)
+    for p in plan["pools"]:
+        count = (p["gpu"] or {}).get("count", 0)
+        assert p["per_machine_hourly"] == pytest.approx(count * per_vgpu, abs=1e-3)
+        assert p["hourly"] == pytest.approx(p["replicas"] * count * per_vgpu, abs=1e-3)
 
 
 def test_specs_drawn_against_a_live_cluster(tmp_path):
@@ -198,6 +234,9 @@ def test_specs_drawn_against_a_live_cluster(tmp_path):
             price, held = done["plan"]["price"], live(emu, NAME)
             assert price["vgpus_after"] == len(held), (price, len(held))
             assert len(done["reserved"]) - len(done["released"]) == price["vgpus_after"] - price["vgpus_before"]
+            priced(done["plan"])
+            again = cluster.converge(client, spec, True)
+            assert not again["changed"] and again["plan"]["pools_note"]["write"] is None, "an idle run writes nothing"
 
         try:
             check()

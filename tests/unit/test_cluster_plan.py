@@ -13,7 +13,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import pla
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH, times
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
@@ -76,8 +76,21 @@ def worlds(draw):
                 "virtual_machine": {"id": vm["vm_id"], "name": machine, "cloudspace_id": CS} if attached else None,
             }
         )
+    # the cluster's pools note as a run may find it: none, the spec's, another spec's, garbage, or two of them
+    noted = cluster_plan.pools_note_plan(spec, None)["content"]
+    other = notes.pools_note(CLUSTER, [notes.NotedPool("cp", 3, 1, 1024, None, 0)])[1]
+    choices = [[], [noted], [other], ["pools cluster=c1 {{ x }}"], [other, noted]]
+    pools_notes = [{"id": "n%d" % i, "content": c} for i, c in enumerate(draw(st.sampled_from(choices)))]
     world = {
-        "spaces": [{"cloudspace": {"cloudspace_id": CS, "name": CS}, "vms": vms, "creator": CLUSTER, "members": []}],
+        "spaces": [
+            {
+                "cloudspace": {"cloudspace_id": CS, "name": CS},
+                "vms": vms,
+                "creator": CLUSTER,
+                "members": [],
+                "pools_notes": pools_notes,
+            }
+        ],
         "inventory": Inventory(_Listing(items), LOC),
         "price": {"currency": "EUR", "resources": {"vgu": draw(st.sampled_from([730.0, 0, None, -1, "x"]))}},
         "profiles": PROFILES,
@@ -117,7 +130,34 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     per_hour = monthly / HOURS_PER_MONTH if isinstance(monthly, float) or monthly == 0 else None
     assert price["hourly_added"] == times(len(view["reserve"]), per_hour)
     assert price["hourly_after"] == times(price["vgpus_after"], per_hour)
-    assert p.changed == bool(view["create"] or view["delete"] or view["reserve"] or view["release"] or view["attach"])
+    # every pool of the spec with its price: one machine's vGPUs, and all of the pool's (0 at zero, whatever the price)
+    assert [v["name"] for v in view["pools"]] == [pool.name for pool in spec.pools]
+    for v, pool in zip(view["pools"], spec.pools, strict=True):
+        count = pool.gpu.count if pool.gpu else 0
+        assert v["replicas"] == len(pool.names) and (v["vcpus"], v["memory"]) == (pool.vcpus, pool.memory)
+        assert v["gpu"] == ({"type": pool.gpu.type, "count": count} if pool.gpu else None)
+        assert v["per_machine_hourly"] == times(count, per_hour) and v["hourly"] == times(
+            count * len(pool.names), per_hour
+        )
+        if not pool.names:
+            assert v["hourly"] == 0
+    # the pools note: written when it does not say the spec's pools (the oldest updated in place), others removed
+    note, found = view["pools_note"], world["spaces"][0]["pools_notes"]
+    assert notes.note_pools(notes.NOTE_TITLE, note["content"]) == (CLUSTER, tuple(cluster_plan.noted_pools(spec)))
+    if not found:
+        assert note["write"] == "create" and note["remove"] == []
+    else:
+        assert note["note_id"] == found[0]["id"] and note["remove"] == [n["id"] for n in found[1:]]
+        assert note["write"] == (None if found[0]["content"] == note["content"] else "update")
+    assert p.changed == bool(
+        view["create"]
+        or view["delete"]
+        or view["reserve"]
+        or view["release"]
+        or view["attach"]
+        or note["write"]
+        or note["remove"]
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -131,13 +171,22 @@ def test_a_teardown_plan_deletes_only_the_clusters_machines_and_releases_what_it
     assert view["release"] == sorted(i["vgpu_name"] for i in world["inventory"].owned(CLUSTER))
     assert (not p.graceful) if force else set(p.graceful) == set(own)
     assert view["price"]["vgpus_after"] == 0
+    # the cloudspace is deleted with its notes, or kept (not asked to delete it): the pools notes are deleted then
+    kept = teardown.plan_teardown(spec, world, force=force, delete_cloudspace=False).view()["cloudspaces"][0]
+    assert kept["pools_notes"] == [n["id"] for n in world["spaces"][0]["pools_notes"]]
+    assert view["cloudspaces"][0]["pools_notes"] == ([] if view["cloudspaces"][0]["delete"] else kept["pools_notes"])
+    if own:
+        one = teardown.plan_teardown(spec, world, machine=own[0], force=force).view()["cloudspaces"][0]
+        assert one["pools_notes"] == [], "deleting one machine keeps the cluster's pools note"
 
 
 def test_a_teardown_of_one_machine_a_stranger_holds_is_refused():
     spec = clusterspec.check({"cluster": {"name": CLUSTER, "location": LOC}})
     vm = {"vm_id": 1, "name": "c1-cp-0", "owner": "c2", "description": markers.machine_marker("c2")}
     world = {
-        "spaces": [{"cloudspace": {"cloudspace_id": CS}, "vms": [vm], "creator": "c2", "members": []}],
+        "spaces": [
+            {"cloudspace": {"cloudspace_id": CS}, "vms": [vm], "creator": "c2", "members": [], "pools_notes": []}
+        ],
         "inventory": Inventory(_Listing([]), LOC),
         "price": {},
         "profiles": [],

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.errors import InvalidStatus
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status import FirstBootStatus
@@ -276,6 +277,8 @@ MEANINGFUL = [
     markers.MARKER + " cluster=" + CLUSTER,
     notes.NOTE_TITLE,
     "creator cluster=" + CLUSTER,
+    notes.pools_note(CLUSTER, [notes.NotedPool("cp", 1, 2, 2048, None, 0)])[1],
+    "pools cluster=%s gpu:0:4:8192:2:NVIDIA%%20A100" % CLUSTER,
     LOC,
     CS,
 ]
@@ -399,6 +402,11 @@ def consume(client):
         got = {"profiles": profiles, "inventory": Inventory(client, LOC)}
         return vgpus.plan(got, [(1, "m0"), (2, "m1")], CLUSTER, 2, kind, LOC)
 
+    def pools():
+        where = vm_inventory._Location({}, "EUR", 1.0)
+        records, _warnings = vm_inventory.pool_records({"cloudspace_id": CS}, client.cloudspace_notes(CS), where)
+        return "%d pool(s)" % len(records) if records else "ok"
+
     def report():
         got = firstboot_status.info(client, cloudspace_id=CS, vm_id=1, gpu=True)
         assert SECRET not in json.dumps(got)
@@ -408,6 +416,7 @@ def consume(client):
         "inventory, VMs and the orphan check": inventory,
         "the vGPU plan": plan,
         "the cloudspace's creator": lambda: cloudspaces.creator(client, CS),
+        "the clusters' pools notes": pools,
         "the first boot's report": report,
     }
     ended = {}

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
+    ApiError,
+    PartialFailure,
+    Resolved,
+    gone_is_done,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan
@@ -46,6 +53,35 @@ def apply(client: WhiteskyClient, plan: ClusterPlan, cloudspace_id: str, done: d
             raise
         done["released"] += [i["vgpu_name"] for mp in pv.plan.machines.values() for i in mp.releases]
         done["reserved"] += _new_slots(got, before)
+    write_pools_note(client, plan, cloudspace_id)
+
+
+def write_pools_note(client: WhiteskyClient, plan: ClusterPlan, cloudspace_id: str) -> None:
+    """The cluster's pools note as the plan says: created, or updated in place (created when it went meanwhile),
+    and the cluster's other pools notes deleted; written last, by a run that still proves it holds the cluster."""
+    note = plan.pools_note
+    if not note["write"] and not note["remove"]:
+        return
+    lease.fence(client, "the pools note")
+    title, content = ownership_notes.NOTE_TITLE, note["content"]
+
+    def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: is the note there after all?
+        for n in client.cloudspace_notes(cloudspace_id):
+            if isinstance(n, dict) and n.get("title") == title and n.get("content") == content:
+                return Resolved(n)
+        return None
+
+    if note["write"] == "update" and note["note_id"] is not None:
+        try:
+            client.update_cloudspace_note(cloudspace_id, note["note_id"], title, content)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            client.create_cloudspace_note(cloudspace_id, title, content, resolve=resolve)
+    elif note["write"] is not None:
+        client.create_cloudspace_note(cloudspace_id, title, content, resolve=resolve)
+    for note_id in note["remove"]:
+        gone_is_done(client.delete_cloudspace_note, cloudspace_id, note_id)
 
 
 def _new_slots(reservations: Iterable[Mapping[str, Any]], before: Collection[str]) -> list[str]:

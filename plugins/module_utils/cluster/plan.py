@@ -6,9 +6,12 @@
 :func:`plan` returns one :class:`ClusterPlan`: the cloudspace, the machines' plan (``pools.plan_machines``) with
 every pool's user data rendered and the reservations each graceful delete releases first, every pool's vGPU plan
 (``vgpus.plan_machine``) with the one allocation of profiles made for all pools at once, the capacity that takes
-and the price per hour before and after.  Every check of a converge is called here: ownership of every VM the plan
-touches, sizes, user data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly this object; check
-mode returns its :meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first platform write.
+and the price per hour before and after, each pool's price (of one machine, and of all of it), and the cluster's pools
+note on its cloudspace (``notes.pools_note``: written when it does not say the spec's pools yet, so that a pool at
+zero keeps its definition where the inventory reads it).  Every check of a converge is called here: ownership of
+every VM the plan touches, sizes, user data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly
+this object; check mode returns its :meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first
+platform write.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
+    from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterSpace, ClusterWorld
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
@@ -73,6 +77,36 @@ class Capacity(TypedDict):
     available: int
 
 
+class PoolGpu(TypedDict):
+    type: str
+    count: int
+
+
+class PoolView(TypedDict):
+    """One pool of the spec (the control plane included) with its price: the vGPUs of one machine at the location's
+    price (``per_machine_hourly``: 0 for a pool without GPUs, None when the price is not known) and of every
+    machine the spec asks for (``hourly``: 0 for a pool at zero)."""
+
+    name: str
+    replicas: int
+    vcpus: int
+    memory: int
+    gpu: PoolGpu | None
+    per_machine_hourly: float | None
+    hourly: float | None
+
+
+class PoolsNotePlan(TypedDict):
+    """The cluster's pools note on its cloudspace: what it says once the plan is applied (``content``), whether it
+    is written (``create``; ``update`` of the note ``note_id``; None: it says so already), and ``remove``, the ids of
+    the cluster's other pools notes there (one per cluster and cloudspace), deleted."""
+
+    write: str | None
+    note_id: str | None
+    content: str
+    remove: list[str]
+
+
 class PlanView(TypedDict):
     """A :class:`ClusterPlan` as the ``cluster`` module returns it (``plan``; its shape is the module's RETURN)."""
 
@@ -86,6 +120,8 @@ class PlanView(TypedDict):
     capacity: dict[str, Capacity]
     price: Price
     user_data_bytes: dict[str, int]
+    pools: list[PoolView]
+    pools_note: PoolsNotePlan
 
 
 @dataclass(frozen=True)
@@ -114,6 +150,9 @@ class ClusterPlan:
     vgpus: tuple[PoolVgpus, ...]
     capacity: dict[str, Capacity]
     price: Price
+    #: every pool of the spec with its price, in the spec's order (the control plane first)
+    pool_views: tuple[PoolView, ...]
+    pools_note: PoolsNotePlan
 
     @property
     def changed(self) -> bool:
@@ -125,6 +164,8 @@ class ClusterPlan:
             or view["reserve"]
             or view["release"]
             or view["attach"]
+            or view["pools_note"]["write"]
+            or view["pools_note"]["remove"]
         )
 
     def view(self) -> PlanView:
@@ -159,6 +200,11 @@ class ClusterPlan:
             "capacity": dict(self.capacity),
             "price": self.price,
             "user_data_bytes": {self.pools[i]["name"] or "": len(d) for i, d in sorted(self.user_data.items())},
+            "pools": [
+                {**v, "gpu": {"type": v["gpu"]["type"], "count": v["gpu"]["count"]} if v["gpu"] else None}
+                for v in self.pool_views
+            ],
+            "pools_note": {**self.pools_note, "remove": list(self.pools_note["remove"])},
         }
 
 
@@ -196,6 +242,49 @@ def price(world: ClusterWorld, before: int, reserve: int, release: int) -> Price
         "hourly_removed": times(release, per_hour),
         "hourly_after": times(before + reserve - release, per_hour),
     }
+
+
+def pool_views(spec: ClusterSpec, per_hour: float | None) -> tuple[PoolView, ...]:
+    """Every pool of the spec with its price at ``per_hour`` per vGPU (``billing.price_per_hour``; None: not
+    known, never free): one machine's vGPUs, and all of the pool's (``billing.times``)."""
+    out: list[PoolView] = []
+    for p in spec.pools:
+        count = p.gpu.count if p.gpu else 0
+        out.append(
+            {
+                "name": p.name,
+                "replicas": len(p.names),
+                "vcpus": p.vcpus,
+                "memory": p.memory,
+                "gpu": {"type": p.gpu.type, "count": p.gpu.count} if p.gpu else None,
+                "per_machine_hourly": times(count, per_hour),
+                "hourly": times(count * len(p.names), per_hour),
+            }
+        )
+    return tuple(out)
+
+
+def noted_pools(spec: ClusterSpec) -> list[ownership_notes.NotedPool]:
+    """The spec's pools as the pools note records them."""
+    return [
+        ownership_notes.NotedPool(
+            p.name, len(p.names), p.vcpus, p.memory, p.gpu.type if p.gpu else None, p.gpu.count if p.gpu else 0
+        )
+        for p in spec.pools
+    ]
+
+
+def pools_note_plan(spec: ClusterSpec, space: ClusterSpace | None) -> PoolsNotePlan:
+    """What becomes of the cluster's pools note on ``space`` (None: the cloudspace is created by this run): created
+    when it has none, updated in place (the oldest) when it says other pools or does not parse, the others of the
+    cluster deleted; nothing written when it says the spec's pools already."""
+    _title, content = ownership_notes.pools_note(spec.name, noted_pools(spec))
+    found = space["pools_notes"] if space is not None else []
+    if not found:
+        return {"write": "create", "note_id": None, "content": content, "remove": []}
+    first, rest = found[0], [n["id"] for n in found[1:]]
+    write = None if first["content"] == content else "update"
+    return {"write": write, "note_id": first["id"], "content": content, "remove": rest}
 
 
 def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, location: str) -> None:
@@ -279,6 +368,7 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     release += sum(len(items) for items in graceful.values())
     p = price(world, len(inventory.owned(cluster)), reserve, release)
     _check_cap(p, max_hourly_cost, world, location)
+    per_hour = price_per_hour(world.get("price"))
     return ClusterPlan(
         spec=spec,
         cloudspace={
@@ -293,4 +383,6 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
         vgpus=pool_vgpus,
         capacity=capacity,
         price=p,
+        pool_views=pool_views(spec, per_hour),
+        pools_note=pools_note_plan(spec, space),
     )

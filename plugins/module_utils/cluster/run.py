@@ -179,7 +179,8 @@ def _teardown_result(p: TeardownPlan, machine: str | None) -> dict[str, Any]:
         "released": view["release"],
         "cloudspaces_deleted": [c["cloudspace_id"] for c in view["cloudspaces"] if c["delete"]],
     }
-    out = dict(planned, changed=any(planned.values()), plan=view, spec=p.spec.as_dict())
+    noted = any(c["pools_notes"] for c in view["cloudspaces"])  # the cluster's pools notes, where a cloudspace stays
+    out = dict(planned, changed=any(planned.values()) or noted, plan=view, spec=p.spec.as_dict())
     out["diff"] = {
         "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
         + diff_lines("machine", view["delete"])

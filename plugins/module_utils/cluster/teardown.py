@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A cluster torn down (or one machine of it deleted): planned from what was read (:func:`plan_teardown`, pure),
 then carried out (:func:`apply_teardown`) exactly: the planned machines deleted (their reservations released
-first unless ``force``), the planned reservations released, each planned cloudspace deleted or handed over."""
+first unless ``force``), the planned reservations released, the cluster's pools notes deleted from each cloudspace
+that stays, each planned cloudspace deleted or handed over."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import Price, price
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
@@ -35,6 +37,8 @@ class TeardownSpace(CloudspaceView):
     kept: str | None
     machines: list[str]
     handover: str | None
+    #: the ids of the cluster's pools notes deleted from it (a whole teardown of a cloudspace that stays)
+    pools_notes: list[str]
 
 
 class TeardownView(TypedDict):
@@ -98,8 +102,17 @@ def plan_teardown(
             handover = cloudspaces.successor(space["vms"], cluster, space["members"])
             why += "; handed over to cluster %r, whose teardown deletes it" % handover if handover else ""
         names = [v["name"] for v in going]
+        # the pools note goes with the cluster: from a cloudspace that stays (one that goes takes its notes along)
+        noted = [n["id"] for n in space["pools_notes"]] if machine is None and why is not None else []
         spaces.append(
-            {**space["cloudspace"], "delete": why is None, "kept": why, "machines": names, "handover": handover}
+            {
+                **space["cloudspace"],
+                "delete": why is None,
+                "kept": why,
+                "machines": names,
+                "handover": handover,
+                "pools_notes": noted,
+            }
         )
         planned = None
         if names:
@@ -173,6 +186,11 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
         only = {i["vgpu_id"] for i in p.release}
         swept = sweep.release_cluster(client, location=spec.location, cluster=spec.name, parallel=parallel, only=only)
         done["released"] += [r["vgpu_name"] for r in swept["released"]]
+    for space in p.cloudspaces:
+        if space["pools_notes"]:
+            lease.fence(client, "deleting the pools note")
+        for note_id in space["pools_notes"]:
+            gone_is_done(client.delete_cloudspace_note, space["cloudspace_id"], note_id)
     for space in p.cloudspaces:
         if space["delete"]:
             cloudspaces.delete(client, space)

@@ -3,11 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a cluster's plan is made from, read in two parallel rounds (a run reads nothing else to decide what to do):
 the cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles and
-prices, and, for a teardown, each cloudspace's notes."""
+prices, and each cloudspace's notes (a teardown's: who holds it; a converge's: the cluster's pools note)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 _K = TypeVar("_K")
 
 
+class PoolsNote(TypedDict):
+    """A note on the cloudspace that is the cluster's pools note by its head (``notes.pools_note_cluster``), whether
+    the rest parses or not: its id and content."""
+
+    id: str
+    content: str
+
+
 class ClusterSpace(TypedDict):
     """One cloudspace of the cluster's name as :func:`read` gives it: its view, its VMs (described) and the
     cluster its creator note names (read for a teardown only)."""
@@ -35,6 +43,8 @@ class ClusterSpace(TypedDict):
     creator: str | None
     #: the other clusters its notes name as having machines in it (a teardown's read; empty otherwise)
     members: list[str]
+    #: the cluster's pools notes on it, oldest first (one, unless someone wrote more)
+    pools_notes: list[PoolsNote]
 
 
 class ClusterWorld(TypedDict):
@@ -45,6 +55,21 @@ class ClusterWorld(TypedDict):
     inventory: Inventory
     price: dict[str, Any]
     profiles: list[dict[str, Any]]
+
+
+def _order(note: Mapping[str, Any]) -> tuple[float, str]:
+    stamp = note.get("creation_time")
+    return (float(stamp) if isinstance(stamp, (int, float)) else float("inf"), str(note.get("id")))
+
+
+def pools_notes(notes: Iterable[Any], cluster: str) -> list[PoolsNote]:
+    """The notes that are ``cluster``'s pools notes by their head, oldest first (creation time, then id)."""
+    found = [
+        n
+        for n in notes
+        if isinstance(n, dict) and ownership_notes.pools_note_cluster(n.get("title"), n.get("content")) == cluster
+    ]
+    return [{"id": str(n.get("id")), "content": str(n.get("content"))} for n in sorted(found, key=_order)]
 
 
 def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
@@ -70,8 +95,7 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
     for cs in spaces:
         cs_id = cs["cloudspace_id"]
         second[("vms", cs_id)] = partial(described, client, cs_id, spec.name, parallel)
-        if teardown:
-            second[("notes", cs_id)] = partial(client.cloudspace_notes, cs_id)
+        second[("notes", cs_id)] = partial(client.cloudspace_notes, cs_id)
     got = _read(second)
     out: list[ClusterSpace] = []
     for cs in spaces:
@@ -83,6 +107,7 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
                 "vms": got[("vms", cs["cloudspace_id"])],
                 "creator": holder,
                 "members": sorted(ownership_notes.clusters_in(notes) - {holder}) if teardown else [],
+                "pools_notes": pools_notes(notes, spec.name),
             }
         )
     return {

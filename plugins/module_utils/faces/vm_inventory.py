@@ -4,9 +4,10 @@
 """A customer's VMs as inventory hosts, with their owners and vGPUs: plain records (plain Python, no Ansible).
 
 The core of the inventory plugin ``whitesky.capvco.vms``, without Ansible: :func:`read` reads the platform and
-returns a :class:`HostRecord` per VM; :func:`hostname`, :func:`groups` and :func:`host_vars` are the plugin's
-contract (what a host is called, the groups it is in, its variables); :func:`to_cache` and :func:`from_cache` what
-the plugin's cache keeps.
+returns a :class:`HostRecord` per VM and a :class:`PoolRecord` per pool that a cluster's pools note records (a pool
+at zero has no VM: it is known from the note alone); :func:`hostname`, :func:`groups` and :func:`host_vars` are the
+plugin's contract (what a host is called, the groups it is in, its variables), :func:`pool_group` and
+:func:`pool_vars` that of a pool's group; :func:`to_cache` and :func:`from_cache` what the plugin's cache keeps.
 
 The calls are bounded by the listings, never by the VMs of others: for C cloudspaces in L locations,
 
@@ -56,7 +57,11 @@ UNOWNED = "unowned"
 #: The names no host may take: Ansible's own groups and this plugin's fixed one.
 RESERVED_GROUPS = ("all", "ungrouped", UNOWNED)
 #: The shape of what :func:`to_cache` keeps; a cache entry of another shape is read again from the platform.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+#: Every variable of a pool's group (:func:`pool_vars`) has this prefix.
+POOL_VAR_PREFIX = "capvco_pool_"
+#: The variable of a cluster's group that lists its pools (:func:`cluster_vars`).
+POOLS_VAR = "capvco_pools"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
@@ -117,20 +122,52 @@ class HostRecord(TypedDict):
     currency: str | None
 
 
+class PoolGpu(TypedDict):
+    type: str
+    count: int
+
+
+class PoolRecord(TypedDict):
+    """One pool of a cluster as its pools note on a cloudspace records it (``notes.pools_note``: written by the
+    cluster's runs, information only), priced at the location's price: a pool at zero has no VM, and is known
+    from this alone."""
+
+    cluster: str
+    #: the pool's name
+    name: str
+    cloudspace_id: str
+    cloudspace: str
+    location: str
+    #: how many machines the cluster's spec asks for (0: scaled to zero)
+    replicas: int
+    vcpus: int
+    #: MiB
+    memory: int
+    #: its vGPUs per machine, by type; None for a pool without GPUs
+    gpu: PoolGpu | None
+    #: what one machine's vGPUs cost per hour at the location's price (0 without GPUs; None: the price is not known)
+    per_machine_hourly: float | None
+    currency: str | None
+
+
 @dataclass(frozen=True)
 class Read:
-    """What :func:`read` found: the hosts (sorted by location, cloudspace and name) and what to warn about."""
+    """What :func:`read` found: the hosts (sorted by location, cloudspace and name), what to warn about, and the
+    pools the clusters' pools notes record (sorted by cluster, location, cloudspace and the note's order)."""
 
     hosts: list[HostRecord]
     warnings: list[str] = field(default_factory=list)
+    pools: list[PoolRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class _Location:
-    """A location's reads: the reservations attached to each VM (by VM id), and the currency."""
+    """A location's reads: the reservations attached to each VM (by VM id), the currency and the price of one
+    vGPU-hour (None: not known)."""
 
     vgpus: dict[int, list[VgpuRecord]]
     currency: str | None
+    per_hour: float | None = None
 
 
 # --- the contract: hostnames, groups, variables -------------------------------------------------------------------
@@ -184,6 +221,37 @@ def host_vars(host: HostRecord) -> dict[str, Any]:
     return {VAR_PREFIX + key: value for key, value in host.items()}
 
 
+def pool_group(pool: PoolRecord) -> str:
+    """The group of a pool: ``pool_<pool>``, the group its machines are in (:func:`groups`), empty at zero."""
+    return safe_group("pool_" + pool["name"])
+
+
+def pool_vars(pool: PoolRecord) -> dict[str, Any]:
+    """The variables of a pool's group: every key of the record but the pool's name, prefixed with
+    :data:`POOL_VAR_PREFIX` (``capvco_pool_replicas``, ``capvco_pool_gpu``, ``capvco_pool_per_machine_hourly``,
+    ``capvco_pool_currency``, ...)."""
+    return {POOL_VAR_PREFIX + key: value for key, value in pool.items() if key != "name"}
+
+
+def pools_by_group(pools: Iterable[PoolRecord]) -> dict[str, list[PoolRecord]]:
+    """The pools of each pool group (by :func:`pool_group`): one pool, or several pools of one name (the control
+    plane's ``cp`` of each cluster, two clusters' ``gpu``), whose group then holds no pool variables."""
+    out: dict[str, list[PoolRecord]] = {}
+    for pool in pools:
+        out.setdefault(pool_group(pool), []).append(pool)
+    return out
+
+
+def cluster_vars(pools: Iterable[PoolRecord]) -> dict[str, dict[str, Any]]:
+    """``{cluster group: its variables}``: :data:`POOLS_VAR`, the cluster's pools (each record but its cluster), in
+    the notes' order."""
+    out: dict[str, dict[str, Any]] = {}
+    for pool in pools:
+        group = out.setdefault(safe_group("cluster_" + pool["cluster"]), {POOLS_VAR: []})
+        group[POOLS_VAR].append({k: v for k, v in pool.items() if k != "cluster"})
+    return out
+
+
 # --- the cache ----------------------------------------------------------------------------------------------------
 
 
@@ -202,9 +270,24 @@ def fingerprint(api_url: str, customer_id: str, locations: Iterable[str], clouds
 _HOST_KEYS = frozenset(HostRecord.__annotations__)
 
 
+_POOL_KEYS = frozenset(PoolRecord.__annotations__)
+_POOL_STRINGS = ("cluster", "name", "cloudspace_id", "cloudspace", "location")
+
+
 def to_cache(got: Read, key: str) -> dict[str, Any]:
     """What the cache keeps of a read (JSON: the records are plain dicts and lists)."""
-    return {"format": CACHE_FORMAT, "fingerprint": key, "hosts": got.hosts, "warnings": got.warnings}
+    return {
+        "format": CACHE_FORMAT,
+        "fingerprint": key,
+        "hosts": got.hosts,
+        "warnings": got.warnings,
+        "pools": got.pools,
+    }
+
+
+def _cached_pool(pool: object) -> bool:
+    """A cached pool of the record's shape, whose names (which make groups) are strings."""
+    return isinstance(pool, dict) and set(pool) == _POOL_KEYS and all(isinstance(pool[k], str) for k in _POOL_STRINGS)
 
 
 def from_cache(entry: object, key: str) -> Read | None:
@@ -217,10 +300,12 @@ def from_cache(entry: object, key: str) -> Read | None:
         return None
     if not isinstance(entry, Mapping) or entry.get("format") != CACHE_FORMAT or entry.get("fingerprint") != key:
         return None
-    hosts, warnings = entry.get("hosts"), entry.get("warnings")
+    hosts, warnings, pools = entry.get("hosts"), entry.get("warnings"), entry.get("pools")
     if not isinstance(hosts, list) or not all(isinstance(h, dict) and set(h) == _HOST_KEYS for h in hosts):
         return None
-    return Read(hosts, [str(w) for w in warnings] if isinstance(warnings, list) else [])
+    if not isinstance(pools, list) or not all(_cached_pool(p) for p in pools):
+        return None
+    return Read(hosts, [str(w) for w in warnings] if isinstance(warnings, list) else [], pools)
 
 
 # --- the read -----------------------------------------------------------------------------------------------------
@@ -321,7 +406,7 @@ def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], p
                 "cost_per_hour": times(1, per_hour, 6),
             }
         )
-    return _Location(by_vm, currency_of(prices))
+    return _Location(by_vm, currency_of(prices), per_hour)
 
 
 def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Location) -> HostRecord:
@@ -348,6 +433,42 @@ def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Loca
     }
 
 
+def pool_records(cs: Mapping[str, Any], noted: Iterable[Any], where: _Location) -> tuple[list[PoolRecord], list[str]]:
+    """The pools that the pools notes of a cloudspace's clusters (those its creator and member notes name,
+    ``notes.clusters_in``) record, priced at the location's price; and a warning for each of those clusters whose
+    pools note does not parse, or that has more than one there (its pools are left out).  A note is information:
+    what does not parse whole is nothing."""
+    held = [n for n in noted if isinstance(n, dict)]
+    clusters = notes.clusters_in(held)
+    found, refused = notes.pools_in(held)
+    out: list[PoolRecord] = []
+    for cluster in sorted(set(found) & clusters):
+        for p in found[cluster]:
+            gpu: PoolGpu | None = {"type": p.gpu_type, "count": p.gpu_count} if p.gpu_type is not None else None
+            out.append(
+                {
+                    "cluster": cluster,
+                    "name": p.name,
+                    "cloudspace_id": str(cs["cloudspace_id"]),
+                    "cloudspace": str(cs.get("name")),
+                    "location": str(cs.get("location")),
+                    "replicas": p.replicas,
+                    "vcpus": p.vcpus,
+                    "memory": p.memory,
+                    "gpu": gpu,
+                    "per_machine_hourly": times(p.gpu_count, where.per_hour, 6),
+                    "currency": where.currency,
+                }
+            )
+    warnings = [
+        "cloudspace %r: the pools note of cluster %r does not parse, or there is more than one: its pools are not "
+        "shown" % (str(cs.get("name")), cluster)
+        for cluster in refused
+        if cluster in clusters
+    ]
+    return out, warnings
+
+
 def _sort_key(host: HostRecord) -> tuple[str, str, str, str, int]:
     return host["location"], host["cloudspace"], host["cloudspace_id"], host["name"], host["vm_id"]
 
@@ -361,6 +482,8 @@ class _Reads:
         self.locations: dict[str, tuple[Future[Inventory], Future[list[Any]], Future[Any]]] = {}
         self.spaces: dict[str, tuple[Future[list[Any] | None], Future[list[Any] | None]]] = {}
         self.markers: dict[tuple[str, int], Future[DescribedVM | None]] = {}
+        #: each cloudspace's notes, as they came in
+        self.notes: dict[str, list[Any]] = {}
 
     def start(self, spaces: Sequence[Mapping[str, Any]]) -> None:
         """Ask at once for every location's reads and every cloudspace's listing and notes."""
@@ -389,7 +512,8 @@ class _Reads:
             if cs_id in out or not (vms_f.done() and notes_f.done()):
                 continue
             vms: list[VM] = vms_f.result() or []
-            clusters = notes.clusters_in(notes_f.result() or [])
+            self.notes[cs_id] = notes_f.result() or []
+            clusters = notes.clusters_in(self.notes[cs_id])
             for vm in vms:
                 if may_be_owned(clusters, vm["name"]):
                     self.markers[(cs_id, vm["vm_id"])] = self.pool.start(describe, self.client, cs_id, vm)
@@ -415,12 +539,17 @@ def read(
         where = {loc: reads.location(loc) for loc in reads.locations}
         seen = {key: f.result() for key, f in reads.markers.items()}
     hosts = []
+    pools: list[PoolRecord] = []
     for cs in spaces:
         cs_id = str(cs["cloudspace_id"])
+        found, said = pool_records(cs, reads.notes.get(cs_id, []), where[str(cs.get("location"))])
+        pools += found
+        warnings += said
         for vm in listed[cs_id]:
             key = (cs_id, vm["vm_id"])
             if key in seen and seen[key] is None:
                 continue  # deleted since it was listed
             hosts.append(record(cs, vm, seen.get(key), where[str(cs.get("location"))]))
     hosts.sort(key=_sort_key)
-    return Read(hosts, warnings)
+    pools.sort(key=lambda p: (p["cluster"], p["location"], p["cloudspace"], p["cloudspace_id"]))  # stable: the note's
+    return Read(hosts, warnings, pools)

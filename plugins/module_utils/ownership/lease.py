@@ -350,6 +350,14 @@ def _held(client: WhiteskyClient) -> dict[tuple[str, str], Lease]:
     return held
 
 
+def fence(client: WhiteskyClient, operation: str) -> None:
+    """Fence a write that the client does not fence by itself (a note: the lease's own writes are notes) with every
+    lease this run holds (:meth:`Lease.fence`): the cluster's pools note is written only by a run that can prove it
+    holds the cluster."""
+    for lease in list(_held(client).values()):
+        lease.fence(operation)
+
+
 @contextmanager
 def held(client: WhiteskyClient, cloudspace_id: str, cluster: str, wait: float = WAIT) -> Iterator[Lease | None]:
     """Hold the cluster's lease on the cloudspace for the ``with`` block; yields the :class:`Lease`, or None when

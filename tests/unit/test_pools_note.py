@@ -1,0 +1,303 @@
+"""The cluster's pools note (issue 37: a GPU pool at zero keeps its definition where the inventory reads it), without
+a server: ``notes.pools_note`` and its parser ``notes.note_pools`` by property and by fuzzing (anyone may write a
+note: whatever a note says parses whole, to the writer's own spelling, or to nothing, and never raises), its bounds
+against the cluster spec's, and what the inventory's core makes of a cloudspace's notes (``vm_inventory``).
+
+``CAPVCO_FUZZ_EXAMPLES`` sets the examples per fuzzer (200 by default), as in test_fuzz_parsers.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes import NotedPool
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema
+
+EXAMPLES = int(os.environ.get("CAPVCO_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
+TITLE = notes.NOTE_TITLE
+CS = {"cloudspace_id": "cs-1", "name": "shop", "location": "be-gen-1"}
+
+
+def note(content, title=TITLE, **kw):
+    return dict({"id": "n-%d" % (abs(hash(content)) % 10**6), "title": title, "content": content}, **kw)
+
+
+# --- what a valid pool is, drawn --------------------------------------------------------------------------------
+
+labels = st.from_regex(r"\A[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?\Z")
+gpu_types = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?\Z")
+
+
+@st.composite
+def pools(draw, name=None):
+    gpu = draw(st.one_of(st.none(), st.tuples(gpu_types, st.integers(*notes.GPU_COUNT))))
+    return NotedPool(
+        name or draw(labels),
+        draw(st.integers(*notes.REPLICAS)),
+        draw(st.integers(*notes.VCPUS)),
+        draw(st.integers(*notes.MEMORY)),
+        gpu[0] if gpu else None,
+        gpu[1] if gpu else 0,
+    )
+
+
+@st.composite
+def pool_lists(draw):
+    names = draw(st.lists(labels, min_size=1, max_size=notes.POOLS_MAX, unique=True))
+    return [draw(pools(name)) for name in names]
+
+
+clusters = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?\Z")
+
+
+# --- the writer and the parser ----------------------------------------------------------------------------------
+
+
+def test_a_pools_note_says_each_pool_in_one_line():
+    pools_ = [NotedPool("cp", 1, 2, 2048, None, 0), NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)]
+    assert notes.pools_note("web", pools_) == (TITLE, "pools cluster=web cp:1:2:2048:0:-;gpu:0:4:8192:2:NVIDIA%20A100")
+    assert notes.note_pools(*notes.pools_note("web", pools_)) == ("web", tuple(pools_))
+    assert notes.pools_note_cluster(*notes.pools_note("web", pools_)) == "web"
+    # no other note of the collection is a pools note, nor a pools note one of them
+    for content in ("creator cluster=web", "member cluster=web", "handover from=web to=x", "lease cluster=web"):
+        assert notes.pools_note_cluster(TITLE, content) is None and notes.note_pools(TITLE, content) is None
+    assert notes.note_cluster(*notes.pools_note("web", pools_)) is None
+    assert notes.clusters_in([note(notes.pools_note("web", pools_)[1])]) == set(), "information, never a member"
+
+
+@pytest.mark.parametrize(
+    "pools_, message",
+    [
+        ([], "1 to 21 pools"),
+        ([NotedPool("cp", 1, 2, 2048, None, 0)] * 2, "distinct names"),
+        ([NotedPool("Cp", 1, 2, 2048, None, 0)], "name 'Cp'"),
+        ([NotedPool("cp", 101, 2, 2048, None, 0)], "replicas 101"),
+        ([NotedPool("cp", -1, 2, 2048, None, 0)], "replicas -1"),
+        ([NotedPool("cp", True, 2, 2048, None, 0)], "replicas True"),
+        ([NotedPool("cp", 1, 0, 2048, None, 0)], "vcpus 0"),
+        ([NotedPool("cp", 1, 2, 511, None, 0)], "memory 511"),
+        ([NotedPool("gpu", 1, 2, 2048, None, 2)], "without a type"),
+        ([NotedPool("gpu", 1, 2, 2048, "NVIDIA A100", 0)], "gpu count 0"),
+        ([NotedPool("gpu", 1, 2, 2048, "NVIDIA A100", 17)], "gpu count 17"),
+        ([NotedPool("gpu", 1, 2, 2048, "{{ x }}", 1)], "gpu type"),
+    ],
+)
+def test_the_writer_refuses_what_the_parser_would_not_read(pools_, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        notes.pools_note("web", pools_)
+    with pytest.raises(InputError):
+        notes.pools_note("web web", [NotedPool("cp", 1, 2, 2048, None, 0)])
+
+
+@FUZZ
+@given(clusters, pool_lists())
+def test_every_pools_note_the_writer_makes_parses_back_to_its_pools(cluster, pools_):
+    title, content = notes.pools_note(cluster, pools_)
+    assert len(content) <= notes.POOLS_NOTE_MAX
+    assert notes.note_pools(title, content) == (cluster, tuple(pools_))
+    assert notes.pools_note_cluster(title, content) == cluster
+    assert notes.note_pools("capvco/v2", content) is None and notes.note_pools(title, content + "\n") is None
+
+
+def test_the_longest_pools_note_is_within_the_bound_the_parser_reads():
+    long_type = "A" + "b " * 31 + "c"  # 64 characters, 31 of them quoted as %20
+    pools_ = [
+        NotedPool(("p%d-" % i).ljust(19, "x") + "y", 100, 256, 4194304, long_type, 16) for i in range(notes.POOLS_MAX)
+    ]
+    title, content = notes.pools_note("c" * 32, pools_)
+    assert len(content) <= notes.POOLS_NOTE_MAX and notes.note_pools(title, content) is not None
+
+
+def _check_parsed(title, content):
+    """Whatever parses is the writer's spelling of what it parsed to; what does not is nothing."""
+    got = notes.note_pools(title, content)
+    if got is not None:
+        assert notes.pools_note(*got) == (title, content)
+        assert notes.pools_note_cluster(title, content) == got[0]
+    return got
+
+
+hostile = st.one_of(
+    st.text(max_size=300),
+    st.text(alphabet=st.sampled_from("pools cluster=web:;-0123456789%20AN {}'|"), max_size=200),
+    st.sampled_from(
+        [
+            "pools cluster=web {{ lookup('pipe', 'id') }}",
+            "pools cluster=web cp:1:2:2048:0:{% raw %}",
+            "pools cluster=web gpu:1:2:2048:1:%7B%7B%20x%20%7D%7D",
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%2520A100",
+            "pools cluster=web gpu:1:2:2048:1:nvidia%20a100",
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%20a100%00",
+            "pools cluster=web gpu:1:2:2048:1:%ff%fe",
+            "pools cluster=web gpu:1:2:2048:1:%",
+            "pools cluster=web gpu:1:2:2048:0:-\n",
+            "pools cluster=web gpu:+1:2:2048:0:-",
+            "pools cluster=web gpu:1_0:2:2048:0:-",
+            "pools cluster=web gpu:\u0661:2:2048:0:-",  # an Arabic-Indic one: a digit to int(), not to the parser
+            "pools cluster=web gpu:99999999999999999999:2:2048:0:-",
+            "pools cluster=web gpu:1:2:2048:0:-;",
+            "pools cluster=web ;gpu:1:2:2048:0:-",
+            "pools cluster=web  gpu:1:2:2048:0:-",
+            "pools cluster=-web gpu:1:2:2048:0:-",
+            "pools cluster=web",
+            "pools cluster=",
+            "pools cluster=web " + ";".join("p%d:1:2:2048:0:-" % i for i in range(22)),
+            "pools cluster=web " + "gpu:1:2:2048:0:-;" * 50000,
+            "pools cluster=" + "w" * 100000,
+        ]
+    ),
+)
+
+
+@FUZZ
+@given(hostile)
+def test_fuzz_any_text_parses_whole_to_the_writers_spelling_or_to_nothing(content):
+    _check_parsed(TITLE, content)
+    _check_parsed(TITLE, "pools cluster=web " + content)
+    notes.pools_note_cluster(TITLE, content)
+
+
+@FUZZ
+@given(clusters, pool_lists(), st.data())
+def test_fuzz_a_valid_note_changed_in_one_place_parses_to_its_spelling_or_to_nothing(cluster, pools_, data):
+    title, content = notes.pools_note(cluster, pools_)
+    at = data.draw(st.integers(0, len(content)))
+    change = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+    char = data.draw(st.sampled_from(list(":;-% 0123456789aZ{}\n\x00é")))
+    if change == "insert":
+        content = content[:at] + char + content[at:]
+    elif change == "delete":
+        content = content[:at] + content[at + 1 :]
+    else:
+        content = content[:at] + char + content[at + 1 :]
+    _check_parsed(title, content)
+
+
+json_values = st.one_of(st.none(), st.integers(), st.text(max_size=40), st.lists(st.integers(), max_size=2))
+any_notes = st.lists(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=20),
+        st.dictionaries(st.sampled_from(["id", "title", "content", "x"]), json_values, max_size=4),
+        st.builds(note, hostile),
+    ),
+    max_size=6,
+)
+
+
+@FUZZ
+@given(any_notes)
+def test_fuzz_a_cloudspaces_notes_of_any_shape_never_raise(found):
+    pools_, refused = notes.pools_in(found)
+    assert set(pools_).isdisjoint(refused)
+    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    assert all(set(r) == set(vm_inventory.PoolRecord.__annotations__) for r in records)
+    assert all("{{" not in json.dumps(r) for r in records)
+    assert len(warnings) <= len(refused)
+
+
+def test_a_clusters_pools_are_told_by_one_note_that_parses_whole():
+    valid = notes.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])[1]
+    other = notes.pools_note("db", [NotedPool("cp", 3, 2, 2048, None, 0)])[1]
+    assert notes.pools_in([note(valid), note(other)]) == (
+        {"web": (NotedPool("cp", 1, 2, 2048, None, 0),), "db": (NotedPool("cp", 3, 2, 2048, None, 0),)},
+        [],
+    )
+    # a second note of web, valid or not, or one that does not parse: web's pools cannot be told
+    for extra in (valid, "pools cluster=web {{ x }}"):
+        assert notes.pools_in([note(valid), note(extra, id="x")])[1] == ["web"]
+    assert notes.pools_in([note("pools cluster=web garbage")]) == ({}, ["web"])
+    # another title, or not a note at all: nothing
+    assert notes.pools_in([note(valid, title="capvco/v2"), "x", None, {"content": valid}]) == ({}, [])
+
+
+# --- the bounds are the spec's -----------------------------------------------------------------------------------
+
+
+def test_the_notes_bounds_are_the_cluster_specs():
+    pool = clusterspec.SPEC.fields["pools"].items
+    cp = clusterspec.SPEC.fields["control_plane"]
+    gpu = pool.fields["gpu"]
+    for fields in (pool.fields, cp.fields):
+        assert (fields["replicas"].minimum, fields["replicas"].maximum) == notes.REPLICAS
+        assert (fields["vcpus"].minimum, fields["vcpus"].maximum) == notes.VCPUS
+        assert (fields["memory"].minimum, fields["memory"].maximum) == notes.MEMORY
+    assert (gpu.fields["count"].minimum, gpu.fields["count"].maximum) == notes.GPU_COUNT
+    assert clusterspec.SPEC.fields["pools"].max_items + 1 == notes.POOLS_MAX
+    assert pool.fields["name"].max_length == notes.POOL_NAME_MAX and pool.fields["name"].pattern == schema.LABEL
+    assert gpu.fields["type"].max_length == notes.GPU_TYPE_MAX and gpu.fields["type"].pattern == schema.GPU_TYPE
+    assert notes._POOL_NAME.pattern == schema.LABEL and notes._GPU_TYPE.pattern == schema.GPU_TYPE
+    assert clusterspec.SPEC.fields["cluster"].fields["name"].max_length <= notes.CLUSTER_MAX
+
+
+# --- the inventory's core ----------------------------------------------------------------------------------------
+
+
+def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
+    gpu = notes.pools_note(
+        "web", [NotedPool("cp", 1, 2, 2048, None, 0), NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)]
+    )
+    stranger = notes.pools_note("zz", [NotedPool("cp", 9, 2, 2048, None, 0)])  # no creator or member note of zz
+    found = [note("creator cluster=web"), note(gpu[1]), note(stranger[1])]
+    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    assert warnings == []
+    assert [(r["cluster"], r["name"], r["replicas"]) for r in records] == [("web", "cp", 1), ("web", "gpu", 0)]
+    at_zero = records[1]
+    assert at_zero["gpu"] == {"type": "NVIDIA A100", "count": 2}
+    assert at_zero["per_machine_hourly"] == 2.0 and at_zero["currency"] == "EUR"
+    assert records[0]["gpu"] is None and records[0]["per_machine_hourly"] == 0.0
+    assert vm_inventory.pool_group(at_zero) == "pool_gpu"
+    assert vm_inventory.pool_vars(at_zero) == {
+        "capvco_pool_cluster": "web",
+        "capvco_pool_cloudspace_id": "cs-1",
+        "capvco_pool_cloudspace": "shop",
+        "capvco_pool_location": "be-gen-1",
+        "capvco_pool_replicas": 0,
+        "capvco_pool_vcpus": 4,
+        "capvco_pool_memory": 8192,
+        "capvco_pool_gpu": {"type": "NVIDIA A100", "count": 2},
+        "capvco_pool_per_machine_hourly": 2.0,
+        "capvco_pool_currency": "EUR",
+    }
+    assert [p["name"] for p in vm_inventory.cluster_vars(records)["cluster_web"]["capvco_pools"]] == ["cp", "gpu"]
+    # a price that is not known is never free: a GPU pool's price per machine is null, one without GPUs costs 0
+    unknown, _ = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, None, None))
+    assert [r["per_machine_hourly"] for r in unknown] == [0.0, None]
+    # a noted cluster whose pools note does not parse: a warning, and none of its pools
+    found = [note("member cluster=web"), note("pools cluster=web {{ lookup('pipe', 'id') }}")]
+    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    assert records == [] and warnings == [
+        "cloudspace 'shop': the pools note of cluster 'web' does not parse, or there is more than one: its pools are "
+        "not shown"
+    ]
+
+
+def test_the_cache_keeps_the_pools_and_refuses_pools_of_another_shape():
+    gpu = notes.pools_note("web", [NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)])
+    records, _ = vm_inventory.pool_records(
+        CS, [note("creator cluster=web"), note(gpu[1])], vm_inventory._Location({}, "EUR", 1.0)
+    )
+    key = vm_inventory.fingerprint("http://x/api/1", "acme", [], [])
+    got = vm_inventory.Read([], ["w"], records)
+    assert vm_inventory.from_cache(json.loads(json.dumps(vm_inventory.to_cache(got, key))), key) == got
+    entry = vm_inventory.to_cache(got, key)
+    for bad in (
+        dict(entry, pools=None),
+        dict(entry, pools=[{"name": "gpu"}]),
+        dict(entry, pools=[dict(records[0], name=5)]),
+        dict(entry, format=1),
+    ):
+        assert vm_inventory.from_cache(bad, key) is None
