@@ -16,6 +16,7 @@ import os
 import socketserver
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import r
 from capvco_sriov.commands import NicAgent
 from capvco_sriov.config import parse_request
 from capvco_sriov.ledger import Ledger
+from capvco_sriov.metrics import Metrics
 from capvco_sriov.reclaimer import Reclaimer
 from capvco_sriov.wire import IO_FAILURE, PROBE, CniError, decode_request, encode_reply
 
@@ -58,35 +60,44 @@ def clean(redact: Callable[[object], str], text: object, limit: int = LIMIT, mul
     return scrub(redact(text), limit, multiline=multiline)
 
 
-def serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
+def serve_one(agent: NicAgent, raw: bytes, metrics: Metrics | None = None) -> tuple[int, dict[str, Any]]:
     """One request from the CNI plugin -> (exit code, JSON document); an error's ``msg`` and ``details`` go through
-    :func:`clean` (the plugin's own messages are made of bounded data, and it imports no scrubber)."""
-    code, doc = _serve_one(agent, raw)
+    :func:`clean` (the plugin's own messages are made of bounded data, and it imports no scrubber).  Counted in
+    ``metrics`` (by command and CNI result code), the liveness probe excepted."""
+    if raw.strip() == PROBE.strip():
+        return 0, {}  # the liveness probe: answered from the serving thread, nothing else
+    started = time.monotonic()
+    command, code, doc = _serve_one(agent, raw)
     if code:
         redact = agent.client.redact
         doc = dict(doc, msg=clean(redact, doc.get("msg", "")), details=clean(redact, doc.get("details", "")))
+    if metrics is not None:
+        metrics.answered(command, doc.get("code", 0) if code else 0, time.monotonic() - started)
     return code, doc
 
 
-def _serve_one(agent: NicAgent, raw: bytes) -> tuple[int, dict[str, Any]]:
-    if raw.strip() == PROBE.strip():
-        return 0, {}  # the liveness probe: answered from the serving thread, nothing else
+def _serve_one(agent: NicAgent, raw: bytes) -> tuple[str, int, dict[str, Any]]:
+    """``(command, exit code, document)``; the command as the request names it (``invalid`` when it is no request
+    line)."""
+    code, doc = 0, {}
     try:
         env, config = decode_request(raw)
+    except ValueError as exc:
+        return "invalid", 1, CniError(IO_FAILURE, "bad request from the plugin", exc).to_dict()
+    try:
         req = parse_request(env, config)
     except CniError as exc:
-        return 1, exc.to_dict()
-    except ValueError as exc:
-        return 1, CniError(IO_FAILURE, "bad request from the plugin", exc).to_dict()
+        return env.get("CNI_COMMAND", ""), 1, exc.to_dict()
     try:
-        return 0, agent.handle(req)
+        doc = agent.handle(req)
     except CniError as exc:
-        return 1, exc.to_dict(req.version)
+        code, doc = 1, exc.to_dict(req.version)
     except WhiteskyError as exc:  # a platform call outside the paths that map their own: 11 when "not now"
-        return 1, NicAgent.platform_error(exc).to_dict(req.version)
+        code, doc = 1, NicAgent.platform_error(exc).to_dict(req.version)
     except Exception as exc:  # a bug must still answer the runtime with a CNI error
         LOG.exception("unexpected error")  # the log's Redact filter scrubs the credential
-        return 1, CniError(IO_FAILURE, "internal error in the node agent", exc).to_dict(req.version)
+        code, doc = 1, CniError(IO_FAILURE, "internal error in the node agent", exc).to_dict(req.version)
+    return req.command, code, doc
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -94,7 +105,7 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         raw = self.rfile.readline()
-        _code, doc = serve_one(self.server.agent, raw)
+        _code, doc = serve_one(self.server.agent, raw, self.server.metrics)
         self.wfile.write(encode_reply(doc))
 
 
@@ -102,6 +113,11 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     request_queue_size = 256  # the listen backlog: a node's burst of pod starts (socketserver's default is 5)
     agent: NicAgent  # set before it serves
+    metrics: Metrics | None = None
+
+
+#: Where the metrics are served by default: the node's loopback only (the DaemonSet runs on the host network).
+METRICS_ADDRESS = "127.0.0.1:9738"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -123,10 +139,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--wait-timeout", type=float, default=30.0)
     p.add_argument("--model", default="virtio")
     p.add_argument("--no-verify", action="store_true", help="do not verify the portal's TLS certificate")
+    p.add_argument(
+        "--metrics-address",
+        default=os.environ.get("CAPVCO_SRIOV_METRICS_ADDRESS", METRICS_ADDRESS),
+        help="HOST:PORT of /metrics (Prometheus text format; port 0: any free one), or 'off' "
+        "(default: $CAPVCO_SRIOV_METRICS_ADDRESS, else %s: off the node's public interfaces)" % METRICS_ADDRESS,
+    )
     return p.parse_args(argv)
 
 
-def build(args: argparse.Namespace) -> tuple[NicAgent, Reclaimer]:
+def build(args: argparse.Namespace, metrics: Metrics) -> tuple[NicAgent, Reclaimer]:
     from capvco_sriov.netlink import Netlink
     from capvco_sriov.pods import KubePods
 
@@ -154,7 +176,8 @@ def build(args: argparse.Namespace) -> tuple[NicAgent, Reclaimer]:
         model=args.model,
         wait_timeout=args.wait_timeout,
     )
-    return agent, Reclaimer(agent, pods=pods, grace_period=args.grace_period)
+    metrics.watch(agent.ledger, client.governor)
+    return agent, Reclaimer(agent, pods=pods, grace_period=args.grace_period, count=metrics.counter())
 
 
 #: The bound of one log record (a traceback included), in characters.
@@ -181,9 +204,12 @@ class Redact(logging.Filter):
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    agent, reclaim = build(args)
+    metrics = Metrics()
+    agent, reclaim = build(args, metrics)
     for handler in logging.getLogger().handlers:
         handler.addFilter(Redact(agent.client.redact))
+    if args.metrics_address != "off":
+        metrics.serve(args.metrics_address)
     resolved = reclaim.recover()
     if resolved:
         LOG.info("resolved %d attachment(s) left halfway by a crash: %s", len(resolved), resolved)
@@ -196,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         os.umask(old)
     server.agent = agent
+    server.metrics = metrics
     stop = threading.Event()
 
     def reclaimer() -> None:

@@ -31,10 +31,18 @@ class Reclaimed(TypedDict):
 class Reclaimer:
     """Settles and releases, for one :class:`NicAgent`, what no CNI command will."""
 
-    def __init__(self, agent: NicAgent, pods: Pods | None = None, grace_period: float = 30.0) -> None:
+    def __init__(
+        self,
+        agent: NicAgent,
+        pods: Pods | None = None,
+        grace_period: float = 30.0,
+        count: Callable[[str], None] = lambda action: None,
+    ) -> None:
         self.agent = agent
         self.pods = pods
         self.grace_period = grace_period
+        #: told each action: ``recovered``, ``settled``, ``released``, ``release_finished``, ``failed`` (metrics)
+        self.count = count
         self._gone_since: dict[str, float] = {}  # ledger key -> when its pod was first seen gone
 
     def held(self) -> dict[str, str]:
@@ -54,9 +62,11 @@ class Reclaimer:
                 decision, _why = agent.settle(key, entry)
             except (WhiteskyError, ReleaseFailed) as exc:
                 LOG.warning("%s: settling it failed, the reclaimer tries again: %s", key, exc)
+                self.count("failed")
                 continue
             if decision in ("drop", "detach"):
                 resolved.append(key)
+                self.count("recovered")
         for key, why in self.held().items():
             LOG.warning("%s: left for a person: %s", key, why)
         return resolved
@@ -80,9 +90,11 @@ class Reclaimer:
                 decision, why = agent.settle(key, current)
             except (WhiteskyError, ReleaseFailed) as exc:
                 LOG.warning("%s: settling it failed, tried again next pass: %s", key, exc)
+                self.count("failed")
                 return None
         if decision not in ("drop", "detach"):
             return None
+        self.count("settled")
         return {"key": key, "reason": "an ADD left it short of ready: " + why, "ip": current["ip"]}
 
     def reclaim_once(self) -> list[Reclaimed]:
@@ -133,6 +145,8 @@ class Reclaimer:
                 agent.release(key, current)
             except CniError as exc:
                 LOG.warning("%s: releasing it failed, tried again next pass: %s", key, exc.msg)
+                self.count("failed")
                 return None
         self._gone_since.pop(key, None)
+        self.count("release_finished" if "release_failed" in current else "released")
         return {"key": key, "reason": why, "ip": current.get("ip")}

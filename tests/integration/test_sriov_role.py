@@ -161,3 +161,28 @@ def test_it_applies_only_to_the_cluster_its_kubeconfig_names(tmp_path):
         assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     finally:
         kube.stop()
+
+
+@pytest.mark.parametrize("on_node_ip", [False, True])
+def test_the_agents_metrics_port_is_declared_and_off_the_nodes_interfaces_by_default(tmp_path, on_node_ip):
+    """The metrics (docs/sriov.md, "Metrics"): a named containerPort; served on the node's loopback unless asked for
+    on the node's own address (the downward API's status.hostIP, never 0.0.0.0), and only then announced to
+    Prometheus."""
+    rc, out, _data, docs = render(tmp_path, sriov_agent_metrics_on_node_ip=on_node_ip)
+    assert rc == 0, out[-2000:]
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
+    agent = ds["spec"]["template"]["spec"]["containers"][0]
+    assert agent["ports"] == [{"name": "metrics", "containerPort": 9738, "protocol": "TCP"}]
+    (address,) = [a.split("=", 1)[1] for a in agent["args"] if a.startswith("--metrics-address=")]
+    annotations = ds["spec"]["template"]["metadata"].get("annotations", {})
+    if on_node_ip:
+        assert address == "$(NODE_IP):9738"
+        assert {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}} in agent["env"]
+        assert annotations == {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": "9738",
+            "prometheus.io/path": "/metrics",
+        }
+    else:
+        assert address == "127.0.0.1:9738" and annotations == {}

@@ -437,3 +437,14 @@ def test_importing_the_shim_loads_no_typing(plugin):
     assert {"capvco_sriov_shim", "capvco_sriov.wire"} <= loaded, sorted(loaded)
     assert not loaded & {"typing", "dataclasses", "json", "re", "socket", "ipaddress"}, sorted(loaded)
     assert not {m for m in loaded if m.startswith("capvco_sriov.")} - {"capvco_sriov.wire"}, sorted(loaded)
+
+
+def test_the_metrics_are_served_on_the_loopback_unless_told_otherwise(monkeypatch):
+    from capvco_sriov.agent import parse_args
+
+    required = ["--api-url", "u", "--customer-id", "c", "--location", "l", "--cloudspace-id", "cs", "--vm-id", "1"]
+    monkeypatch.delenv("CAPVCO_SRIOV_METRICS_ADDRESS", raising=False)
+    assert parse_args(required).metrics_address == "127.0.0.1:9738"
+    monkeypatch.setenv("CAPVCO_SRIOV_METRICS_ADDRESS", "127.0.0.1:0")
+    assert parse_args(required).metrics_address == "127.0.0.1:0"
+    assert parse_args([*required, "--metrics-address", "off"]).metrics_address == "off"
