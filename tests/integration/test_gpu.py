@@ -180,14 +180,16 @@ KILLABLE = textwrap.dedent("""\
 
 def test_sigkill_between_reservations_then_rerun_converges_without_leaks(emulator, tmp_path):
     vms(emulator, "w0")
-    emulator.faults(latency_ms=150)
+    # each call takes 500 ms: once two reservations exist, the four left take two seconds at least, so the kill lands
+    # between reservations even when this test's polling is slow on a loaded machine (at 150 ms it once did not)
+    emulator.faults(latency_ms=500)
     script = tmp_path / "run.py"
     script.write_text(KILLABLE % {"url": emulator.url, "cust": CUSTOMER})
     proc = subprocess.Popen([sys.executable, str(script)])
     assert wait_for(lambda: len(live(emulator)) >= 2, timeout=20)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    emulator.quiesce()  # a request already sent when the run died still lands (latency 150 ms) before the re-run
+    emulator.quiesce()  # a request already sent when the run died still lands (latency 500 ms) before the re-run
     assert 2 <= len(live(emulator)) < 6
     emulator.faults()
     assert ensure(emulator, machine="w0", count=6)["changed"]
