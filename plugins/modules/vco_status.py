@@ -23,9 +23,11 @@ requirements:
   - kubernetes (the Python client)
 options:
   kind:
-    description: The kind of the object.
+    description:
+      - The kind of the object. A V(VCOMachineTemplate)'s status is what one machine of it brings (the controller
+        writes it for the cluster autoscaler); O(provider_id) is a V(VCOMachine)'s only.
     type: str
-    choices: [VCOCluster, VCOMachine]
+    choices: [VCOCluster, VCOMachine, VCOMachineTemplate]
     required: true
   name:
     description: The object's name.
