@@ -106,31 +106,47 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: The cluster spec, as the cluster playbooks take it - one control-plane machine, two GPU workers
+  ansible.builtin.set_fact:
+    demo_spec:
+      cluster: {name: demo, location: be-gen-1, cloudspace: demo}
+      control_plane: {replicas: 1, image: 12}
+      pools:
+        - name: gpu
+          replicas: 2
+          vcpus: 8
+          memory: 32768
+          image: 12
+          gpu: {type: NVIDIA A100, count: 1, driverVersion: "550"}
+
 - name: What would this spec change, and what would it cost?
   whitesky.capvco.cluster:
-    spec:
-      cluster: {name: demo, location: be-gen-1, cloudspace: demo}
-      control_plane: {replicas: 1}
-      pools:
-        - {name: gpu, replicas: 2, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1, driverVersion: "550"}}
+    spec: "{{ demo_spec }}"
     max_hourly_cost: 10
   check_mode: true
   register: plan
+# plan.plan.price.hourly_after is what the cluster would cost per hour, in plan.plan.price.currency
 
-- name: Converge to it
+- name: Converge to it (a plan above max_hourly_cost is refused before anything is made)
   whitesky.capvco.cluster:
-    spec: "{{ {'cluster': cluster, 'control_plane': control_plane, 'pools': pools} }}"
+    spec: "{{ demo_spec }}"
+    max_hourly_cost: 10
 
 - name: What would a teardown release? Written to a reclaim plan, to review
   whitesky.capvco.cluster:
-    spec: {cluster: {name: demo, location: be-gen-1}}
+    spec: {cluster: {name: demo, location: be-gen-1, cloudspace: demo}}
     state: absent
-    plan_file: /var/tmp/demo-teardown-plan.json
+    plan_file: ~/demo-teardown-plan.json
   check_mode: true
 
-- name: Tear it down
+- name: Tear it down - its machines, every vGPU it owns, and the cloudspace it made
   whitesky.capvco.cluster:
-    spec: {cluster: {name: demo, location: be-gen-1}}
+    spec: {cluster: {name: demo, location: be-gen-1, cloudspace: demo}}
+    state: absent
+
+- name: The reviewed plan is spent (whitesky.capvco.vgpu_reclaim applies one with its plan option instead)
+  ansible.builtin.file:
+    path: ~/demo-teardown-plan.json
     state: absent
 """
 
