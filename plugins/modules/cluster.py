@@ -155,6 +155,19 @@ spec:
   description: The spec as checked, with its defaults filled in.
   returned: success
   type: dict
+summary:
+  description:
+    - What a person reads of the plan (in check mode) or of the run, one line of what changes and what it costs
+      per hour at the location's price (C(unknown price) when the platform's price is not a finite number of 0 or
+      more), then a line for each GPU pool at zero machines with its price per machine if scaled up. The
+      collection's playbooks print it at default verbosity.
+  returned: success
+  type: list
+  elements: str
+  sample:
+    - "plan: create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100 (nvidia-a100-20c):
+      +2.00 EUR/h, 2.00 EUR/h after"
+    - "pool burst at 0 machines: nothing billed; 2.00 EUR/h a machine of 2 x NVIDIA A100 when scaled up"
 plan:
   description:
     - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),

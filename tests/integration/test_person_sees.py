@@ -32,3 +32,39 @@ def test_a_wrong_location_names_the_locations_there_are(emulator):
     assert rc != 0
     assert "location 'be-gen-9' does not exist for customer 'capvco-demo'; its locations: be-gen-1, nl-ams-1" in out
     assert emulator.snapshot() == before, "nothing was made"
+
+
+def test_the_plan_and_its_price_show_at_default_verbosity_and_deletes_say_what_they_leave_billed(emulator):
+    spec = cluster_spec("pw", "pw-cs", gpu_replicas=2, count=1)
+    before = emulator.snapshot()
+    rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec, "--check", "--diff")
+    assert rc == 0, out[-3000:]
+    line = "plan: create cloudspace pw-cs, create 3 machines (pw-cp-0, pw-gpu-0, pw-gpu-1), reserve 2 x NVIDIA A100"
+    assert line in out and ": +2.00 EUR/h, 2.00 EUR/h after" in out, out[-3000:]
+    assert "+price 2.00 EUR/h" in out and "-price 0.00 EUR/h" in out  # --diff carries the price
+    assert emulator.snapshot() == before, "check mode bought nothing"
+
+    rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec)
+    assert rc == 0, out[-3000:]
+    assert "done: create cloudspace pw-cs, create 3 machines" in out and "2.00 EUR/h after" in out
+    rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec)
+    assert rc == 0 and "done: no change: 2 vGPUs, 2.00 EUR/h" in out, out[-3000:]
+
+    # a pool scaled to zero says what a machine costs when it comes back
+    zero = cluster_spec("pw", "pw-cs", gpu_replicas=0, count=1)
+    rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", zero, "--check")
+    assert rc == 0 and "pool gpu at 0 machines: nothing billed; 1.00 EUR/h a machine of 1 x NVIDIA A100" in out
+
+    # a machine deleted by force: a warning names the vGPU it leaves billed, and its price
+    rc, out = default_callback(emulator, "whitesky.capvco.machine_delete", dict(spec, machine="pw-gpu-1", force=True))
+    assert rc == 0, out[-3000:]
+    warning = "machine pw-gpu-1 was deleted by force with 1 vGPU attached: still reserved and billed (1.00 EUR/h)"
+    assert warning in " ".join(out.split()), out[-3000:]
+    # a machine that does not exist: said, not silent
+    rc, out = default_callback(emulator, "whitesky.capvco.machine_delete", dict(spec, machine="pw-gpu-9"))
+    assert rc == 0 and "machine 'pw-gpu-9' is in no cloudspace 'pw-cs' of cluster 'pw': nothing to delete" in " ".join(
+        out.split()
+    )
+    rc, out = default_callback(emulator, "whitesky.capvco.cluster_delete", spec)
+    assert rc == 0 and "done: delete 2 machines (pw-cp-0, pw-gpu-0), release 2 vGPUs" in out, out[-3000:]
+    assert emulator.ledger()["accruing"] == 0

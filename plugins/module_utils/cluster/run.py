@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import summary
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.apply import apply
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, plan
@@ -68,8 +69,9 @@ def _failed(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
     return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
 
 
-def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The module's result: the plan's view, and what was done (in check mode: what the plan would do)."""
+def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None, check_mode: bool = False) -> dict[str, Any]:
+    """The module's result: the plan's view, and what was done (in check mode: what the plan would do), with the
+    lines a person reads (``summary``)."""
     view: PlanView = p.view()
     if done is None:
         done = _sorted(
@@ -94,7 +96,11 @@ def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None) -> dict[str, 
         + diff_lines("machine", sorted(view["keep"] + [c["name"] for c in view["create"]]))
         + diff_lines("vgpus", [view["price"]["vgpus_after"]]),
     }
+    currency = view["price"]["currency"]
+    diff["before"] += diff_lines("price", [summary.money(view["price"]["hourly_before"], currency)])
+    diff["after"] += diff_lines("price", [summary.money(view["price"]["hourly_after"], currency)])
     out = dict(done, changed=p.changed, plan=view, spec=p.spec.as_dict(), diff=diff)
+    out["summary"] = summary.converge_lines(view, check_mode)
     out["machines"] = [
         {
             "name": n,
@@ -124,7 +130,7 @@ def converge(
     for _attempt in range(RESTARTS):
         p = plan(spec, cluster_world.read(client, spec, parallel=parallel), max_hourly_cost)
         if check_mode or not p.changed:
-            return dict(_result(p), cloudspace_id=p.cloudspace["cloudspace_id"])
+            return dict(_result(p, check_mode=check_mode), cloudspace_id=p.cloudspace["cloudspace_id"])
         done: dict[str, Any] = {
             "cloudspace_created": False,
             "created": [],
@@ -171,8 +177,9 @@ def _claim(client: WhiteskyClient, spec: ClusterSpec, done: dict[str, Any]) -> C
     return space
 
 
-def _teardown_result(p: TeardownPlan, machine: str | None) -> dict[str, Any]:
-    """What a teardown would do (check mode), or the frame of what it did."""
+def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = False) -> dict[str, Any]:
+    """What a teardown would do (check mode), or the frame of what it did, with the lines a person reads
+    (``summary``) and a warning for each machine deleted by force with vGPUs it leaves billed."""
     view = p.view()
     planned = {
         "deleted": view["delete"],
@@ -181,17 +188,27 @@ def _teardown_result(p: TeardownPlan, machine: str | None) -> dict[str, Any]:
     }
     noted = any(c["pools_notes"] for c in view["cloudspaces"])  # the cluster's pools notes, where a cloudspace stays
     out = dict(planned, changed=any(planned.values()) or noted, plan=view, spec=p.spec.as_dict())
+    currency = view["price"]["currency"]
     out["diff"] = {
         "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
         + diff_lines("machine", view["delete"])
-        + diff_lines("vgpus", [view["price"]["vgpus_before"]]),
-        "after": diff_lines("vgpus", [view["price"]["vgpus_after"]]),
+        + diff_lines("vgpus", [view["price"]["vgpus_before"]])
+        + diff_lines("price", [summary.money(view["price"]["hourly_before"], currency)]),
+        "after": diff_lines("vgpus", [view["price"]["vgpus_after"]])
+        + diff_lines("price", [summary.money(view["price"]["hourly_after"], currency)]),
     }
+    out["summary"] = summary.teardown_lines(view, check_mode)
+    warnings = [
+        summary.left_billed(name, count, view["price"]["per_vgpu_hour"], currency, p.spec.location)
+        for name, count in sorted(p.left.items())
+    ]
     if machine is not None and not view["delete"]:
-        out["warnings"] = [
+        warnings.append(
             "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
             % (machine, p.spec.cloudspace, p.spec.name)
-        ]
+        )
+    if warnings:
+        out["warnings"] = warnings
     return out
 
 
@@ -222,7 +239,7 @@ def teardown(
 
     for _attempt in range(RESTARTS):
         w, p = make()
-        out = _teardown_result(p, machine)
+        out = _teardown_result(p, machine, check_mode)
         if plan_file is not None:
             return dict(out, **write_reclaim_plan(client, p, plan_file))
         if check_mode or not out["changed"]:
@@ -241,7 +258,7 @@ def teardown(
             continue  # another teardown deleted it while this run waited: read what is left
         except WhiteskyError as exc:
             raise _failed(exc, done) from None
-        out = dict(out, **_sorted(done))
+        out = dict(out, **_sorted(done), summary=summary.teardown_lines(p.view(), False))
         if got is not None and got.holders:
             out.setdefault("warnings", []).append(lease.waited_message(got))
         return out

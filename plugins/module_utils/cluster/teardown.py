@@ -9,7 +9,7 @@ that stays, each planned cloudspace deleted or handed over."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import Price, price
@@ -64,6 +64,8 @@ class TeardownPlan:
     #: every reservation the cluster owns goes (a whole teardown), not only the deleted machines'
     sweep_all: bool
     price: Price
+    #: ``{machine: reservations}`` a delete by force of one machine leaves reserved, and billed
+    left: dict[str, int] = field(default_factory=dict)
 
     def view(self) -> TeardownView:
         return {
@@ -88,6 +90,7 @@ def plan_teardown(
     spaces: list[TeardownSpace] = []
     machines: list[MachinesPlan | None] = []
     graceful: dict[str, list[Reservation]] = {}
+    left: dict[str, int] = {}
     for space in world["spaces"]:
         going = [v for v in space["vms"] if v["owner"] == cluster]
         if machine is not None:
@@ -120,6 +123,8 @@ def plan_teardown(
             planned = pools.plan_machines(wanted, space["vms"], cluster, present=False, exclusive=False)
             if not force:
                 graceful.update((n, inventory.owned(cluster, n)) for n in names)
+            elif machine is not None:
+                left.update((n, len(inventory.owned(cluster, n))) for n in names if inventory.owned(cluster, n))
         machines.append(planned)
     if machine is None:
         release = inventory.owned(cluster)  # everything it owns, attached or not, recycle bin included
@@ -135,6 +140,7 @@ def plan_teardown(
         force=force,
         sweep_all=machine is None,
         price=price(world, len(inventory.owned(cluster)), 0, len(release)),
+        left=left,
     )
 
 
