@@ -136,13 +136,14 @@ class Netlink:
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None:
         """Move the interface with ``mac`` back to the node under its original name (:func:`_release`); absent is
-        fine.  Found by its MAC only, never by its name (``ifname`` is not used): an entry whose MAC was never
-        known (its attach's answer never came) put nothing into the pod, and the pod's ``net1`` may by now be
-        another attachment's (a retried ADD's).  A failure raises, the NIC where it was (in the pod, or on the node
-        under a temporary name, which the next release renames)."""
+        fine.  Found by its MAC, never by its name alone (``ifname`` is where it is looked for first, one get, and
+        taken only when it has the MAC): an entry whose MAC was never known (its attach's answer never came) put
+        nothing into the pod, and the pod's ``net1`` may by now be another attachment's (a retried ADD's).  A
+        failure raises, the NIC where it was (in the pod, or on the node under a temporary name, which the next
+        release renames)."""
         if not mac or not netns or not os.path.exists(netns):
             return
-        self._run(_release, self.host_netns, netns, mac)
+        self._run(_release, self.host_netns, netns, ifname, mac)
 
     def inspect(self, netns: str, ifname: str) -> LinkState | None:
         return self._run(_inspect, netns, ifname)
@@ -269,17 +270,15 @@ def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
         time.sleep(0.002)
 
 
-def _release(host: IPRoute, host_netns: str, netns: str, mac: str) -> None:
+def _release(host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str) -> None:
     """Move the NIC with ``mac`` out of the pod as host-device does: down, a temporary name, back to the node (each
     step undone if a later one fails, so that a release may be tried again: the NIC is then in the pod as it
     was); then, on the node, its original name from its alias (:func:`_restore_name`)."""
     idx: int | None = None
     with netns_socket(netns) as pod:
-        found = pod.link_lookup(address=mac)
-        if found:
-            idx = found[0]
-            link = pod.get_links(idx)[0]
-            name = link.get_attr("IFLA_IFNAME")
+        link = _link_with(pod, mac, name=ifname)
+        if link is not None:
+            idx, name = link["index"], link.get_attr("IFLA_IFNAME")
             steps = Steps("moving %s (%s) out of %s" % (name, mac, netns))
             try:
                 if link["flags"] & IFF_UP:
@@ -294,20 +293,32 @@ def _release(host: IPRoute, host_netns: str, netns: str, mac: str) -> None:
     _restore_name(host, idx, mac)
 
 
+def _link_with(handle: IPRoute, mac: str, name: str | None = None, idx: int | None = None) -> Any:
+    """The link (its message) that has ``mac``, or None: the one named ``name`` or numbered ``idx`` when it has that
+    MAC (one get: a hint, never trusted without the MAC), else the one a lookup by MAC finds (a dump)."""
+    hint: dict[str, Any] = {"ifname": name} if name else {"index": idx} if idx is not None else {}
+    if hint:
+        try:
+            (link,) = handle.link("get", **hint)
+            if link.get_attr("IFLA_ADDRESS") == mac:
+                return link
+        except Exception:  # no such link (any more): look it up
+            pass
+    found: list[int] = handle.link_lookup(address=mac)
+    return handle.get_links(found[0])[0] if found else None
+
+
 def _restore_name(host: IPRoute, idx: int | None, mac: str) -> None:
     """The node's NIC with ``mac`` (if it is there) under the name its alias kept, and the alias cleared: the end of
     a release, or of one that failed after the move."""
-    try:
-        idx = _index_of(host, idx, mac)
-    except IndexError:  # not on the node (never moved, or unplugged meanwhile)
-        return
-    link = host.get_links(idx)[0]
-    original = link.get_attr("IFLA_IFALIAS")
-    if not original:  # not moved by this agent (or by one before it kept names)
+    link = _link_with(host, mac, idx=idx)
+    original = link.get_attr("IFLA_IFALIAS") if link is not None else None
+    if link is None or not original:  # not on the node (never moved, or unplugged), or not moved by this agent
         return
     if link.get_attr("IFLA_IFNAME") != original:
-        host.link("set", index=idx, ifname=original)
-    host.link("set", index=idx, ifalias="")
+        host.link("set", index=link["index"], ifname=original, ifalias="")
+    else:
+        host.link("set", index=link["index"], ifalias="")
 
 
 def _inspect(_host: IPRoute, netns: str, ifname: str) -> LinkState | None:
