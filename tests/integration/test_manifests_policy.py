@@ -59,9 +59,8 @@ WAIVED = {
     ("Pod", "capvco-sriov-agent"): {"CKV2_K8S_6"},  # hostNetwork: NetworkPolicy does not apply
     ("Deployment", "capvco-controller"): {
         "CKV_K8S_15",  # imagePullPolicy is a setting
-        "CKV_K8S_35",  # the modules read the credential from the environment
-        "CKV_K8S_38",  # the operator is an API client
-        "CKV_K8S_40",  # the operator image's own uid 1001
+        "CKV_K8S_35",  # the connection table reads the credential from the environment
+        "CKV_K8S_38",  # the controller is an API client
         "CKV_K8S_43",  # the image is a setting (takes a digest)
     },
     ("Pod", "capvco-controller"): {"CKV2_K8S_6"},  # serves nothing to other pods; egress has no fixed address
