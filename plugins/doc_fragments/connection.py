@@ -34,6 +34,8 @@ options:
   validate_certs:
     description:
       - Whether to verify the portal's TLS certificate.
+      - If not set, the value of the E(WHITESKY_VALIDATE_CERTS) environment variable is used (C(true) or C(false)),
+        else true.
       - A plain C(http://) O(api_url) to a host that is not loopback works, with a warning, as the token travels
         unencrypted.
     type: bool

@@ -74,6 +74,8 @@ options:
     description: Whether to verify the portal's TLS certificate.
     type: bool
     default: true
+    env:
+      - name: WHITESKY_VALIDATE_CERTS
   timeout:
     description:
       - Timeout in seconds of each HTTP request; each call, with its retries, ends at the latest O(timeout) plus

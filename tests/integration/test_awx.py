@@ -165,8 +165,7 @@ def test_credential_type_injects_what_the_modules_read():
     for name, option in table.items():
         if option.env is not None:
             assert env[option.env] == "{{ %s }}" % name or env[option.env].startswith("{{ %s |" % name), name
-    # validate_certs has no variable in the table yet: test_the_modules_read_the_validate_certs_the_credential_injects
-    assert set(env) == {o.env for o in OPTIONS if o.env} | {"WHITESKY_VALIDATE_CERTS"}
+    assert set(env) == {o.env for o in OPTIONS if o.env}
     assert [f for f in fields if fields[f].get("secret")] == ["api_token"]
     assert set(ctype["inputs"]["required"]) == {o.name for o in OPTIONS if o.default is None}
     given = {"api_url": "https://p.example/api/1", "api_token": "t0ken", "customer_id": "acme"}
@@ -198,12 +197,6 @@ def test_validate_certs_is_no_awx_boolean_because_awx_gives_an_unset_one_false()
         awxfake.check_credential_inputs(credential_type(), dict(given, validate_certs="maybe"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the connection table (plugins/module_utils/platform/connection.py) gives validate_certs no environment "
-    "variable yet, so the modules do not read the WHITESKY_VALIDATE_CERTS the credential injects (issue 39); when it "
-    "does, this passes: remove the mark",
-)
 def test_the_modules_read_the_validate_certs_the_credential_injects():
     table = {option.name: option for option in OPTIONS}
     assert table["validate_certs"].env == "WHITESKY_VALIDATE_CERTS"

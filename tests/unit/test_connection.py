@@ -120,3 +120,12 @@ def test_a_connection_without_a_required_option_names_it_and_its_variable():
 def test_a_connection_option_of_the_wrong_form_is_refused_naming_it(options, says):
     with pytest.raises(InputError, match=re.escape(says)):
         Connection.from_options(dict({"api_url": "u", "api_token": "t", "customer_id": "c"}, **options))
+
+
+def test_validate_certs_comes_from_its_environment_variable_when_not_given():
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+
+    env = {"WHITESKY_API_URL": "https://p.example/api/1", "WHITESKY_API_TOKEN": "t", "WHITESKY_CUSTOMER_ID": "acme"}
+    assert Connection.from_options({}, env).validate_certs is True
+    assert Connection.from_options({}, dict(env, WHITESKY_VALIDATE_CERTS="false")).validate_certs is False
+    assert Connection.from_options({"validate_certs": True}, dict(env, WHITESKY_VALIDATE_CERTS="false")).validate_certs

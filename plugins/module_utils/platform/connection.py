@@ -43,7 +43,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("api_url", "str", "WHITESKY_API_URL", None),
     Option("api_token", "str", "WHITESKY_API_TOKEN", None, no_log=True),
     Option("customer_id", "str", "WHITESKY_CUSTOMER_ID", None),
-    Option("validate_certs", "bool", None, True),
+    Option("validate_certs", "bool", "WHITESKY_VALIDATE_CERTS", True),
     Option("timeout", "float", "WHITESKY_TIMEOUT", 30.0),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}

@@ -41,7 +41,7 @@ options:
     description: The customer whose reservations to watch. Default from E(WHITESKY_CUSTOMER_ID).
     type: str
   validate_certs:
-    description: Verify the API's TLS certificate.
+    description: Verify the API's TLS certificate. Default from E(WHITESKY_VALIDATE_CERTS), else true.
     type: bool
     default: true
   timeout:
