@@ -68,3 +68,21 @@ def test_plan_reserves_missing_fixes_detached_and_releases_extra_and_duplicates(
 def test_plan_absent_releases_everything():
     items = [item(0), item(1, vm=None)]
     assert vgpus.plan_machine(items, 7, 0, set(), present=False).releases == items
+
+
+def test_a_capacity_message_repeats_a_profile_id_only_in_the_form_of_one():
+    """A hostile answer's profile id (any text, a credential) is never repeated to a person: the capacity message
+    shows an id as it is only in the form of one, else a digest of it."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
+    from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
+
+    hostile = [
+        {"id": "nvidia-a100-40c", "vendor": "NVIDIA", "model": "A100", "available_instances": 1},
+        {"id": "Zq8wPLANTEDk3Vx", "vendor": "NVIDIA", "model": "A100", "available_instances": 0},
+        {"id": "{{ lookup('pipe', 'id') }}", "vendor": "NVIDIA", "model": "A100", "available_instances": 0},
+    ]
+    with pytest.raises(InsufficientCapacity) as caught:
+        gpu_profiles.allocate(hostile, {"m0": 2}, "NVIDIA A100")
+    message = str(caught.value)
+    assert "available: nvidia-a100-40c: 1, profile #" in message
+    assert "Zq8wPLANTEDk3Vx" not in message and "lookup" not in message

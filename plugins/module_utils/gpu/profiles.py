@@ -6,6 +6,7 @@ machines (pure Python, but for ``profile_info``, the core of ``gpu_profile_info`
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,19 @@ def profiles_of_type(profiles: Iterable[Profile], gpu_type: str, location: str) 
     return matching
 
 
+#: A profile id as the platform names its profiles (``nvidia-a100-40c``): what a message repeats as it is.
+_SHOWN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def shown_id(profile: Profile) -> str:
+    """A profile's id for a message: as it is when it has the form of one; otherwise a digest of it, so that a hostile
+    answer's id (any text, a credential) is never repeated to a person."""
+    pid = profile.get("id")
+    if isinstance(pid, str) and _SHOWN_ID.fullmatch(pid):
+        return pid
+    return "profile #%s" % hashlib.sha256(str(pid).encode()).hexdigest()[:8]
+
+
 def allocate(profiles: Sequence[Profile], needs: Mapping[str, int], gpu_type: str) -> dict[str, str]:
     """Pick one profile per machine with enough instances for all its missing slots.
 
@@ -73,7 +87,7 @@ def allocate(profiles: Sequence[Profile], needs: Mapping[str, int], gpu_type: st
         best = max(left, key=lambda pid: left[pid])
         if left[best] < need:
             total = sum(needs.values())
-            available = ", ".join("%s: %d" % (p["id"], p.get("available_instances") or 0) for p in profiles)
+            available = ", ".join("%s: %d" % (shown_id(p), p.get("available_instances") or 0) for p in profiles)
             raise InsufficientCapacity(
                 "not enough %s: need %d more vGPU(s) (%d for machine %r in one profile), "
                 "available: %s" % (gpu_type, total, need, machine, available)
