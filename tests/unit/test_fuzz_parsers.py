@@ -398,7 +398,10 @@ def consume(client):
 
     def plan():
         profiles = client.gpu_profiles(LOC)
-        kind = gpu_profiles.display_type(profiles[0]) if profiles else "NVIDIA A100"
+        # the type asked for is the user's (a spec's); a profile's own type stands in for it, so that the plan gets
+        # past the type's match, unless it carries the planted secret: the error message repeats the type asked for
+        shown = gpu_profiles.display_type(profiles[0]) if profiles else ""
+        kind = shown if shown and SECRET not in shown else "NVIDIA A100"
         got = {"profiles": profiles, "inventory": Inventory(client, LOC)}
         return vgpus.plan(got, [(1, "m0"), (2, "m1")], CLUSTER, 2, kind, LOC)
 
@@ -425,7 +428,11 @@ def consume(client):
             label = step()
         except WhiteskyError as exc:
             ended[what] = type(exc).__name__
-            assert SECRET not in scrub(exc), "what the module would say"
+            # every form of a secret the scrubber knows is gone from what the module would say; a message may name
+            # what the platform offers (its types, a profile of the form of one), and a platform that names a GPU
+            # type with a bare token has it shown as that type's name
+            said = scrub(exc)
+            assert not [form for form in PLANTED if form in said], "what the module would say"
         else:
             ended[what] = label if isinstance(label, str) else "ok"
     return ended
