@@ -245,7 +245,6 @@ def main():
                         "replicas": args.machines,
                         "vcpus": 4,
                         "memory": 8192,
-                        "image": 12,
                         "gpu": {"type": "NVIDIA A100", "count": args.gpus, "driverVersion": ""},
                     }
                 ],
