@@ -66,6 +66,8 @@ class TeardownPlan:
     price: Price
     #: ``{machine: reservations}`` a delete by force of one machine leaves reserved, and billed
     left: dict[str, int] = field(default_factory=dict)
+    #: the teardown may delete the cloudspaces it empties (``delete_cloudspace``)
+    delete_cloudspace: bool = True
 
     def view(self) -> TeardownView:
         return {
@@ -141,6 +143,7 @@ def plan_teardown(
         sweep_all=machine is None,
         price=price(world, len(inventory.owned(cluster)), 0, len(release)),
         left=left,
+        delete_cloudspace=delete_cloudspace,
     )
 
 
@@ -203,3 +206,10 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
             done["cloudspaces_deleted"].append(space["cloudspace_id"])
         elif space["handover"] and cloudspaces.hand_over(client, space, spec.name, space["handover"]):
             done["cloudspaces_deleted"].append(space["cloudspace_id"])  # its successor had gone meanwhile
+        elif (
+            p.sweep_all
+            and p.delete_cloudspace
+            and space["machines"]
+            and cloudspaces.finish_handed_over(client, space, spec.name)
+        ):
+            done["cloudspaces_deleted"].append(space["cloudspace_id"])  # handed over to it while it tore down

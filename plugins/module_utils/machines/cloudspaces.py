@@ -255,6 +255,18 @@ def hand_over(client: WhiteskyClient, cs: Mapping[str, Any], cluster: str, to: s
     return True
 
 
+def finish_handed_over(client: WhiteskyClient, cs: Mapping[str, Any], cluster: str) -> bool:
+    """After ``cluster``'s teardown deleted its machines from a cloudspace it did not hold when it planned: when the
+    cloudspace's notes now say ``cluster`` holds it (its creator handed it over meanwhile, :func:`holder`) and no VM
+    is left, delete it here.  The creator writes its handover and then looks for VMs; this teardown deletes its VMs
+    and then looks for the handover: whatever the interleaving, one of the two sees the other.  Whether it was
+    deleted."""
+    if holder(client.cloudspace_notes(cs["cloudspace_id"])) != cluster or client.vms(cs["cloudspace_id"]):
+        return False
+    delete(client, cs)
+    return True
+
+
 def keep_reason(
     made_by: str | None, left: Sequence[DescribedVM], cluster: str, going: Collection[str] = ()
 ) -> str | None:
