@@ -171,7 +171,7 @@ class Seeder:
                 "data": {"value": base64.b64encode(b"#cloud-config\n").decode(), "format": "Y2xvdWQtY29uZmln"},
             },
         )
-        spec = {"vcpus": 2, "memory": 2048}
+        spec = {"vcpus": 2, "memory": 2048, "image": 12}
         if vm_id is not None:
             spec["providerID"] = "whitesky://%s/%s/%s" % (LOCATION, cloudspace_id, name)
         path = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/%s/vcomachines" % ns

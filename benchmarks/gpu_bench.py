@@ -245,6 +245,7 @@ def main():
                         "replicas": args.machines,
                         "vcpus": 4,
                         "memory": 8192,
+                        "image": 12,
                         "gpu": {"type": "NVIDIA A100", "count": args.gpus, "driverVersion": ""},
                     }
                 ],

@@ -83,7 +83,7 @@ def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=Tru
         meta["ownerReferences"] = [
             {"apiVersion": CV, "kind": "Machine", "name": name, "uid": machine["metadata"]["uid"]}
         ]
-    spec = {"vcpus": 4, "memory": 8192}
+    spec = {"vcpus": 4, "memory": 8192, "image": 12}
     if gpu:
         spec["gpu"] = gpu
     return kube.create({"apiVersion": IV, "kind": "VCOMachine", "metadata": meta, "spec": spec}), machine

@@ -15,6 +15,7 @@ __all__ = ["ARRAY", "BOOL", "INT", "OBJECT", "OPERATIONS", "STR"]
 #: operationId -> what it accepts (``paramtypes.OperationParams``)
 OPERATIONS: dict[str, OperationParams] = {
     "listCustomerLocations": {"path": {}, "query": {}},
+    "listCustomerImages": {"path": {"location": STR}, "query": {"include_logo": q(BOOL)}},
     "listAvailableGPUProfiles": {"path": {"location": STR}, "query": {}},
     "reserveVGPU": {
         "path": {"location": STR, "gpu_id": STR},

@@ -46,6 +46,8 @@ class Emulator:
         self.store = Store(os.path.join(state_dir, "state.db"))
         if self.store.empty():
             self.store.seed(world)
+        elif self.store.images.empty():  # a state file written before the emulator had images
+            self.store.seed_images(world)
         self.token = token
         self.faults = Faults()
         self.stats = Stats()

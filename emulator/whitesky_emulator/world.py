@@ -8,8 +8,40 @@ from typing import Any
 DEMO_TOKEN = "capvco-demo-token"
 DEMO_CUSTOMER = "capvco-demo"
 
-#: A seed: customers, and locations with their prices, GPU profiles, external networks and cloudspaces.
+#: A seed: customers, and locations with their prices, VM images, GPU profiles, external networks and cloudspaces.
 World = dict[str, Any]
+
+#: The VM images of the default world's locations, and of a seed location that lists none: image 12 is the one the
+#: tests, the examples and the docs boot.
+DEFAULT_IMAGES: tuple[dict[str, Any], ...] = (
+    {
+        "image_id": 12,
+        "name": "Ubuntu 22.04 LTS (cloud-init)",
+        "description": "Ubuntu Server 22.04 with cloud-init and the platform's guest agent",
+        "os_type": "Linux",
+        "size": 10,
+        "boot_disk_size": 10,
+        "memory": 512,
+    },
+    {
+        "image_id": 14,
+        "name": "Ubuntu 24.04 LTS (cloud-init)",
+        "description": "Ubuntu Server 24.04 with cloud-init and the platform's guest agent",
+        "os_type": "Linux",
+        "size": 10,
+        "boot_disk_size": 10,
+        "memory": 1024,
+    },
+    {
+        "image_id": 21,
+        "name": "Debian 12 (cloud-init)",
+        "description": "Debian 12 with cloud-init and the platform's guest agent",
+        "os_type": "Linux",
+        "size": 8,
+        "boot_disk_size": 8,
+        "memory": 512,
+    },
+)
 
 DEFAULT_WORLD: World = {
     "customers": [{"customer_id": DEMO_CUSTOMER, "name": "CAPVCO demo customer"}],
@@ -18,6 +50,7 @@ DEFAULT_WORLD: World = {
             "name": "be-gen-1",
             "currency": "EUR",
             "prices": {"vcu": 12.0, "mu": 3.5, "su": 0.1, "vgu": 730.0},
+            "images": list(DEFAULT_IMAGES),
             "gpus": [
                 {
                     "id": "nvidia-a100-40c",
@@ -56,6 +89,7 @@ DEFAULT_WORLD: World = {
             "name": "nl-ams-1",
             "currency": "EUR",
             "prices": {"vcu": 13.0, "mu": 3.8, "su": 0.12, "vgu": 1460.0},
+            "images": [image for image in DEFAULT_IMAGES if image["image_id"] in (12, 14)],
             "gpus": [
                 {
                     "id": "nvidia-h100-80c",

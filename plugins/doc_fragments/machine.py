@@ -17,7 +17,11 @@ options:
     description: Memory in MiB of each machine created (required to create).
     type: int
   image_id:
-    description: The image to boot.
+    description:
+      - The id of the image each machine created boots (required to create; M(whitesky.capvco.image_info) lists a
+        location's images). Without it, or with an id below 1, nothing is created.
+      - With O(location), an id the location has no image of is refused before anything is created, naming the
+        images it has.
     type: int
   disk_size:
     description: Boot disk size in GiB.

@@ -53,7 +53,8 @@ options:
     description: With O(cluster), the machine pool, recorded in the marker.
     type: str
   location:
-    description: The location, for a graceful delete's vGPU release.
+    description: The location, for a graceful delete's vGPU release, and to check O(image_id) against the location's
+      images before a machine is created.
     type: str
   description:
     description: The VM's description (without O(cluster); with it, the description is the cluster's marker).

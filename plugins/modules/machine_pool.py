@@ -72,7 +72,7 @@ options:
         description: As O(memory), for this pool.
         type: int
       image_id:
-        description: As O(image_id), for this pool.
+        description: As O(image_id), for this pool (required to create its machines).
         type: int
       disk_size:
         description: As O(disk_size), for this pool.
@@ -118,7 +118,10 @@ options:
     type: bool
     default: false
   location:
-    description: The location, for a graceful delete's vGPU release, a pool's O(pools[].gpu) and O(sweep).
+    description:
+      - The location, for a graceful delete's vGPU release, a pool's O(pools[].gpu) and O(sweep).
+      - With it, the images of the machines to create are checked against the location's (one read) before anything
+        is created.
     type: str
   sweep:
     description:

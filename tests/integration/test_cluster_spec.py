@@ -27,13 +27,14 @@ LOC = "be-gen-1"
 def spec(name="ty", gpu_replicas=2, **overrides):
     base = {
         "cluster": {"name": name, "location": LOC, "cloudspace": name + "-cs"},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
         "pools": [
             {
                 "name": "gpu",
                 "replicas": gpu_replicas,
                 "vcpus": 4,
                 "memory": 8192,
+                "image": 12,
                 "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
             }
         ],
@@ -327,7 +328,7 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
         with pytest.raises(InputError) as by_machine:
             pools.converge_machines(
                 client,
-                [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024}],
+                [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024, "image_id": 12}],
                 pools.Scope(cs_id, "other", LOC),
             )
         assert "is not owned by cluster 'other'" in str(by_machine.value)
@@ -358,7 +359,7 @@ def test_oversized_bootstrap_data_is_refused_with_its_size_and_the_limit(emulato
         location=LOC,
         vcpus=2,
         memory=2048,
-        image_id=None,
+        image_id=12,
         disk_size=None,
         first_boot=None,
         bootstrap_data="#!/bin/sh\n" + "x" * (61 * 1024),

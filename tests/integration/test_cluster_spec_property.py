@@ -67,7 +67,7 @@ GPU_TYPES = ("NVIDIA A100", "NVIDIA L4")
 def valid_specs(draw):
     pools = []
     for name in draw(st.lists(st.sampled_from(POOL_NAMES), unique=True, max_size=2)):
-        pool = {"name": name, "replicas": draw(st.integers(0, 3)), "vcpus": 2, "memory": 1024}
+        pool = {"name": name, "replicas": draw(st.integers(0, 3)), "vcpus": 2, "memory": 1024, "image": 12}
         if draw(st.booleans()):
             gpu = {"type": draw(st.sampled_from(GPU_TYPES)), "count": draw(st.integers(1, 4))}
             if draw(st.booleans()):
@@ -76,7 +76,7 @@ def valid_specs(draw):
         pools.append(pool)
     return {
         "cluster": {"name": NAME, "location": LOC, "cloudspace": NAME + "-cs"},
-        "control_plane": {"replicas": draw(st.integers(0, 2)), "vcpus": 1, "memory": 1024},
+        "control_plane": {"replicas": draw(st.integers(0, 2)), "vcpus": 1, "memory": 1024, "image": 12},
         "pools": pools,
         "first_boot": {"packages": draw(st.lists(st.sampled_from(["containerd", "kubelet=1.30*"]), max_size=2))},
     }
@@ -128,13 +128,14 @@ def live_cluster(emu):
             client,
             {
                 "cluster": {"name": NAME, "location": LOC, "cloudspace": NAME + "-cs"},
-                "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024},
+                "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024, "image": 12},
                 "pools": [
                     {
                         "name": "gpu",
                         "replicas": 2,
                         "vcpus": 2,
                         "memory": 1024,
+                        "image": 12,
                         "gpu": {"type": "NVIDIA A100", "count": 1},
                     }
                 ],

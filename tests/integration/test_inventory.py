@@ -34,13 +34,14 @@ SAMPLE = os.path.join(ROOT, "awx", "demo.whitesky.yml")
 LOC, AMS = "be-gen-1", "nl-ams-1"
 WEB = {
     "cluster": {"name": "web", "location": LOC, "cloudspace": "shop"},
-    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
     "pools": [
         {
             "name": "gpu",
             "replicas": 1,
             "vcpus": 4,
             "memory": 8192,
+            "image": 12,
             "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
         }
     ],
@@ -48,7 +49,7 @@ WEB = {
 #: the neighbour in the same cloudspace: its machines' names start with "web-" too
 WEB_GPU = {
     "cluster": {"name": "web-gpu", "location": LOC, "cloudspace": "shop"},
-    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+    "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
 }
 #: made by hand in the cluster's cloudspace: (name, description)
 HAND_MADE = [

@@ -16,16 +16,17 @@ PLAYS = os.path.join(ROOT, "playbooks")
 def spec(**overrides):
     base = {
         "cluster": {"name": "life", "location": "be-gen-1", "cloudspace": "life-cs"},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
         "pools": [
             {
                 "name": "gpu",
                 "replicas": 2,
                 "vcpus": 4,
                 "memory": 8192,
+                "image": 12,
                 "gpu": {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"},
             },
-            {"name": "cpu", "replicas": 1, "vcpus": 2, "memory": 2048},
+            {"name": "cpu", "replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
         ],
     }
     base.update(overrides)
@@ -40,7 +41,7 @@ def names(emulator, cs_name="life-cs"):
 
 def test_machine_module_three_ways_and_graceful_vs_force_delete(emulator, tmp_path):
     args = (
-        "{cloudspace_id: cs-demo, name: c1-m0, cluster: c1, pool: p, vcpus: 2, memory: 2048,"
+        "{cloudspace_id: cs-demo, name: c1-m0, cluster: c1, pool: p, vcpus: 2, memory: 2048, image_id: 12,"
         " first_boot: {packages: [containerd], attempts: 3}}"
     )
     check, apply, again = three_ways(emulator, tmp_path, "machine", args)
@@ -134,6 +135,8 @@ def test_survey_answers_drive_the_playbooks(emulator):
     answers = {
         "cluster_name": "awx",
         "cluster_location": "be-gen-1",
+        "image_id": "12",
+        "cp_replicas": "1",
         "gpu_replicas": "2",
         "gpu_type": "NVIDIA A100",
         "gpu_count": "1",

@@ -26,7 +26,7 @@ def pool(emu, check=False, **params):
         location="be-gen-1",
         vcpus=2,
         memory=2048,
-        image_id=None,
+        image_id=12,
         disk_size=None,
         first_boot=None,
         bootstrap_data=None,
@@ -43,7 +43,10 @@ def vm_names(emu):
 
 
 def test_machine_pool_three_ways_then_scale_down_gracefully(emulator, tmp_path):
-    args = "{cloudspace_id: cs-demo, cluster: c1, pool: gpu, names: [c1-p-0, c1-p-1, c1-p-2], vcpus: 2, memory: 2048}"
+    args = (
+        "{cloudspace_id: cs-demo, cluster: c1, pool: gpu, names: [c1-p-0, c1-p-1, c1-p-2], vcpus: 2, memory: 2048, "
+        "image_id: 12}"
+    )
     emulator.reset_stats()
     check, apply, again = three_ways(emulator, tmp_path, "machine_pool", args)
     assert check["changed"] and check["created"] == ["c1-p-0", "c1-p-1", "c1-p-2"]
@@ -108,8 +111,8 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
         emulator,
         names=None,
         pools=[
-            {"name": "cp", "names": ["c1-cp-0"], "vcpus": 2, "memory": 4096},
-            {"name": "gpu", "names": ["c1-gpu-0", "c1-gpu-1"], "vcpus": 4, "memory": 8192},
+            {"name": "cp", "names": ["c1-cp-0"], "vcpus": 2, "memory": 4096, "image_id": 12},
+            {"name": "gpu", "names": ["c1-gpu-0", "c1-gpu-1"], "vcpus": 4, "memory": 8192, "image_id": 12},
         ],
     )
     assert first["created"] == ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"]
@@ -131,7 +134,7 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
 
 
 def test_a_pools_gpus_converge_in_the_same_call_and_count_0_releases_them(emulator):
-    gpu_pool = {"name": "gpu", "names": ["c1-g-0", "c1-g-1"], "vcpus": 4, "memory": 8192}
+    gpu_pool = {"name": "gpu", "names": ["c1-g-0", "c1-g-1"], "vcpus": 4, "memory": 8192, "image_id": 12}
     first = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 2})])
     assert first["created"] == ["c1-g-0", "c1-g-1"] and len(first["reservations"]) == 4 and len(live(emulator)) == 4
     again = pool(emulator, names=None, pools=[dict(gpu_pool, gpu={"type": "NVIDIA A100", "count": 2})])
@@ -141,7 +144,14 @@ def test_a_pools_gpus_converge_in_the_same_call_and_count_0_releases_them(emulat
 
 
 def test_a_teardown_by_cloudspace_name_sweeps_even_when_the_cloudspace_is_gone(emulator):
-    gpu_pool = {"name": "gpu", "names": ["c1-g-0"], "vcpus": 4, "memory": 8192, "gpu": {"type": "NVIDIA A100"}}
+    gpu_pool = {
+        "name": "gpu",
+        "names": ["c1-g-0"],
+        "vcpus": 4,
+        "memory": 8192,
+        "image_id": 12,
+        "gpu": {"type": "NVIDIA A100"},
+    }
     pool(emulator, names=None, pools=[gpu_pool])
     pool(emulator, cluster="c10", names=None, pools=[dict(gpu_pool, names=["c10-g-0"])])
     # a cloudspace by name that is not there: planned in check mode, created (and recorded as the cluster's) for real

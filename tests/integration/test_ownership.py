@@ -277,7 +277,7 @@ def test_the_machine_module_refuses_a_vm_the_cluster_does_not_own(emulator):
             params = dict(
                 cloudspace_id=CS, name="c1-w0", cluster="c1", state=state_, force=True, vcpus=2, memory=2048,
                 location=LOC, pool=None, description=None, first_boot=None,
-                user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
+                user_data=None, bootstrap_data=None, provider_id=None, image_id=12, disk_size=None,
             )  # fmt: skip
             try:
                 machines.ensure(client, **params)
@@ -327,7 +327,7 @@ def test_a_cluster_says_once_that_it_has_machines_in_a_cloudspace_it_did_not_cre
     params = dict(
         cloudspace_id=CS, name="c1-m0", cluster="c1", state="present", force=False, vcpus=2, memory=2048,
         location=LOC, pool=None, description=None, first_boot=None,
-        user_data=None, bootstrap_data=None, provider_id=None, image_id=None, disk_size=None,
+        user_data=None, bootstrap_data=None, provider_id=None, image_id=12, disk_size=None,
     )  # fmt: skip
 
     def notes():

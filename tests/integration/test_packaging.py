@@ -20,6 +20,8 @@ ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1"
     "module",
     [
         "gpu_profile_info",
+        "image_info",
+        "location_info",
         "vgpu",
         "vgpu_info",
         "vgpu_reclaim",

@@ -30,8 +30,8 @@ A100x2 = {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}
 def spec(name="pz", gpu_replicas=2, cloudspace=None, cp=1):
     return {
         "cluster": {"name": name, "location": LOC, "cloudspace": cloudspace or name + "-cs"},
-        "control_plane": {"replicas": cp, "vcpus": 2, "memory": 2048},
-        "pools": [{"name": "gpu", "replicas": gpu_replicas, "vcpus": 4, "memory": 8192, "gpu": A100x2}],
+        "control_plane": {"replicas": cp, "vcpus": 2, "memory": 2048, "image": 12},
+        "pools": [{"name": "gpu", "replicas": gpu_replicas, "vcpus": 4, "memory": 8192, "image": 12, "gpu": A100x2}],
     }
 
 

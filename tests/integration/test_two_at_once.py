@@ -39,13 +39,14 @@ SEED = int(os.environ.get("CAPVCO_PAIRS_SEED", "24"))
 def spec(replicas=2, name="duo"):
     return {
         "cluster": {"name": name, "location": LOC, "cloudspace": name + "-cs"},
-        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048},
+        "control_plane": {"replicas": 1, "vcpus": 2, "memory": 2048, "image": 12},
         "pools": [
             {
                 "name": "gpu",
                 "replicas": replicas,
                 "vcpus": 4,
                 "memory": 8192,
+                "image": 12,
                 "gpu": {"type": "NVIDIA A100", "count": 1, "driverVersion": "550"},
             }
         ],

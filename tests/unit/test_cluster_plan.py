@@ -43,13 +43,14 @@ def worlds(draw):
     spec = clusterspec.check(
         {
             "cluster": {"name": CLUSTER, "location": LOC, "cloudspace": CS},
-            "control_plane": {"replicas": cp, "vcpus": 1, "memory": 1024},
+            "control_plane": {"replicas": cp, "vcpus": 1, "memory": 1024, "image": 12},
             "pools": [
                 {
                     "name": "gpu",
                     "replicas": gpu_replicas,
                     "vcpus": 2,
                     "memory": 2048,
+                    "image": 12,
                     "gpu": {"type": "NVIDIA A100", "count": count},
                 }
             ],

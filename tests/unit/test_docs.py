@@ -31,6 +31,9 @@ def test_the_emulators_default_world_is_the_one_documented():
             assert "%d `%s`" % (net["external_network_id"], net["name"]) in row, (loc["name"], net["name"])
         for cs in loc["cloudspaces"]:
             assert "cloudspace `%s` (its id `%s`" % (cs["name"], cs["cloudspace_id"]) in row, row
+        for image in loc["images"]:
+            assert "%d `%s`" % (image["image_id"], image["name"]) in row, (loc["name"], image["image_id"])
+        assert 12 in [i["image_id"] for i in loc["images"]], "image 12, which the tests and the docs boot, is there"
 
 
 def test_every_playbook_is_documented():

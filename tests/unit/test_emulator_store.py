@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whitesky_emulator import addressing, metering
+from whitesky_emulator.state import Emulator
 from whitesky_emulator.store import ExternalNetwork, Nic, Store, Vgpu, Vm
-from whitesky_emulator.world import DEFAULT_WORLD
+from whitesky_emulator.world import DEFAULT_IMAGES, DEFAULT_WORLD
 
 CUSTOMER = "capvco-demo"
 
@@ -223,3 +224,22 @@ def test_a_cached_listing_is_always_what_sql_reads(tmp_path_factory, steps):
                     CUSTOMER,
                 )
             ], flags
+
+
+# -- images --------------------------------------------------------------------------------------------------------
+def test_each_location_has_its_images_and_a_seed_without_images_gets_the_defaults(tmp_path, store):
+    assert [i.image_id for i in store.images.listing("be-gen-1")] == [12, 14, 21]
+    assert [i.image_id for i in store.images.listing("nl-ams-1")] == [12, 14]
+    assert store.images.get("nl-ams-1", 21) is None and store.images.get("be-gen-1", 21).name.startswith("Debian")
+    bare = Store(str(tmp_path / "bare.db"))
+    bare.seed({"customers": [{"customer_id": CUSTOMER}], "locations": [{"name": "x-1"}]})
+    assert [i.image_id for i in bare.images.listing("x-1")] == [i["image_id"] for i in DEFAULT_IMAGES]
+
+
+def test_a_state_file_from_before_images_gets_them_when_the_emulator_starts(tmp_path):
+    old = Store(str(tmp_path / "state.db"))
+    old.seed(DEFAULT_WORLD)
+    old.db.run("DELETE FROM images")  # what a state file written before the emulator had images holds
+    old.db.conn.close()
+    emu = Emulator(str(tmp_path), "token", DEFAULT_WORLD)
+    assert [i.image_id for i in emu.store.images.listing("be-gen-1")] == [12, 14, 21]

@@ -431,6 +431,19 @@ def answering(body, status=200):
             "data[0].virtual_machine.id is missing",
         ),
         (lambda c: c.create_vm(CS, "n", "d", 1, 128), {"vm_id": "7"}, "vm_id is a string, not an integer"),
+        (lambda c: c.images("loc"), {"result": [{"name": "u"}]}, "result[0].image_id is missing"),
+        (lambda c: c.images("loc"), {"result": [{"image_id": "12", "name": "u"}]}, "result[0].image_id is a string"),
+        (lambda c: c.images("loc"), {"result": [{"image_id": 12, "name": "u", "public": 1}]}, "public is an integer"),
+        (lambda c: c.images("loc"), {"result": [{"image_id": 12, "name": "u" * 257}]}, "longer than 256 characters"),
+        (
+            lambda c: c.images("loc"),
+            {"result": [{"image_id": i, "name": "u"} for i in range(10001)]},
+            "result has 10001 items, more than the 10000",
+        ),
+        (lambda c: c.locations(), {"locations": [{"resources": {}}]}, "locations[0].location is missing"),
+        (lambda c: c.locations(), {"locations": [{"location": 5}]}, "locations[0].location is an integer"),
+        (lambda c: c.locations(), {"locations": {"location": "x"}}, "locations is an object, not a list"),
+        (lambda c: c.location_names(), {"locations": [{"location": "x" * 129}]}, "longer than 128 characters"),
     ],
 )
 def test_an_answer_without_what_the_core_reads_is_a_bad_answer(call, body, says):
@@ -445,6 +458,14 @@ def test_an_answer_that_fits_is_handed_on_as_it_is():
     c, _clock = mock_client(answering({"result": [vm]}))
     assert c.vms(CS) == [vm]
     assert answers.listed(None, "op") == [] and answers.listed({"result": None}, "op", "VM") == []
+
+
+def test_a_locations_listing_and_its_currency_are_read_within_bounds():
+    body = {"currency": "EUR", "locations": [{"location": "b", "resources": {"vgu": 730}}, {"location": "a"}]}
+    c, _clock = mock_client(answering(body))
+    assert c.locations() == (body["locations"], "EUR") and c.location_names() == ["a", "b"]
+    c, _clock = mock_client(answering({"currency": "E" * 17, "locations": []}))
+    assert c.locations() == ([], None), "a currency no platform sends is none"
 
 
 def test_a_listing_whose_count_lies_ends_at_its_first_empty_page():

@@ -4,9 +4,9 @@ with ``http.op`` (a new family module goes into ``FAMILIES``)."""
 from __future__ import annotations
 
 from ..http import Handler, Served
-from . import billing, cloudspaces, gpus, networks, notes, vms
+from . import billing, cloudspaces, gpus, images, networks, notes, vms
 
-FAMILIES = (billing, cloudspaces, gpus, networks, notes, vms)
+FAMILIES = (billing, images, cloudspaces, gpus, networks, notes, vms)
 
 #: (method, path, operationId, mutating, handler) of one operation
 Operation = tuple[str, str, str, bool, Handler]

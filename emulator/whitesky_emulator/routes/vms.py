@@ -42,6 +42,9 @@ async def create_vm(ctx: Ctx) -> JsonObject:
         raise HTTPError(400, "invalid request: vcpus must be >= 1 and memory >= 128 (MiB)")
     if ctx.store.vms.named(cs.cloudspace_id, name):
         raise HTTPError(409, "a virtual machine named %r already exists in cloudspace %r" % (name, cs.cloudspace_id))
+    image_id = ctx.maybe_number("image_id")
+    if image_id is not None and ctx.store.images.get(cs.location, image_id) is None:
+        raise HTTPError(404, "image %d not found in location %r" % (image_id, cs.location))
     body = ctx.body or {}
     gpu_id, vgpu_name = body.get("gpu_id") or "", body.get("vgpu_name") or ""
     if gpu_id:
@@ -54,7 +57,7 @@ async def create_vm(ctx: Ctx) -> JsonObject:
         description,
         vcpus,
         memory,
-        ctx.maybe_number("image_id"),
+        image_id,
         ctx.maybe_number("disk_size"),
         ctx.maybe_text("user_data"),
     )

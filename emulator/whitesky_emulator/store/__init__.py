@@ -2,10 +2,10 @@
 resource, each returning typed rows.
 
 - ``db``: the schema, the connection, transactions;
-- ``accounts``: customers and locations; ``cloudspaces``: cloudspaces and their notes; ``vms``: VMs and their
-  guests' files; ``vgpus``: reservations, their attachments and the GPU profiles (with ``listing``, the positions
-  of listings kept between pages); ``networks``: external networks and NICs; ``billing``: what the consumption
-  report and the ledger read.
+- ``accounts``: customers and locations; ``images``: the VM images each location offers; ``cloudspaces``:
+  cloudspaces and their notes; ``vms``: VMs and their guests' files; ``vgpus``: reservations, their attachments and
+  the GPU profiles (with ``listing``, the positions of listings kept between pages); ``networks``: external networks
+  and NICs; ``billing``: what the consumption report and the ledger read.
 
 What spans resources (seeding the world, deleting a VM with what it holds, the admin snapshot) is :class:`Store`'s.
 Transient things (faults, VM locks, request statistics) are not stored.
@@ -17,10 +17,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..world import DEFAULT_IMAGES
 from .accounts import AccountStore, Customer, Location
 from .billing import Attachment, BillingStore
 from .cloudspaces import DEFAULT_PRIVATE_NETWORK, Cloudspace, CloudspaceStore, Note, NoteStore
 from .db import Database
+from .images import Image, ImageStore
 from .networks import ExternalNetwork, NetworkStore, Nic
 from .vgpus import GpuProfile, ProfileStore, Vgpu, VgpuStore
 from .vms import Vm, VmBrief, VmStore
@@ -31,6 +33,7 @@ __all__ = [
     "Customer",
     "ExternalNetwork",
     "GpuProfile",
+    "Image",
     "Location",
     "Nic",
     "Note",
@@ -55,6 +58,7 @@ class Store:
     def __init__(self, path: str) -> None:
         self.db = Database(path)
         self.accounts = AccountStore(self.db)
+        self.images = ImageStore(self.db)
         self.cloudspaces = CloudspaceStore(self.db)
         self.notes = NoteStore(self.db)
         self.vms = VmStore(self.db)
@@ -73,6 +77,7 @@ class Store:
                 self.accounts.add_customer(cust["customer_id"], cust.get("name", cust["customer_id"]))
             for loc in world["locations"]:
                 self.accounts.add_location(loc["name"], loc.get("currency", "EUR"), loc.get("prices", {}))
+                self._seed_images(loc)
                 for gpu in loc.get("gpus", []):
                     self.profiles.add(
                         GpuProfile(
@@ -105,6 +110,31 @@ class Store:
                         loc["name"],
                         cs.get("private_network", DEFAULT_PRIVATE_NETWORK),
                     )
+
+    def seed_images(self, world: Mapping[str, Any]) -> None:
+        """The images of the world's locations, into a state file seeded before the emulator had images."""
+        with self.db.transaction():
+            for loc in world["locations"]:
+                if self.accounts.location(loc["name"]) is not None:
+                    self._seed_images(loc)
+
+    def _seed_images(self, loc: Mapping[str, Any]) -> None:
+        """A seed location's images; one that lists none gets the default world's (``world.DEFAULT_IMAGES``)."""
+        for image in loc.get("images", DEFAULT_IMAGES):
+            self.images.add(
+                Image(
+                    loc["name"],
+                    int(image["image_id"]),
+                    image["name"],
+                    image.get("description", ""),
+                    image.get("os_type", "Linux"),
+                    image.get("status", "CREATED"),
+                    int(image.get("size", 10)),
+                    int(image.get("boot_disk_size", 10)),
+                    int(image.get("memory", 512)),
+                    int(image.get("public", True)),
+                )
+            )
 
     def reserve_many(
         self, customer_id: str, location: str, gpu_id: str, names: list[str], vm_id: int | None = None

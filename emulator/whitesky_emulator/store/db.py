@@ -14,6 +14,9 @@ from typing import TypeVar
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS customers (customer_id TEXT PRIMARY KEY, name TEXT);
 CREATE TABLE IF NOT EXISTS locations (name TEXT PRIMARY KEY, currency TEXT, prices TEXT);
+CREATE TABLE IF NOT EXISTS images (
+  location TEXT, image_id INTEGER, name TEXT, description TEXT, os_type TEXT, status TEXT, size INTEGER,
+  boot_disk_size INTEGER, memory INTEGER, public INTEGER, PRIMARY KEY (location, image_id));
 CREATE TABLE IF NOT EXISTS gpu_profiles (
   id TEXT PRIMARY KEY, location TEXT, vendor TEXT, model TEXT, description TEXT, available_instances INTEGER);
 CREATE TABLE IF NOT EXISTS vgpus (

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import IMAGE_HINT, require_images
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import user_data as render_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers
@@ -72,9 +73,18 @@ def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
 
 
 def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
-    """Refuse to create machines without vcpus and memory."""
+    """Refuse to create machines without vcpus, memory and an image (``image_id``: a VM made without one boots
+    nothing, and the platform shows it as image 0)."""
+    listed = ", ".join(repr(n) for n in names)
     if not p.get("vcpus") or not p.get("memory"):
-        raise InputError("creating machine(s) %s needs vcpus and memory" % ", ".join(repr(n) for n in names))
+        raise InputError("creating machine(s) %s needs vcpus and memory" % listed)
+    image = p.get("image_id")
+    if isinstance(image, bool) or not isinstance(image, int) or image < 1:
+        raise InputError(
+            "creating machine(s) %s needs image_id (a cluster spec's control_plane.image or pools[].image)%s: the "
+            "id of the image it boots, one of its location's (%s); nothing was created"
+            % (listed, "" if image is None else ", not %r" % (image,), IMAGE_HINT)
+        )
 
 
 def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], data: str) -> dict[str, Any]:
@@ -220,6 +230,8 @@ def _ensure(client: WhiteskyClient, m: _Machine, write: bool) -> dict[str, Any]:
             return result
         need_size(m.size, [name])
         data = render_user_data(m.boot, "machine %r" % name)
+        if location:  # an image the location does not have is refused before anything is made
+            require_images(client, location, {m.size["image_id"]: [name]})
         after = {"name": name, "vcpus": m.size["vcpus"], "memory": m.size["memory"], "image_id": m.size["image_id"]}
         result.update(changed=True, diff={"before": {}, "after": after})
         if not write:

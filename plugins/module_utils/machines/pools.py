@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import images_of, require_images
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import (
     create,
@@ -141,6 +142,7 @@ def ensure_pool(
         made = space is None and state == "present"
         if made:  # a new cloudspace, the cluster's own (a note on it records that the cluster created it)
             planned = new_cloudspace_plan(wanted, boot)  # checked before it is created: bad input leaves nothing
+            require_images(client, location, images_of(wanted))
             if check_mode:
                 return planned
             space, made = cloudspaces.claim(client, name, location, cluster)
@@ -265,7 +267,10 @@ def _prepare(client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: 
         missing = [n for q, n in creates if q is pool]
         if missing:
             need_size(pool, missing)
-    data = pool_user_data(boot, [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools])
+    to_create: list[Pool] = [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools]
+    data = pool_user_data(boot, to_create)
+    if scope.location:  # an image the location does not have is refused before anything is made
+        require_images(client, scope.location, images_of(to_create))
     if deletes:
         need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
     reservations: dict[str, list[Reservation]] = {}

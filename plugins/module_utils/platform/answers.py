@@ -21,12 +21,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 
 
 class Field(NamedTuple):
-    """A field the core reads: its types (``None`` among them when it may be null), whether it must be there, and
-    for a list or an object, the shape of its items or of itself."""
+    """A field the core reads: its types (``None`` among them when it may be null), whether it must be there, for a
+    list or an object, the shape of its items or of itself, and for a string, the most characters it may have."""
 
     types: tuple[type, ...]
     required: bool = False
     shape: str | None = None
+    longest: int | None = None
 
 
 _NUMBER = (int, float)
@@ -83,6 +84,23 @@ SHAPES: dict[str, dict[str, Field]] = {
         "location": Field((str,)),
         "creation_time": Field(_NUMBER),
     },
+    # what image_info shows of a location's images, and the image a machine is created from is checked against
+    "image": {
+        "image_id": Field((int,), True),
+        "name": Field((str,), True, longest=256),
+        "description": Field((str,), longest=4096),
+        "status": Field((str,), longest=64),
+        "os_type": Field((str,), longest=64),
+        "size": Field((int,)),
+        "boot_disk_size": Field((int,)),
+        "memory": Field((int,)),
+        "public": Field((bool,)),
+    },
+    # a location of the customer's listing (listCustomerLocations), with its prices
+    "location": {
+        "location": Field((str,), True, longest=128),
+        "resources": Field((dict,)),
+    },
 }
 
 _KIND = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object"}
@@ -109,6 +127,9 @@ _ABSENT = object()
 _FAST: dict[str, tuple[tuple[str, Field, frozenset[type]], ...]] = {
     shape: tuple((name, f, frozenset(f.types)) for name, f in fields.items()) for shape, fields in SHAPES.items()
 }
+#: The most items a listing the core reads may have (a location's images, the customer's locations): more is an
+#: answer no platform gives, refused before any item is read.
+MOST_ITEMS = 10000
 
 
 def record(answer: object, shape: str, operation: str, where: str = "the answer") -> dict[str, Any]:
@@ -126,6 +147,8 @@ def record(answer: object, shape: str, operation: str, where: str = "the answer"
             continue
         if type(value) not in exact and not _fits(value, field.types):
             raise _bad(operation, where + "." + name, "is %s, not %s" % (_kind(value), _wanted(field.types)))
+        if field.longest is not None and isinstance(value, str) and len(value) > field.longest:
+            raise _bad(operation, where + "." + name, "is longer than %d characters" % field.longest)
         if field.shape is not None and isinstance(value, dict):
             record(value, field.shape, operation, where + "." + name)
         elif field.shape is not None and isinstance(value, list):
@@ -133,18 +156,25 @@ def record(answer: object, shape: str, operation: str, where: str = "the answer"
     return answer
 
 
-def items(answer: object, shape: str, operation: str, where: str = "the answer") -> list[dict[str, Any]]:
-    """``answer``, a list of objects of ``shape``, each checked (:func:`record`)."""
+def items(
+    answer: object, shape: str, operation: str, where: str = "the answer", most: int | None = None
+) -> list[dict[str, Any]]:
+    """``answer``, a list of objects of ``shape`` (at most ``most`` of them, when given), each checked
+    (:func:`record`)."""
     if not isinstance(answer, list):
         raise _bad(operation, where, "is %s, not a list" % _kind(answer))
+    if most is not None and len(answer) > most:
+        raise _bad(operation, where, "has %d items, more than the %d the collection reads" % (len(answer), most))
     for i, item in enumerate(answer):
         record(item, shape, operation, "%s[%d]" % (where, i))
     return answer
 
 
-def listed(answer: object, operation: str, shape: str | None = None, key: str = "result") -> list[Any]:
+def listed(
+    answer: object, operation: str, shape: str | None = None, key: str = "result", most: int | None = None
+) -> list[Any]:
     """The list in a list operation's envelope (``{"result": [...]}``; no answer, or no list, is an empty list),
-    each item of ``shape`` when one is given."""
+    each item of ``shape`` when one is given, and at most ``most`` of them when that is given."""
     if answer is None:
         return []
     if not isinstance(answer, Mapping):
@@ -155,8 +185,10 @@ def listed(answer: object, operation: str, shape: str | None = None, key: str = 
     if shape is None:
         if not isinstance(found, list):
             raise _bad(operation, key, "is %s, not a list" % _kind(found))
+        if most is not None and len(found) > most:
+            raise _bad(operation, key, "has %d items, more than the %d the collection reads" % (len(found), most))
         return found
-    return items(found, shape, operation, key)
+    return items(found, shape, operation, key, most)
 
 
 def field(answer: object, key: str, types: tuple[type, ...], operation: str) -> Any:

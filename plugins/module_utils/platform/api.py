@@ -9,7 +9,7 @@ template under ``/api/1`` (path parameters named as in the spec), and the query 
 that may be sent with it.  ``client.WhiteskyClient.call`` sends by it, the emulator
 (``emulator/whitesky_emulator/http.py``'s ``op``) serves its routes by it, and ``tests/unit/test_contract.py``
 checks every entry against the spec.  The emulator serves a few operations that the client never calls
-(``reserveVGPU``, ``getExternalNetwork``, ``listCustomerLocations``).
+(``reserveVGPU``, ``getExternalNetwork``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ LOC = C + "/locations/{location}"
 
 #: operationId -> Operation(method, path template, query parameter names, body field names)
 OPERATIONS: dict[str, Operation] = {
-    # locations, GPUs, vGPUs
+    # locations, their images, GPUs, vGPUs
     "listCustomerLocations": Operation("GET", C + "/locations"),
+    "listCustomerImages": Operation("GET", LOC + "/vm-images"),
     "listAvailableGPUProfiles": Operation("GET", LOC + "/gpus"),
     "reserveVGPU": Operation("POST", LOC + "/gpus/{gpu_id}", body=("vgpu_name",)),
     "listCustomerVGPUS": Operation("GET", LOC + "/vgpus", ("limit", "start_after", "include_deleted")),

@@ -33,7 +33,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import Transport
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.vmlock import vm_locked
 
-__all__ = ["OPERATIONS", "WhiteskyClient"]
+__all__ = ["OPERATIONS", "WhiteskyClient", "no_such_location"]
 
 #: The writes of the lease itself (its note, renewed and taken back): never fenced by the lease they keep.
 _LEASE_OPERATIONS = frozenset({"createCloudspaceNote", "updateCloudspaceNote", "deleteCloudspaceNote"})
@@ -43,6 +43,14 @@ def _field(answer: Any, key: str, types: tuple[type, ...], operation: str) -> An
     """The field of the platform's answer, of ``types``, or a :class:`Resolved` answer as it is (the caller's hook
     made it)."""
     return answer if isinstance(answer, Resolved) else answers.field(answer, key, types, operation)
+
+
+def no_such_location(location: str, customer_id: str, names: list[str]) -> InputError:
+    """The error of a location the customer does not have, naming those it has."""
+    return InputError(
+        "location %r does not exist for customer %r; its locations: %s"
+        % (location, customer_id, ", ".join(names) or "none")
+    )
 
 
 class _Held:
@@ -172,15 +180,18 @@ class WhiteskyClient:
                 self._refuse_unknown_location(str(path_params["location"]))
             raise
 
+    def locations(self) -> tuple[list[dict[str, Any]], str | None]:
+        """The customer's locations (``listCustomerLocations``), each checked (``answers``: a ``location``, its
+        name and its prices), and the currency of their prices (None when the answer names none)."""
+        operation = "listCustomerLocations"
+        answer = self.call(operation)
+        found = answers.listed(answer, operation, "location", key="locations", most=answers.MOST_ITEMS)
+        currency = answer.get("currency") if isinstance(answer, dict) else None
+        return found, currency if isinstance(currency, str) and len(currency) <= 16 else None
+
     def location_names(self) -> list[str]:
-        """The customer's locations, by name (``listCustomerLocations``)."""
-        answer = self.call("listCustomerLocations")
-        items = answer.get("locations") if isinstance(answer, dict) else None
-        return sorted(
-            str(i["location"])
-            for i in (items if isinstance(items, list) else [])[:1000]
-            if isinstance(i, dict) and isinstance(i.get("location"), str) and len(i["location"]) <= 128
-        )
+        """The customer's locations, by name, sorted (``listCustomerLocations``)."""
+        return sorted(str(i["location"]) for i in self.locations()[0])
 
     def _refuse_unknown_location(self, location: str) -> None:
         """A 404 of a call in ``location``: when the customer has no such location, say so and name those it has
@@ -190,10 +201,7 @@ class WhiteskyClient:
         except WhiteskyError:
             return
         if location not in names:
-            raise InputError(
-                "location %r does not exist for customer %r; its locations: %s"
-                % (location, self.customer_id, ", ".join(names) or "none")
-            ) from None
+            raise no_such_location(location, self.customer_id, names) from None
 
     def paginate(
         self,
@@ -210,13 +218,23 @@ class WhiteskyClient:
         )
 
     def result(
-        self, operation: str, query: dict[str, Any] | None = None, shape: str | None = None, **path_params: Any
+        self,
+        operation: str,
+        query: dict[str, Any] | None = None,
+        shape: str | None = None,
+        most: int | None = None,
+        **path_params: Any,
     ) -> list[Any]:
         """Call a list operation and unwrap its ``{"result": [...]}`` envelope; each item of ``shape`` (one of
-        ``answers.SHAPES``) when one is given."""
-        return answers.listed(self.call(operation, query=query, **path_params), operation, shape)
+        ``answers.SHAPES``) when one is given, and at most ``most`` items when that is given."""
+        return answers.listed(self.call(operation, query=query, **path_params), operation, shape, most=most)
 
-    # -- locations, GPUs ---------------------------------------------------
+    # -- locations, their images, GPUs -------------------------------------
+    def images(self, location: str) -> list[Any]:
+        """The location's VM images (``listCustomerImages``: the public ones and the customer's own), each checked
+        (``answers``: an ``image``), without their logos."""
+        return self.result("listCustomerImages", shape="image", most=answers.MOST_ITEMS, location=location)
+
     def gpu_profiles(self, location: str) -> list[Any]:
         return self.result("listAvailableGPUProfiles", shape="GPU profile", location=location)
 

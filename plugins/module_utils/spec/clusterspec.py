@@ -39,6 +39,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import
 )
 
 CONTROL_PLANE = "cp"
+#: Where a user finds an image's id.
+IMAGE_HINT = "whitesky.capvco.image_info lists a location's images"
 MAX_REPLICAS = 100
 MAX_POOLS = 20
 
@@ -84,7 +86,11 @@ def machine_fields(vcpus: int | None = None, memory: int | None = None) -> dict[
     return {
         "vcpus": int_field("Virtual CPUs of each machine.", 1, 256, **size),
         "memory": int_field("Memory of each machine, in MiB.", 512, 4194304, **mem),
-        "image": int_field("The platform image id to boot.", 0),
+        "image": int_field(
+            "The platform image id to boot, required with replicas above 0 (a spec of the cluster alone, as a teardown "
+            "takes, needs none): %s." % IMAGE_HINT,
+            1,
+        ),
         "diskSize": int_field("Boot disk size in GiB.", 1, 65536),
     }
 
@@ -222,7 +228,7 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
             errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
     out: dict[str, Any] = parse(spec if spec is not None else {}, SPEC, "", errors)
     if out is not MISSING and not errors:
-        _cross_checks(out, errors)
+        _cross_checks(out, errors, "control_plane" in spec if isinstance(spec, Mapping) else False)
     if errors:
         raise InputError(
             "the cluster spec is invalid (%d error(s)), nothing was changed: %s" % (len(errors), "; ".join(errors)),
@@ -255,9 +261,22 @@ def secrets(raw: object) -> list[str]:
     return out
 
 
-def _cross_checks(spec: dict[str, Any], errors: Errors) -> None:
+def _cross_checks(spec: dict[str, Any], errors: Errors, control_plane: bool) -> None:
+    """The checks across fields; ``control_plane``: whether the spec states its control plane (a spec of the cluster
+    alone, what a teardown takes, needs no image: the converge of one refuses to create the default control plane
+    without an image, ``machines.need_size``)."""
     cluster = spec["cluster"]
     cluster.setdefault("cloudspace", cluster["name"])
+    machines = [("pools[%d]" % i, p) for i, p in enumerate(spec["pools"])]
+    if control_plane:
+        machines.insert(0, ("control_plane", spec["control_plane"]))
+    for where, pool in machines:
+        if pool["replicas"] and pool.get("image") is None:
+            errors.add(
+                where + ".image",
+                "is required to create its %d machine(s): the id of the image they boot, from location %r (%s)"
+                % (pool["replicas"], cluster["location"], IMAGE_HINT),
+            )
     taken = {CONTROL_PLANE: "control_plane"}
     for i, pool in enumerate(spec["pools"]):
         name = pool["name"]
