@@ -25,10 +25,11 @@ LAYERS ?= unit integration molecule sanity lint consumers fresh
 
 all: test
 
-# The dev venv: the tools, the emulator and lab (emulator/), the node agent (node/) and the controller
+# The dev venv: the tools, the emulator (emulator/), the lab (lab/), the node agent (node/) and the controller
 # (controller/) as editable packages, and a .pth that puts the collection (.build/collections, see link) on the venv's path.
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements-dev.txt emulator/pyproject.toml node/pyproject.toml controller/pyproject.toml
+$(VENV)/.installed: requirements-dev.txt emulator/pyproject.toml lab/pyproject.toml node/pyproject.toml \
+  controller/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt

@@ -5,7 +5,8 @@ The places that carry a copy (each checked here):
 
 - the latest release of ``changelogs/changelog.yaml`` and the first release heading of ``CHANGELOG.rst``
   (both written by ``antsibull-changelog release``, which reads galaxy.yml);
-- the ``[project]`` version of every ``pyproject.toml`` that has one (``node/``, ``emulator/``);
+- the ``[project]`` version of every ``pyproject.toml`` that has one (``node/``, ``emulator/``, ``lab/``,
+  ``controller/``);
 - in any text file outside tests/ and the changelogs: an image tag of this project
   (``capvco-controller:X``, ``capvco-sriov-agent:X``, ``capvco-ee:X``: the roles' defaults and argument specs,
   ``controller/Containerfile``, the docs' commands) and the collection's tarball name
@@ -50,6 +51,7 @@ EXPECTED = (
     "CHANGELOG.rst",
     "node/pyproject.toml",
     "emulator/pyproject.toml",
+    "lab/pyproject.toml",
     "awx/requirements.yml",
     "roles/capvco_controller/defaults/main.yml",
     "roles/capvco_controller/meta/argument_specs.yml",

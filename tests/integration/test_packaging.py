@@ -66,6 +66,7 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
     assert not [n for n in names if n.startswith("playbooks/vco")], "the Ansible operator's playbooks are gone"
     for dev_only in (
         "emulator",
+        "lab",
         "bin",
         "hack",
         "benchmarks",
@@ -141,4 +142,5 @@ def test_a_plain_pip_install_of_the_emulator_is_whole(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
     tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT).stdout.split()
-    assert not [p for p in tracked if ".egg-info" in p or p.startswith(("emulator/build/", "node/build/"))]
+    build_output = ("emulator/build/", "lab/build/", "node/build/")
+    assert not [p for p in tracked if ".egg-info" in p or p.startswith(build_output)]

@@ -24,6 +24,7 @@ DEV_ONLY = (
     "tests",
     "hack",
     "emulator",
+    "lab",
     "node",
     "controller",
     "molecule",
