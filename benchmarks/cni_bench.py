@@ -5,11 +5,14 @@ Prints medians and ratios measured in this one run, each beside its goal, and ex
 
 - ADD+DEL wall time of capvco-sriov (plugin -> agent -> platform -> hot-plug -> netlink) against host-device
   (moving an existing device, static IPAM), both with the pod netns and the device set up the same way, with no
-  platform latency; the goal is on the local overhead, with the emulator's hot-plug hook time taken out (the hook
-  stands in for the platform creating the VF, which host-device never has to do): <= 1.5x host-device;
+  platform latency; the goal is on the local overhead, what runs on the node: the wall time less the platform's
+  own time, which host-device never has (the emulator's time answering the agent's calls, its hot-plug hook
+  included, as the emulator measures it: ``stats()["seconds"]``): <= 1.3x host-device.  The wall time less the
+  hook alone (the earlier measure) is printed beside it;
 - 20 ADDs at once on one node, with --attach-ms of latency on every platform call: the time against 20 t, where t
-  is one attach call's own time (the latency and the hot-plug), measured alone in the same run; failed ADDs are
-  counted. Goal: <= 1.5 x 20 t, and no failure;
+  is one attach call's own time (the latency and the hot-plug), measured alone in the same run, and split into
+  the injected latency, the emulated hot-plug and the rest (the emulator's handler and the client: the floor's
+  part that is ours); failed ADDs are counted. Goal: <= 1.5 x 20 t, and no failure;
 - 200 pod ADDs over 20 nodes (20 VMs in one cloudspace, each with its own node netns and its own agent process,
   all with one credential), 10 per node, all issued at once through the plugin, under the emulator's
   per-credential rate limit (mutating 5/s burst 50, reads 20/s burst 100). The floor is what the budget allows:
@@ -44,6 +47,8 @@ from capvco_lab.netlab import NETNS_DIR, Fleet, Lab, missing, sh
 from capvco_sriov.shim import TIMEOUT
 
 GO_PLUGINS = "/usr/lib/cni"
+#: The goal on ADD+DEL's local overhead, against Go's host-device.
+LOCAL_GOAL = 1.3
 #: The scale row's per-credential limit in the emulator (what peer clouds publish for their own token buckets).
 SCALE_LIMIT = {"mutating": {"rate": 5, "burst": 50}, "read": {"rate": 20, "burst": 100}}
 #: The plugin's ``timeoutSeconds`` in the scale row: a node's 10th pod waits behind its 9 others and every other
@@ -88,7 +93,7 @@ def one_node_rows(args):
     lab = Lab(pathlib.Path(tempfile.mkdtemp())).up(grace=600, interval=600)
     try:
         pod = lab.add_pod(1)
-        ours, ours_local, theirs = [], [], []
+        ours, ours_no_hook, ours_local, platform, hooks, theirs = [], [], [], [], [], []
         for i in range(args.runs):
             # host-device: the device exists in the node netns before ADD (set up untimed)
             sh("ip", "-n", lab.node, "link", "add", "hdv", "type", "veth", "peer", "name", "hdp")
@@ -96,24 +101,32 @@ def one_node_rows(args):
             t_del = host_device(lab, pod, "DEL", "hdv")
             sh("ip", "-n", lab.node, "link", "del", "hdv", check=False)
             theirs.append(t_add + t_del)
+            answering = lab.emu.stats()["seconds"]
             t0 = time.perf_counter()
             rc, res = lab.cni("ADD", pod, container="b%d" % i)
             rc2, _ = lab.cni("DEL", pod, container="b%d" % i)
             took = time.perf_counter() - t0
             assert rc == 0 and rc2 == 0, res
+            answering = lab.emu.stats()["seconds"] - answering  # the platform's own time, its hooks included
             log = lab.emu.admin("GET", "/hooks")["log"]
             hook = sum(e["seconds"] for e in log[-2:])  # this iteration's attach and detach hooks
             ours.append(took)
-            ours_local.append(took - hook)
+            ours_no_hook.append(took - hook)
+            ours_local.append(took - answering)
+            platform.append(answering)
+            hooks.append(hook)
         # 20 pods at once on one node, every platform call taking --attach-ms
         lab.emu.faults(latency_ms=args.attach_ms)
-        alone = []
+        alone, alone_hook, alone_answer = [], [], []
         with lab.emu.client() as client:
             for _ in range(3):  # t: one attach call by itself (latency + the hot-plug), and its detach untimed
                 free = client.free_addresses(lab.location, 101)[0]
+                answering = lab.emu.stats()["seconds"]
                 t0 = time.perf_counter()
                 client.attach_nic(lab.cloudspace_id, lab.vm_id, 101, ip_address=free)
                 alone.append(time.perf_counter() - t0)
+                alone_answer.append(lab.emu.stats()["seconds"] - answering)
+                alone_hook.append(lab.emu.admin("GET", "/hooks")["log"][-1]["seconds"])
                 client.detach_nic(lab.cloudspace_id, lab.vm_id, free, 101)
         lab.emu.reset_stats()
         pods = [lab.add_pod(10 + i) for i in range(20)]
@@ -137,18 +150,38 @@ def one_node_rows(args):
     local = med(ours_local) / med(theirs)
     burst = conc / (20 * t)
     goals = [
-        ("ADD+DEL local overhead vs Go host-device", local, 1.5),
+        ("ADD+DEL local overhead vs Go host-device", local, LOCAL_GOAL),
         ("20 ADDs at once vs 20 x t", burst, 1.5),
     ]
+    go = med(theirs)
     print("CNI ADD+DEL, median of %d, platform latency 0:" % args.runs)
-    print("  Go host-device:             %6.1f ms" % (med(theirs) * 1000))
-    print("  capvco-sriov:               %6.1f ms  = %.2fx host-device" % (med(ours) * 1000, med(ours) / med(theirs)))
+    print("  Go host-device:                       %6.1f ms" % (go * 1000))
+    print("  capvco-sriov, wall:                   %6.1f ms  = %.2fx host-device" % (med(ours) * 1000, med(ours) / go))
     print(
-        "  capvco-sriov, no hot-plug:  %6.1f ms  = %.2fx host-device (goal <= 1.5x)" % (med(ours_local) * 1000, local)
+        "    of which the platform's own time:   %6.1f ms  (the emulated hot-plug %.1f ms, the emulator's answers "
+        "%.1f ms)" % (med(platform) * 1000, med(hooks) * 1000, (med(platform) - med(hooks)) * 1000)
     )
     print(
-        "20 ADDs at once on one node, %.0f ms latency per call, t = one attach alone = %.0f ms:"
-        % (args.attach_ms, t * 1000)
+        "  capvco-sriov, less the hot-plug:      %6.1f ms  = %.2fx host-device"
+        % (med(ours_no_hook) * 1000, med(ours_no_hook) / go)
+    )
+    print(
+        "  capvco-sriov, local (less the platform): %3.1f ms  = %.2fx host-device (goal <= %.1fx)"
+        % (med(ours_local) * 1000, local, LOCAL_GOAL)
+    )
+    t_hook, t_answer = med(alone_hook), med(alone_answer)
+    print(
+        "20 ADDs at once on one node, %.0f ms latency per call, t = one attach alone = %.0f ms (the floor: %.0f ms "
+        "the injected latency, %.0f ms the emulated hot-plug, %.0f ms the emulator's handler, %.0f ms ours: the "
+        "client and loopback HTTP):"
+        % (
+            args.attach_ms,
+            t * 1000,
+            args.attach_ms,
+            t_hook * 1000,
+            max(0.0, t_answer - t_hook - args.attach_ms / 1000) * 1000,
+            max(0.0, t - t_answer) * 1000,
+        )
     )
     print(
         "  %.2fs / 20 t %.2fs = %.2fx (goal <= 1.5x), failed ADDs: %d (goal 0), VM-lock 409s: %d"

@@ -141,6 +141,10 @@ class Stats:
         self.requests = 0  # API requests received
         self.in_flight = 0  # API requests received and not yet answered
         self.max_in_flight = 0  # the most at once since the last reset: how concurrent a client was
+        # seconds spent answering API requests (from the request's arrival at its handler to its answer, hooks and
+        # injected faults included, requests at once counted each): the platform's own time, as a benchmark takes
+        # it out of a client's
+        self.seconds = 0.0
         self.rate_limited = dict.fromkeys(CLASSES, 0)  # 429s answered by the rate limit, per class
 
     def tokens(self) -> Levels | None:
@@ -154,6 +158,7 @@ class Stats:
             "requests": self.requests,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "seconds": self.seconds,
             "rate_limited": dict(self.rate_limited),
             # the buckets of the (first) credential now; null while the rate limit is off
             "tokens": self.tokens(),

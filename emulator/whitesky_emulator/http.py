@@ -11,6 +11,7 @@ the commit.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -191,10 +192,12 @@ def make_endpoint(emu: Emulator, operation_id: str, mutating: bool, func: Handle
         emu.stats.requests += 1
         emu.stats.in_flight += 1
         emu.stats.max_in_flight = max(emu.stats.max_in_flight, emu.stats.in_flight)
+        started = time.perf_counter()
         try:
             return await answer(request)
         finally:
             emu.stats.in_flight -= 1
+            emu.stats.seconds += time.perf_counter() - started
 
     async def answer(request: Request) -> Response:
         stats = emu.stats.ops[operation_id]

@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
@@ -119,6 +120,8 @@ class NicAgent:
         # ledger key -> [lock, users]: one operation per attachment at a time
         self._key_locks: dict[str, list[Any]] = {}
         self._networks: list[Any] | None = None
+        # a settle's platform read, made while its NIC moves back to the node (``settle``)
+        self._reads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="platform-read")
 
     # -- helpers -----------------------------------------------------------
     def network(self, wanted: str | int) -> dict[str, Any]:
@@ -276,7 +279,9 @@ class NicAgent:
                 raise self.platform_error(exc) from None
             entry["state"] = "chosen"
             entry.pop("sent_at", None)
-            self.ledger.put(key, entry)  # the choice, before waiting for the VM's lock
+            # the choice, before waiting for the VM's lock (for the reclaimer and the metrics to see); no fsync: a
+            # "chosen" entry proves nothing was sent, so a crash that loses it loses nothing ("sent" is durable)
+            self.ledger.put(key, entry, durable=False)
             try:
                 nic = nics.attach_at(
                     self.client,
@@ -419,9 +424,19 @@ class NicAgent:
 
         First the NIC goes back to the node (under its original name), wherever it went, before it is detached: a
         move that fails is logged, written into the entry (``release_failed``) and raised (:class:`ReleaseFailed`);
-        the NIC stays attached and the entry kept, for the next DEL or the reclaimer."""
+        the NIC stays attached and the entry kept, for the next DEL or the reclaimer.  The platform's read of the
+        address runs meanwhile, on a thread of its own: a DEL waits for the longer of the two, not for both."""
         mac = entry.get("mac")
-        if entry["state"] != "chosen" and mac:  # an entry without a MAC put nothing into the pod
+        sent = entry["state"] != "chosen"
+        # the platform's view of the address, read while the NIC moves back (the move changes nothing there)
+        read = (
+            self._reads.submit(
+                nics.nic_at, self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"]
+            )
+            if sent
+            else None
+        )
+        if sent and mac:  # an entry without a MAC put nothing into the pod
             try:
                 self.netlink.release(entry["netns"], entry["ifname"], mac)
             except Exception as exc:
@@ -431,9 +446,7 @@ class NicAgent:
                 self.ledger.put(key, entry)
                 raise ReleaseFailed(why) from exc
             entry.pop("release_failed", None)
-        nic = None
-        if entry["state"] != "chosen":
-            nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
+        nic = read.result() if read is not None else None
         decision, why = settle_decision(entry, nic, self.clock(), self.in_flight)
         net_id, ip = entry["network_id"], entry["ip"]
         if decision == "detach":

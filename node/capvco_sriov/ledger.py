@@ -97,11 +97,12 @@ class Ledger:
             raise ValueError("not a ledger key: %r" % key)
         return os.path.join(self.dir, key + ".json")
 
-    def put(self, key: str, entry: LedgerEntry) -> None:
+    def put(self, key: str, entry: LedgerEntry, durable: bool = True) -> None:
         """Replace the entry atomically (``files.write_whole``): one fsync (the new file's data) before the rename.
         A journaling file system (ext4, xfs) commits the rename with its journal; an agent that is killed loses
-        nothing."""
-        write_whole(self._path(key), json.dumps(entry))
+        nothing.  ``durable`` off: no fsync (an entry that a crash may lose without harm: one that proves nothing,
+        such as an address chosen and not yet sent)."""
+        write_whole(self._path(key), json.dumps(entry), sync=durable)
 
     def get(self, key: str) -> LedgerEntry | None:
         """The entry, or None: none there, or one that is not an entry (logged, and left on disk for a person)."""

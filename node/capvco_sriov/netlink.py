@@ -1,13 +1,12 @@
-"""The netlink work of the node agent, with pyroute2 (imported here, never in the CNI plugin).
+"""The netlink work of the node agent, on rtnetlink sockets of its own (``rtnl``; never imported by the CNI plugin).
 
 All of it runs on one worker thread, which holds the node's netlink socket
-for the agent's life (pyroute2's sockets belong to the thread that made them).
+for the agent's life.
 A NIC goes into a pod and back as host-device moves a device: its node name kept
 in its alias, a temporary name while it moves, each step undone when a later one
 fails (:func:`_configure`, :func:`_release`).  A socket in a pod's network
 namespace is made on that thread: ``setns`` into the namespace, create the socket, ``setns`` back (a socket stays in the
-namespace it was made in); pyroute2's own ``NetNS`` forks a helper process for
-that, about three times the cost.  Waiting for a hot-plugged NIC sleeps on the
+namespace it was made in).  Waiting for a hot-plugged NIC sleeps on the
 node's link notifications (``RTMGRP_LINK``), not on a timer, and off the worker.
 """
 
@@ -24,8 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyroute2 import IPRoute
-from pyroute2.netns import setns
+from capvco_sriov.rtnl import IPRoute, setns
 
 if TYPE_CHECKING:
     from capvco_sriov.commands import LinkState
@@ -64,7 +62,7 @@ def in_netns(path: str, make: Callable[[], T]) -> T:
 
 @contextlib.contextmanager
 def netns_socket(path: str) -> Iterator[IPRoute]:
-    """A pyroute2 handle in the network namespace at ``path``, closed after use."""
+    """A netlink handle in the network namespace at ``path``, closed after use."""
     handle = in_netns(path, IPRoute)
     try:
         yield handle

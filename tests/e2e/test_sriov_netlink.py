@@ -48,7 +48,7 @@ class Injected(OSError):
 
 
 class Faults:
-    """pyroute2's IPRoute, with the changes it sends (``link``, ``addr``, ``route``: set, add, del) failing when
+    """The agent's IPRoute (rtnl), with the changes it sends (``link``, ``addr``, ``route``: set, add, del) failing when
     ``fail(command, kwargs, n)`` says so (``n``: the changes counted so far, this one included)."""
 
     def __init__(self, monkeypatch):

@@ -44,14 +44,15 @@ def read_bounded(
     return raw
 
 
-def write_whole(path: str, text: str, *, replace: bool = True, sync_folder: bool = False) -> None:
+def write_whole(path: str, text: str, *, replace: bool = True, sync_folder: bool = False, sync: bool = True) -> None:
     """Write ``text`` (UTF-8) to ``path``, whole or not at all, mode 0600 (see the module's documentation).
 
     ``replace``: rename it over a file that is there (``os.replace``); without, ``path`` must not exist: the new
     file is linked into place (renamed, after a check, where the file system has no hard links), and
     ``FileExistsError`` is raised when a file is there.  ``sync_folder``: the folder is fsynced too (the rename is
-    durable then on any file system, not only where a journal commits it).  Any other failure is the ``OSError``;
-    the temporary file never stays behind."""
+    durable then on any file system, not only where a journal commits it).  ``sync`` off: no fsync at all (still
+    whole or not at all: for a file that a crash may lose without harm).  Any other failure is the ``OSError``; the
+    temporary file never stays behind."""
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
     try:
@@ -59,7 +60,8 @@ def write_whole(path: str, text: str, *, replace: bool = True, sync_folder: bool
             os.fchmod(fh.fileno(), 0o600)
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         if replace:
             os.replace(tmp, path)
         else:
