@@ -189,3 +189,34 @@ def test_the_cores_refuse_it_too(emulator):
         assert [m["image_id"] for m in made["machines"]] == [14]
     assert emulator.op_count("listCustomerImages") == 3  # once per plan: the refused one's, the other's twice (its
     # plan is made again once it holds the lease)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_a_cluster_whose_image_the_location_lacks_fails_before_any_write(emulator, tmp_path, check):
+    """The cluster's plan checks the images of the machines it creates against one read of the location's images:
+    a wrong one fails before anything is written, in check mode and for real, naming it and the valid ones."""
+    spec = cluster_spec("ib", "ib-cs")
+    spec["pools"][0]["image"] = 99
+    before = emulator.snapshot()
+    rc, out, data = play(
+        tmp_path,
+        """
+        - name: converge
+          whitesky.capvco.cluster: {spec: "{{ spec }}"}
+          ignore_errors: true
+        """,
+        emulator,
+        check=check,
+        extra_vars={"spec": spec},
+    )
+    assert rc == 0, out[-3000:]
+    result = one(data, "converge")
+    assert result["failed"] and result["invalid_input"], result
+    assert (
+        "image 99 (for machine(s) 'ib-gpu-0'): location 'be-gen-1' has no such image; its images: "
+        "12 'Ubuntu 22.04 LTS (cloud-init)', 14 'Ubuntu 24.04 LTS (cloud-init)', 21 'Debian 12 (cloud-init)' "
+        "(%s); nothing was created" % HINT
+    ) in result["msg"]
+    assert emulator.snapshot() == before
+    assert emulator.op_count("listCustomerImages") == 1
+    assert emulator.op_count("createCloudspace") == 0 and emulator.op_count("createVirtualMachine") == 0

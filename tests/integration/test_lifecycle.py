@@ -162,3 +162,26 @@ def test_survey_answers_drive_the_playbooks(emulator):
         extra_vars={"cluster_name": "awx", "cluster_location": "be-gen-1"},
     )
     assert rc == 0 and names(emulator, "awx") == [] and live(emulator, "awx") == [], out[-2000:]
+
+
+def test_survey_answers_with_an_image_and_no_control_plane_question_give_the_control_plane_the_image(emulator):
+    """A survey that asks for the image but not the control plane's size (an older survey, or the extra vars of a
+    launch) still builds the control plane, with that image and the spec's default replicas: its machine is
+    planned, not refused for want of an image."""
+    answers = {
+        "cluster_name": "awi",
+        "cluster_location": "be-gen-1",
+        "image_id": "14",
+        "gpu_replicas": "1",
+        "gpu_type": "NVIDIA A100",
+        "gpu_count": "1",
+    }
+    before = emulator.snapshot()
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=answers, check=True)
+    assert rc == 0, out[-3000:]
+    (result,) = task_results(
+        data, "Converge the cluster to its spec (cloudspace, every pool's machines and GPUs by type)"
+    )
+    assert result["spec"]["control_plane"]["image"] == 14 and result["spec"]["control_plane"]["replicas"] == 1
+    assert [c["name"] for c in result["plan"]["create"]] == ["awi-cp-0", "awi-gpu-0"]
+    assert emulator.snapshot() == before

@@ -24,6 +24,8 @@ PROFILES = [
     {"id": "a100-40", "vendor": "NVIDIA", "model": "A100", "available_instances": 3},
 ]
 
+IMAGES = [{"image_id": 12, "name": "Ubuntu 22.04"}, {"image_id": 14, "name": "Ubuntu 24.04"}]
+
 
 class _Listing:
     """The one call ``Inventory`` makes, answered from a list (the client boundary, no server)."""
@@ -95,6 +97,7 @@ def worlds(draw):
         "inventory": Inventory(_Listing(items), LOC),
         "price": {"currency": "EUR", "resources": {"vgu": draw(st.sampled_from([730.0, 0, None, -1, "x"]))}},
         "profiles": PROFILES,
+        "images": IMAGES,
     }
     return spec, world
 
@@ -194,3 +197,51 @@ def test_a_teardown_of_one_machine_a_stranger_holds_is_refused():
     }
     with pytest.raises(InputError, match="'c1-cp-0' is not owned by cluster 'c1'"):
         teardown.plan_teardown(spec, world, machine="c1-cp-0")
+
+
+def _empty_world(images):
+    return {
+        "spaces": [],
+        "inventory": Inventory(_Listing([]), LOC),
+        "price": {},
+        "profiles": PROFILES,
+        "images": images,
+    }
+
+
+def _spec(cp_image, pool_image):
+    return clusterspec.check(
+        {
+            "cluster": {"name": CLUSTER, "location": LOC},
+            "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024, "image": cp_image},
+            "pools": [{"name": "w", "replicas": 2, "vcpus": 1, "memory": 1024, "image": pool_image}],
+        }
+    )
+
+
+def test_a_converge_whose_image_the_location_lacks_is_refused_by_the_plan_naming_it_and_the_valid_ones():
+    with pytest.raises(InputError) as err:
+        cluster_plan.plan(_spec(12, 99), _empty_world(IMAGES))
+    msg = str(err.value)
+    assert "image 99 (for machine(s) 'c1-w-0', 'c1-w-1'): location 'loc' has no such image" in msg
+    assert "its images: 12 'Ubuntu 22.04', 14 'Ubuntu 24.04'" in msg and "nothing was created" in msg
+    assert "image 12" not in msg
+    # the images it has: planned; not read (a world without them): the plan does not guess
+    assert [c["name"] for c in cluster_plan.plan(_spec(12, 14), _empty_world(IMAGES)).view()["create"]] == [
+        "c1-cp-0",
+        "c1-w-0",
+        "c1-w-1",
+    ]
+    assert cluster_plan.plan(_spec(12, 99), _empty_world(None)).changed
+
+
+def test_a_converge_that_creates_nothing_does_not_check_images():
+    """Machines that exist already are kept whatever image the spec names now (a VM's image is not changed)."""
+    spec = _spec(12, 99)
+    vms = [{"vm_id": i, "name": n, "owner": CLUSTER, "description": markers.machine_marker(CLUSTER)}
+           for i, n in enumerate(spec.names, 1)]  # fmt: skip
+    world = dict(_empty_world(IMAGES), spaces=[
+        {"cloudspace": {"cloudspace_id": CS, "name": CS}, "vms": vms, "creator": CLUSTER, "members": [],
+         "pools_notes": []}
+    ])  # fmt: skip
+    assert cluster_plan.plan(spec, world).view()["create"] == []

@@ -72,3 +72,13 @@ def test_no_system_package_is_asked_for_that_nothing_uses():
     """bindep.txt lists what the collection's content needs where it runs: the modules need Python, no iproute."""
     lines = [x for x in read_text(os.path.join(ROOT, "bindep.txt")).splitlines() if x and not x.startswith("#")]
     assert [x.split()[0] for x in lines] == ["python3"], lines
+
+
+def test_every_module_has_a_readme_row():
+    """The README's table of content names every module of plugins/modules (alone, or beside another in its row)."""
+    modules = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py")))
+    assert "image_info" in modules and "location_info" in modules
+    rows = [line for line in README.splitlines() if line.startswith("| `whitesky.capvco.")]
+    for name in modules:
+        named = r"`(whitesky\.capvco\.)?%s`" % name
+        assert any(re.search(named, row) for row in rows), "README has no row for module %s" % name

@@ -9,9 +9,9 @@ every pool's user data rendered and the reservations each graceful delete releas
 and the price per hour before and after, each pool's price (of one machine, and of all of it), and the cluster's pools
 note on its cloudspace (``notes.pools_note``: written when it does not say the spec's pools yet, so that a pool at
 zero keeps its definition where the inventory reads it).  Every check of a converge is called here: ownership of
-every VM the plan touches, sizes, user data, GPU types, capacity, the budget.  ``apply.apply`` carries out exactly
-this object; check mode returns its :meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first
-platform write.
+every VM the plan touches, sizes, images (each machine to create boots one its location has), user data, GPU types,
+capacity, the budget.  ``apply.apply`` carries out exactly this object; check mode returns its
+:meth:`ClusterPlan.view`.  A new check of a converge goes here, before the first platform write.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import
     times,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools, userdata
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -317,6 +317,9 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
         missing = [n for q, n in machines.creates if q is pool]
         if missing:
             need_size(pool, missing)
+    to_create = catalog.images_of({**pool, "names": [n for q, n in machines.creates if q is pool]} for pool in wanted)
+    if to_create and world.get("images") is not None:  # an image the location lacks: refused before any write
+        catalog.check_images(world["images"] or [], to_create, location)
     user_data = userdata.pool_user_data(
         boot(spec), [{**pool, "names": [n for q, n in machines.creates if q is pool]} for pool in wanted]
     )

@@ -2,8 +2,9 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a cluster's plan is made from, read in two parallel rounds (a run reads nothing else to decide what to do):
-the cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles and
-prices, and each cloudspace's notes (a teardown's: who holds it; a converge's: the cluster's pools note)."""
+the cloudspaces of the cluster's name, their VMs with their markers, the location's reservations, GPU profiles,
+images (a converge that may create machines) and prices, and each cloudspace's notes (a teardown's: who holds it; a
+converge's: the cluster's pools note)."""
 
 from __future__ import annotations
 
@@ -49,12 +50,14 @@ class ClusterSpace(TypedDict):
 
 class ClusterWorld(TypedDict):
     """What :func:`read` reads for a plan: the same-named cloudspaces (earliest first), the location's
-    reservations, its price list and GPU profiles (as the platform gives them)."""
+    reservations, its price list, GPU profiles and VM images (as the platform gives them; ``images`` is None where
+    they were not read: a teardown, or a spec with no machine to have)."""
 
     spaces: list[ClusterSpace]
     inventory: Inventory
     price: dict[str, Any]
     profiles: list[dict[str, Any]]
+    images: list[dict[str, Any]] | None
 
 
 def _order(note: Mapping[str, Any]) -> tuple[float, str]:
@@ -81,7 +84,9 @@ def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
 
 def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, parallel: int = 32) -> ClusterWorld:
     """The world a plan needs, read in two parallel rounds (a converge reads the first same-named cloudspace only;
-    a teardown reads each one's notes: who holds it, and the other clusters noted as having machines in it)."""
+    a teardown reads each one's notes: who holds it, and the other clusters noted as having machines in it; a
+    converge whose spec has machines reads the location's images, so that the plan refuses an image the location
+    lacks before anything is written)."""
     jobs: dict[str, Callable[[], Any]] = {
         "spaces": lambda: cloudspaces_named(client, spec.cloudspace, spec.location),
         "inventory": lambda: Inventory(client, spec.location),
@@ -89,6 +94,8 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
     }
     if not teardown and any(pool.gpu for pool in spec.pools):
         jobs["profiles"] = lambda: client.gpu_profiles(spec.location)
+    if not teardown and spec.names:
+        jobs["images"] = lambda: client.images(spec.location)
     first = _read(jobs)
     spaces = first["spaces"] if teardown else first["spaces"][:1]
     second: dict[tuple[str, str], Callable[[], Any]] = {}
@@ -115,4 +122,5 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
         "inventory": first["inventory"],
         "price": first["price"],
         "profiles": first.get("profiles", []),
+        "images": first.get("images"),
     }
