@@ -198,6 +198,7 @@ def converge(
                 machines=[m.vm_name],
                 gpu_type=str(m.gpu.get("type") or ""),
                 count=m.gpu_count,
+                profile=str(m.gpu["profile"]) if m.gpu.get("profile") else None,
             )
             reservations = list(got.get("reservations") or [])
         step = "Record the machine as ready, with its reservations"

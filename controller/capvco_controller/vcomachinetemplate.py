@@ -81,13 +81,20 @@ def location_of(ctx: Context, obj: Mapping[str, Any]) -> str:
     return str(((vco or {}).get("spec") or {}).get("location") or "")
 
 
-def availability(profiles: list[Any], gpu_type: str, count: int, location: str) -> tuple[bool, str, str, int]:
+def availability(
+    profiles: list[Any], gpu_type: str, count: int, location: str, profile: str | None = None
+) -> tuple[bool, str, str, int]:
     """``(ok, reason, message, free instances in the best profile)`` of ``count`` vGPUs of ``gpu_type`` for one
-    machine (pure): all of one machine's vGPUs come from one profile, as the reservation's allocation takes them."""
+    machine (pure): all of one machine's vGPUs come from one profile, as the reservation's allocation takes them,
+    among those ``profile`` (``gpu.profile``) allows."""
     try:
         matching = gpu_profiles.profiles_of_type(profiles, gpu_type, location)
     except InputError as exc:
         return False, "GPUTypeNotOffered", str(exc), 0
+    try:
+        matching = gpu_profiles.choose(matching, profile, gpu_type, location)
+    except InputError as exc:
+        return False, "GPUProfileNotOffered", str(exc), 0
     best = max(int(p.get("available_instances") or 0) for p in matching)
     if best < count:
         return (
@@ -155,7 +162,9 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         )
         return Result(ctx.settings.drift_period)
     client = ctx.client()
-    ok, reason, message, free = availability(client.gpu_profiles(location), gpu_type, count, location)
+    wanted = spec.get("gpu")
+    profile = str(wanted["profile"]) if isinstance(wanted, dict) and wanted.get("profile") else None
+    ok, reason, message, free = availability(client.gpu_profiles(location), gpu_type, count, location, profile)
     price = client.prices(location)
     cost = billing.times(count, billing.price_per_hour(price))
     gpu: dict[str, Any] = {

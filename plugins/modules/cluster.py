@@ -18,8 +18,10 @@ description:
   - Then it reads the platform (the cloudspace by name, the cluster's machines and their markers, the location's
     reservations, GPU profiles and prices) and computes a plan - the cloudspace to create, the machines to create
     and delete, the vGPUs to reserve, attach and release - and checks it whole - the ownership of every machine it
-    touches, the GPU types, the location's capacity, each pool's user data against the platform's limit and
-    O(max_hourly_cost). A plan that cannot be carried out fails here, and nothing is created.
+    touches, the GPU types and profiles (C(gpu.profile) - V(full), the type's profile with the most GPU memory,
+    a whole card, or a profile id; one the type does not have at the location is refused, naming those it has), the
+    location's capacity, each pool's user data against the platform's limit and O(max_hourly_cost). A plan that
+    cannot be carried out fails here, and nothing is created.
   - In check mode the module returns that plan (RV(plan)) with its price. The real run applies it and returns what
     it did; a run that fails halfway says what it had done (RV(created), RV(deleted), RV(reserved), RV(released)),
     with C(changed) true when it did anything.
@@ -42,7 +44,8 @@ options:
     description:
       - The cluster spec, with the keys C(cluster) (C(name), C(location), C(cloudspace)), C(control_plane),
         C(pools) (each with C(name), C(replicas), C(vcpus), C(memory), and C(gpu) with C(type), C(count),
-        C(driverVersion)), C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type and bounds.
+        C(driverVersion) and C(profile)), C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type
+        and bounds.
       - The credential (C(sriov.credential)) is never shown in the module's output, nor logged.
     type: dict
     required: true
@@ -91,6 +94,13 @@ options:
       - Written on the machine the module runs on (the controller, for these playbooks), mode 0600, whole or not at
         all; a file that exists is never replaced. docs/gpus.md, "Reviewed reclaim", has the format.
     type: path
+  progress_file:
+    description:
+      - Append a line to this file for each machine created or deleted and each vGPU reserved or released, the
+        moment the platform says so (not in check mode, which writes nothing).
+      - Set by the collection's action plugin for this module, which shows each line under the task as it comes, at
+        default verbosity; set it yourself only to follow a run from elsewhere (C(tail -f)).
+    type: path
 extends_documentation_fragment:
   - whitesky.capvco.connection
   - whitesky.capvco.connection.actiongroups
@@ -106,7 +116,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: The cluster spec, as the cluster playbooks take it - one control-plane machine, two GPU workers
+- name: The cluster spec, as the cluster playbooks take it - one control-plane machine, two GPU workers (whole A100s)
   ansible.builtin.set_fact:
     demo_spec:
       cluster: {name: demo, location: be-gen-1, cloudspace: demo}
@@ -117,7 +127,8 @@ EXAMPLES = r"""
           vcpus: 8
           memory: 32768
           image: 12
-          gpu: {type: NVIDIA A100, count: 1, driverVersion: "550"}
+          # profile full: the A100 profile with the most GPU memory (a whole card); without it, any A100 profile
+          gpu: {type: NVIDIA A100, count: 1, driverVersion: "550", profile: full}
 
 - name: What would this spec change, and what would it cost?
   whitesky.capvco.cluster:
@@ -172,7 +183,8 @@ plan:
   description:
     - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),
       C(cloudspace_id), C(create)), C(create) (C(name), C(pool)), C(delete), C(keep), C(reserve) (C(machine),
-      C(slot), C(type), and the C(profile) it comes from, chosen for all pools at once), C(release) and C(attach)
+      C(slot), C(type), and the C(profile) it comes from - one the pool's C(gpu.profile) allows, chosen for all
+      pools at once), C(release) and C(attach)
       (reservation names), C(capacity) (per type, C(needed) and C(available)), C(price), C(user_data_bytes) (per
       pool), C(pools) and C(pools_note). With O(state=absent) - C(cloudspaces) (each with C(delete), why it is
       C(kept), and C(pools_notes), the ids of the cluster's pools notes deleted from a cloudspace that stays),
@@ -180,9 +192,10 @@ plan:
     - C(price) has C(currency), C(per_vgpu_hour), C(vgpus_before), C(vgpus_after), C(hourly_before),
       C(hourly_added), C(hourly_removed) and C(hourly_after).
     - C(pools) has one entry per pool of the spec, the control plane (C(cp)) first - C(name), C(replicas),
-      C(vcpus), C(memory), C(gpu) (C(type) and C(count), or null), C(per_machine_hourly) (the vGPUs of one machine
-      at the location's price, C(count) x C(per_vgpu_hour); 0 without GPUs; null when the price is not known, never
-      0) and C(hourly) (its C(replicas) machines; 0 for a pool at zero, null when the price is not known). A pool
+      C(vcpus), C(memory), C(gpu) (C(type), C(count) and C(profile), the pool's C(gpu.profile) or null; or null),
+      C(per_machine_hourly) (the vGPUs of one machine at the location's price, C(count) x C(per_vgpu_hour); 0
+      without GPUs; null when the price is not known, never 0) and C(hourly) (its C(replicas) machines; 0 for a
+      pool at zero, null when the price is not known). A pool
       at zero keeps its price per machine - what scaling it up costs.
     - C(pools_note) is the cluster's pools note on its cloudspace (title C(capvco/v1), what the inventory plugin
       reads to show a pool with no machine) - C(content) (C(pools cluster=<cluster>
@@ -198,7 +211,7 @@ plan:
     price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
     pools:
       - {name: cp, replicas: 1, vcpus: 2, memory: 4096, gpu: null, per_machine_hourly: 0.0, hourly: 0.0}
-      - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1},
+      - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1, profile: full},
          per_machine_hourly: 1.0959, hourly: 1.0959}
     pools_note:
       write: create
@@ -274,6 +287,7 @@ def main():
             max_hourly_cost=dict(type="float"),
             parallel=dict(type="int", default=32),
             plan_file=dict(type="path"),
+            progress_file=dict(type="path"),
         ),
         secrets=lambda params: clusterspec.secrets(params.get("spec")),
     ).run(cluster.run)

@@ -82,6 +82,8 @@ options:
           - Each machine of the pool holds O(pools[].gpu.count) vGPUs of O(pools[].gpu.type), after the machines
             converge, as M(whitesky.capvco.vgpu) does it (the type resolved against the location's profiles, one
             reserve-and-attach call per vGPU under a name that encodes its owner). Needs O(location).
+          - With O(state=present), every GPU pool's type and profile are checked against the location's profiles
+            (one read) before any cloudspace or machine is created.
         type: dict
         suboptions:
           type:
@@ -92,6 +94,12 @@ options:
             description: vGPUs per machine.
             type: int
             default: 1
+          profile:
+            description:
+              - Which of the type's profiles, as M(whitesky.capvco.vgpu)'s O(whitesky.capvco.vgpu#module:profile) -
+                V(full), the profile with the most GPU memory (a whole card), or a profile id; unset, any of the
+                type's. One the type does not have at the location fails, naming the type's profiles there.
+            type: str
           driver_version:
             description:
               - The NVIDIA driver branch or version the pool's first boot installs, pinned, and verifies (the
@@ -272,6 +280,7 @@ def main():
                         options=dict(
                             type=dict(type="str", required=True),
                             count=dict(type="int", default=1),
+                            profile=dict(type="str"),
                             driver_version=dict(type="str", default=""),
                         ),
                     ),

@@ -11,8 +11,8 @@ short_description: Ensure a machine holds exactly N vGPUs of a GPU type on white
 version_added: 0.1.0
 description:
   - Makes one machine (or every machine of a pool) hold exactly O(count) vGPUs of a GPU O(type), by type and
-    never by profile id. The type is resolved against the location's per-card profiles; a profile with enough
-    available instances is picked.
+    never by a location's profile id. The type is resolved against the location's per-card profiles; a profile with
+    enough available instances is picked, among those O(profile) allows.
   - Each reservation is named after its owner (cluster, machine, slot, see the collection's docs on naming), so
     the name is the record. Reservations are looked up by name before anything is reserved, which makes the
     module idempotent and makes a lost response safe; it never reserves a slot twice.
@@ -23,8 +23,8 @@ description:
   - Every machine must carry O(cluster)'s marker in its description (as M(whitesky.capvco.machine) writes it with
     C(cluster)); a machine that another cluster owns, or that no cluster owns, is refused in the words of
     M(whitesky.capvco.machine).
-  - Unknown types, a count above the location's capacity, a negative count, unknown machines and machines the
-    cluster does not own fail before anything changes.
+  - Unknown types and profiles, a count above the location's capacity, a negative count, unknown machines and
+    machines the cluster does not own fail before anything changes.
 author:
   - whitesky.capvco contributors (@whitesky)
 options:
@@ -62,6 +62,17 @@ options:
     description: How many vGPUs each machine holds.
     type: int
     default: 1
+  profile:
+    description:
+      - Which of the type's profiles the vGPUs come from. V(full) is the profile with the most GPU memory, a whole
+        card (its memory as the NVIDIA vGPU type in the profile's id or description says it - C(A100-40C) has 40 GB;
+        a type with a profile whose memory neither says is refused for V(full), naming them). Anything else is a
+        profile id, for example C(nvidia-a100-40c) (M(whitesky.capvco.gpu_profile_info) lists them), case aside.
+      - Unset, any of the type's profiles, whichever has room.
+      - A held reservation of another profile of the type is released and replaced by one of this profile.
+      - A profile the type does not have at the location fails before anything changes, naming the type's
+        profiles there (with their GPU memory).
+    type: str
   state:
     description: Whether the machine holds O(count) vGPUs (V(present)) or none (V(absent)).
     type: str
@@ -119,6 +130,15 @@ EXAMPLES = r"""
     machine: demo-gpu-0
     type: NVIDIA A100
     count: 2
+
+- name: A whole card for demo-gpu-2 (the A100 profile with the most GPU memory)
+  whitesky.capvco.vgpu:
+    location: be-gen-1
+    cloudspace_id: "{{ demo.cloudspace_id }}"
+    cluster: demo
+    machine: demo-gpu-2
+    type: NVIDIA A100
+    profile: full
 
 - name: A whole pool with one listing, one vGPU each (demo-gpu-0's second one is released)
   whitesky.capvco.vgpu:
@@ -216,6 +236,7 @@ def main():
             machines=dict(type="list", elements="str"),
             type=dict(type="str"),
             count=dict(type="int", default=1),
+            profile=dict(type="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             permanently=dict(type="bool", default=True),
             parallel=dict(type="int", default=32),

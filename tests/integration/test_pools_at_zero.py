@@ -97,7 +97,7 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
         "replicas": 2,
         "vcpus": 4,
         "memory": 8192,
-        "gpu": {"type": "NVIDIA A100", "count": 2},
+        "gpu": {"type": "NVIDIA A100", "count": 2, "profile": None},
         "per_machine_hourly": 2.0,  # 2 x 730 EUR a month: 2 EUR an hour
         "hourly": 4.0,
     }

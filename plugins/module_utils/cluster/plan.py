@@ -80,6 +80,8 @@ class Capacity(TypedDict):
 class PoolGpu(TypedDict):
     type: str
     count: int
+    #: the pool's gpu.profile (``full`` or a profile id), None: any of the type's profiles
+    profile: str | None
 
 
 class PoolView(TypedDict):
@@ -201,7 +203,7 @@ class ClusterPlan:
             "price": self.price,
             "user_data_bytes": {self.pools[i]["name"] or "": len(d) for i, d in sorted(self.user_data.items())},
             "pools": [
-                {**v, "gpu": {"type": v["gpu"]["type"], "count": v["gpu"]["count"]} if v["gpu"] else None}
+                {**v, "gpu": dict(v["gpu"]) if v["gpu"] else None}  # type: ignore[typeddict-item]
                 for v in self.pool_views
             ],
             "pools_note": {**self.pools_note, "remove": list(self.pools_note["remove"])},
@@ -209,7 +211,8 @@ class ClusterPlan:
 
 
 def machine_pools(spec: ClusterSpec) -> tuple[Pool, ...]:
-    """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``)."""
+    """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``,
+    ``gpu.profile``)."""
     return tuple(
         {
             "name": p.name,
@@ -218,7 +221,9 @@ def machine_pools(spec: ClusterSpec) -> tuple[Pool, ...]:
             "memory": p.memory,
             "image_id": p.image,
             "disk_size": p.disk_size,
-            "gpu": dict(type=p.gpu.type, count=p.gpu.count, driver_version=p.gpu.driver_version) if p.gpu else None,
+            "gpu": dict(type=p.gpu.type, count=p.gpu.count, driver_version=p.gpu.driver_version, profile=p.gpu.profile)
+            if p.gpu
+            else None,
         }
         for p in spec.pools
     )
@@ -256,7 +261,7 @@ def pool_views(spec: ClusterSpec, per_hour: float | None) -> tuple[PoolView, ...
                 "replicas": len(p.names),
                 "vcpus": p.vcpus,
                 "memory": p.memory,
-                "gpu": {"type": p.gpu.type, "count": p.gpu.count} if p.gpu else None,
+                "gpu": {"type": p.gpu.type, "count": p.gpu.count, "profile": p.gpu.profile} if p.gpu else None,
                 "per_machine_hourly": times(count, per_hour),
                 "hourly": times(count * len(p.names), per_hour),
             }
@@ -328,16 +333,19 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     if deletes:
         need_graceful(False, cluster, location, deletes)
     graceful = {n: inventory.owned(cluster, n) for n in deletes}
-    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve})
-    needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int]]] = {}
+    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve}, {machine: the
+    #: profile ids its pool's gpu.profile allows})
+    needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int], dict[str, set[str]]]] = {}
     per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
     for pool in wanted:
         g = pool["gpu"]
         type_ids: set[str] = set()
         if g:
             profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
-            type_ids = {p["id"] for p in profiles}
-            needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}))
+            # the profiles the pool asks for (all of the type's without gpu.profile): a reservation of another is
+            # replaced, and a profile the type does not have is refused here, before anything is written
+            type_ids = {p["id"] for p in gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)}
+            needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}, {}))
         plans: dict[str, MachinePlan] = {}
         for name in pool["names"]:
             items = inventory.owned(cluster, name)
@@ -348,14 +356,17 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
             plans[name] = mp
             if g and mp.missing:
                 needs[gpu_profiles.normalise_type(g["type"])][2][name] = len(mp.missing)
+                needs[gpu_profiles.normalise_type(g["type"])][3][name] = type_ids
         per_pool.append((pool, plans))
     capacity: dict[str, Capacity] = {}
     alloc: dict[str, str] = {}
-    for label, profiles, slots in needs.values():
-        alloc.update(gpu_profiles.allocate(profiles, slots, label))  # InsufficientCapacity before anything is made
+    for label, profiles, slots, allowed in needs.values():
+        # InsufficientCapacity before anything is made; one allocation for the type's pools, whatever each asks for
+        alloc.update(gpu_profiles.allocate(profiles, slots, label, allowed))
+        usable = set().union(*allowed.values()) if allowed else {p["id"] for p in profiles}
         capacity[label] = {
             "needed": sum(slots.values()),
-            "available": sum(int(p.get("available_instances") or 0) for p in profiles),
+            "available": sum(int(p.get("available_instances") or 0) for p in profiles if p["id"] in usable),
         }
     pool_vgpus = tuple(
         PoolVgpus(

@@ -76,12 +76,13 @@ def converge_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
     for pool in view.get("pools") or []:
         if pool.get("gpu") and not pool.get("replicas"):
             lines.append(
-                "pool %s at 0 machines: nothing billed; %s a machine of %d x %s when scaled up"
+                "pool %s at 0 machines: nothing billed; %s a machine of %d x %s%s when scaled up"
                 % (
                     pool["name"],
                     money(pool.get("per_machine_hourly"), currency),
                     pool["gpu"]["count"],
                     pool["gpu"]["type"],
+                    " (profile %s)" % pool["gpu"]["profile"] if pool["gpu"].get("profile") else "",
                 )
             )
     return lines

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import Profile, allocate, profiles_of_type
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import Profile, allocate, type_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
@@ -92,12 +92,15 @@ def ensure(
     machines: Sequence[str | int],
     gpu_type: str | None = None,
     count: int | None = 1,
+    profile: str | None = None,
     state: str = "present",
     permanently: bool = True,
     parallel: int = 32,
     check_mode: bool = False,
 ) -> dict[str, Any]:
-    """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none).
+    """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none), of
+    the type's profiles that ``profile`` allows (``profiles.choose``: ``full``, a whole card, or a profile id; None:
+    any of the type's).
 
     Every machine must carry ``cluster``'s marker (checked before anything is changed).  The reads, then
     :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out (planned again from fresh
@@ -116,7 +119,7 @@ def ensure(
     def read_and_plan() -> tuple[dict[str, Any], list[tuple[int, str]], VgpuPlan]:
         got = _read(client, target, machines, present)
         resolved = resolve_machines(got["vms"], machines, cloudspace_id)
-        return got, resolved, plan(got, resolved, cluster, count, wanted, location)
+        return got, resolved, plan(got, resolved, cluster, count, wanted, location, profile if present else None)
 
     got, resolved, planned = read_and_plan()
     if not check_mode and _writes(planned):
@@ -188,14 +191,16 @@ def plan(
     count: int,
     gpu_type: str | None,
     location: str,
+    profile: str | None = None,
 ) -> VgpuPlan:
     """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): a
-    :class:`~gpu.plans.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  An unknown type or too
-    little capacity raises here."""
+    :class:`~gpu.plans.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  ``profile`` narrows
+    the type's profiles (``profiles.choose``): a reservation of another is replaced.  An unknown type or profile, or
+    too little capacity, raises here."""
     type_ids: set[str] = set()
     profiles: list[Profile] = []
     if gpu_type is not None:
-        profiles = profiles_of_type(got["profiles"], gpu_type, location)
+        profiles = type_profiles(got["profiles"], gpu_type, location, profile)
         type_ids = {pr["id"] for pr in profiles}
     plans: dict[str, MachinePlan] = {}
     for vm_id, name in machines:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import type_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import images_of, require_images
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspace_by_name
@@ -131,6 +132,8 @@ def ensure_pool(
             "location is required for the vGPUs of a pool (gpu), for sweep and to find a cloudspace by name"
         )
     boot = Boot(first_boot or {}, bootstrap_data)
+    if state == "present" and gpu_pools:  # every pool's type and profile, before any cloudspace or machine is made
+        check_gpus(client, known(location, "location"), [g for _each, g in gpu_pools])
     scope = None
     made = False
     if cloudspace_id:
@@ -171,6 +174,7 @@ def ensure_pool(
                     machines=targets,
                     gpu_type=gpu_spec["type"],
                     count=int(gpu_spec.get("count", 1)),
+                    profile=gpu_spec.get("profile"),
                     parallel=parallel,
                     check_mode=check_mode,
                 )
@@ -197,6 +201,14 @@ def unique_names(pools: Sequence[Pool]) -> list[str]:
     if dupes:
         raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
     return names
+
+
+def check_gpus(client: WhiteskyClient, location: str, gpus: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a GPU pool whose type the location does not offer, or whose ``profile`` the type does not have there
+    (``profiles.type_profiles``, naming the valid ones), on one read of the location's profiles."""
+    offered = client.gpu_profiles(location)
+    for gpu in gpus:
+        type_profiles(offered, gpu["type"], location, gpu.get("profile"))
 
 
 def new_cloudspace_plan(pools: Sequence[Pool], boot: Boot) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import (
     CLOUDSPACE,
     DRIVER_VERSION,
+    GPU_PROFILE,
     GPU_TYPE,
     LABEL,
     MISSING,
@@ -65,6 +66,15 @@ _GPU = Field(
             max_length=64,
         ),
         "count": int_field("vGPUs per machine.", 1, 16, default=1),
+        "profile": Field(
+            "str",
+            "Which of the type's profiles: full (the one with the most GPU memory, a whole card, as the NVIDIA vGPU "
+            "type in its id or description says: A100-40C has 40 GB) or a profile id (gpu_profile_info lists them); "
+            "empty: any of the type's, whichever has room. A profile the type does not have at the location is "
+            "refused before anything is created, naming the ones it has.",
+            pattern=GPU_PROFILE,
+            max_length=64,
+        ),
         "driverVersion": Field(
             "str",
             "The NVIDIA driver branch (550) or version (550.127.05) the first boot installs, pinned, and verifies; "
@@ -322,6 +332,8 @@ class GpuSpec:
     type: str
     count: int
     driver_version: str
+    #: ``gpu.profile``: ``full`` or a profile id; None: any of the type's profiles (``gpu.profiles.choose``)
+    profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -371,7 +383,7 @@ def _typed(doc: dict[str, Any]) -> ClusterSpec:
                 memory=pool["memory"],
                 image=pool.get("image"),
                 disk_size=pool.get("diskSize"),
-                gpu=GpuSpec(g["type"], g["count"], g["driverVersion"]) if g else None,
+                gpu=GpuSpec(g["type"], g["count"], g["driverVersion"], g.get("profile")) if g else None,
             )
         )
     c = doc["cluster"]

@@ -24,6 +24,8 @@ LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
 CLOUDSPACE = r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?"
 #: A GPU type as the platform's profiles name it (vendor and model): printable words, matched without case.
 GPU_TYPE = r"[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?"
+#: A GPU profile as a pool asks for it: ``full`` or a profile id (``nvidia-a100-40c``).
+GPU_PROFILE = r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?"
 
 
 class Field:
