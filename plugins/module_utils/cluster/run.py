@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import summary
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress, summary
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.apply import apply
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, plan
@@ -277,9 +277,12 @@ def run(
     max_hourly_cost: float | None = None,
     parallel: int = 32,
     plan_file: str | None = None,
+    progress_file: str | None = None,
     check_mode: bool = False,
 ) -> dict[str, Any]:
-    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`."""
+    """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`; with ``progress_file``, a line there
+    for each machine and vGPU written, as it is (``progress``; never in check mode, which writes nothing)."""
+    client = progress.observe(client, None if check_mode else progress_file)
     if state == "present":
         if machine is not None:
             raise InputError("machine is for state=absent (delete one machine of the cluster)")
