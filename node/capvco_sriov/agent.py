@@ -140,6 +140,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default="virtio")
     p.add_argument("--no-verify", action="store_true", help="do not verify the portal's TLS certificate")
     p.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning"),
+        default="info",
+        help="the agent's log level (default info); debug adds a line per platform request",
+    )
+    p.add_argument(
         "--metrics-address",
         default=os.environ.get("CAPVCO_SRIOV_METRICS_ADDRESS", METRICS_ADDRESS),
         help="HOST:PORT of /metrics (Prometheus text format; port 0: any free one), or 'off' "
@@ -202,8 +208,11 @@ class Redact(logging.Filter):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # the HTTP library's line per request (3 or 4 a pod) only at debug: the agent logs what it decided
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level == logging.DEBUG else logging.WARNING)
     metrics = Metrics()
     agent, reclaim = build(args, metrics)
     for handler in logging.getLogger().handlers:

@@ -64,11 +64,13 @@ def write_whole(path: str, text: str, *, replace: bool = True, sync_folder: bool
                 os.fsync(fh.fileno())
         if replace:
             os.replace(tmp, path)
+            tmp = ""  # renamed into place: nothing left to remove
         else:
-            _place(tmp, path)
+            _place(tmp, path)  # linked (the temporary name then removed below), or renamed
     finally:
-        with contextlib.suppress(OSError):  # gone already: renamed into place
-            os.unlink(tmp)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     if sync_folder:
         dir_fd = os.open(folder, os.O_RDONLY)
         try:
