@@ -53,7 +53,8 @@ test:
 # The README on a new machine: a bare Debian bookworm (python3, python3-venv, make, git) in a privileged
 # container, a clone of this working tree in it, then `make demo` and `make unit smoke` there, and the
 # user's path of the README's "Install" (hack/user-path.sh: the built artifact installed by ansible-galaxy into a
-# venv with requirements.txt only, the emulator by a plain pip install, `ansible-playbook whitesky.capvco.site`).
+# venv with requirements.txt only, the emulator by a plain pip install, `ansible-playbook whitesky.capvco.site`, then
+# a cluster's walk checked step by step: plan and price, create, scale, force delete, orphans, reviewed reclaim, delete).
 fresh: deps-containers
 	hack/fresh.sh
 

@@ -9,7 +9,8 @@
 # HTTP, playbooks, network namespaces, packaging; `make test` runs the whole
 # integration layer on this machine): each must install what it needs by
 # itself; then the user's path of the README's "Install" section
-# (hack/user-path.sh).  Passes only if all three succeed.
+# (hack/user-path.sh: the offline install, then a cluster's whole walk on the
+# emulator, each step checked).  Passes only if all three succeed.
 #
 # Only the download caches are shared with the host (pip's and apt's, under
 # $CAPVCO_FRESH_CACHE), so it stays fast without hiding an install step.
