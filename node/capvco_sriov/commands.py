@@ -24,7 +24,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
@@ -60,8 +59,8 @@ ADDRESS_TRIES = 5
 
 
 class ReleaseFailed(Exception):
-    """Moving an attachment's NIC back to the node failed: its entry is kept (``release_failed``), the NIC still
-    attached, for the next DEL or the reclaimer to finish."""
+    """Moving an attachment's NIC back to the node failed: its entry is kept (``release_failed``), for the next DEL
+    or the reclaimer to finish; the NIC is where the failed move left it (in the pod, its steps undone)."""
 
 
 class LinkState(TypedDict):
@@ -120,8 +119,6 @@ class NicAgent:
         # ledger key -> [lock, users]: one operation per attachment at a time
         self._key_locks: dict[str, list[Any]] = {}
         self._networks: list[Any] | None = None
-        # a settle's platform read, made while its NIC moves back to the node (``settle``)
-        self._reads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="platform-read")
 
     # -- helpers -----------------------------------------------------------
     def network(self, wanted: str | int) -> dict[str, Any]:
@@ -422,36 +419,29 @@ class NicAgent:
         agent's, drop what the platform shows gone, keep (and, for a person, report) the rest.  An entry goes only
         when the platform shows its NIC gone.  A platform failure propagates; the entry stays as it was.
 
-        First the NIC goes back to the node (under its original name), wherever it went, before it is detached: a
-        move that fails is logged, written into the entry (``release_failed``) and raised (:class:`ReleaseFailed`);
-        the NIC stays attached and the entry kept, for the next DEL or the reclaimer.  The platform's read of the
-        address runs meanwhile, on a thread of its own: a DEL waits for the longer of the two, not for both."""
+        A NIC proven the agent's is detached where it is: the hot-unplug takes the device out of the pod with it,
+        and billing stops at once.  A NIC that stays attached (kept, held, waited on, or a detach that failed), or a
+        device the unplug left behind (a platform whose detach keeps it on the node, an unplug still under way),
+        goes back to the node under its original name (:meth:`move_back`; after a detach that took it, one look
+        finds nothing).  A move that fails is logged, written into the entry (``release_failed``) and raised
+        (:class:`ReleaseFailed`); the entry is kept, for the next DEL or the reclaimer."""
         mac = entry.get("mac")
-        sent = entry["state"] != "chosen"
-        # the platform's view of the address, read while the NIC moves back (the move changes nothing there)
-        read = (
-            self._reads.submit(
-                nics.nic_at, self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"]
-            )
-            if sent
-            else None
-        )
-        if sent and mac:  # an entry without a MAC put nothing into the pod
-            try:
-                self.netlink.release(entry["netns"], entry["ifname"], mac)
-            except Exception as exc:
-                why = "moving its NIC (MAC %s) back to the node failed: %s" % (mac, exc)
-                LOG.warning("%s: %s; kept, tried again later", key, why)
-                entry["release_failed"] = why
-                self.ledger.put(key, entry)
-                raise ReleaseFailed(why) from exc
-            entry.pop("release_failed", None)
-        nic = read.result() if read is not None else None
+        sent = entry["state"] != "chosen"  # an entry without a MAC put nothing into the pod
+        nic = None
+        if sent:
+            nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
         decision, why = settle_decision(entry, nic, self.clock(), self.in_flight)
         net_id, ip = entry["network_id"], entry["ip"]
         if decision == "detach":
-            with self.vm_lock:
-                nics.detach(self.client, self.cloudspace_id, self.vm_id, ip, net_id)
+            try:
+                with self.vm_lock:
+                    nics.detach(self.client, self.cloudspace_id, self.vm_id, ip, net_id)
+            except WhiteskyError:
+                if sent and mac:
+                    self.move_back(key, entry, mac)  # it may still be attached: on the node, under its name
+                raise
+        if sent and mac:
+            self.move_back(key, entry, mac)
         if decision in ("detach", "drop"):
             self.ledger.delete(key)
             self.addresses.keep(net_id, ip, kept=False)
@@ -465,3 +455,18 @@ class NicAgent:
         if self.ledger.get(key) != entry:
             self.ledger.put(key, entry)
         return decision, why
+
+    def move_back(self, key: str, entry: LedgerEntry, mac: str) -> None:
+        """The entry's NIC back on the node under its original name, wherever it is (nothing when it is gone); a
+        move that fails is logged, written into the entry (``release_failed``, its address kept from other ADDs)
+        and raised as :class:`ReleaseFailed`."""
+        try:
+            self.netlink.release(entry["netns"], entry["ifname"], mac)
+        except Exception as exc:
+            why = "moving its NIC (MAC %s) back to the node failed: %s" % (mac, exc)
+            LOG.warning("%s: %s; kept, tried again later", key, why)
+            entry["release_failed"] = why
+            self.ledger.put(key, entry)
+            self.addresses.keep(entry["network_id"], entry["ip"])
+            raise ReleaseFailed(why) from exc
+        entry.pop("release_failed", None)
