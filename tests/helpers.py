@@ -340,3 +340,98 @@ def render_sriov(tmp_path, variables):
     rendered = out_dir / "sriov-agent.yaml"
     docs = list(yaml.safe_load_all(rendered.read_text(encoding="utf-8"))) if rendered.exists() else None
     return rc, out, data, docs
+
+
+# --- a failure reads with its reason, and never with a secret (issue 39): the roles' clusters that fail -------------
+
+
+def unreachable_kubeconfig(tmp_path):
+    """A kubeconfig whose cluster does not answer (a port nothing listens on); returns (its path, the port)."""
+    import socket
+
+    with socket.socket() as s:  # a free port, closed again: connections to it are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "gone.kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "gone",
+                "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
+                "users": [{"name": "gone", "user": {"token": "kube-token-0123"}}],
+                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}],
+            }
+        )
+    )
+    return str(path), port
+
+
+#: What RefusingProxy answers about Secrets while it refuses them.
+REFUSAL = "secrets is forbidden: denied by the admission policy no-secrets-here"
+
+
+class RefusingProxy:
+    """kubefake behind a proxy that, while ``refuse`` is set, refuses every request about Secrets (403, as an
+    admission policy would): ``kubeconfig`` is a kubeconfig for the proxy. A context manager."""
+
+    def __init__(self, kube, tmp_path):
+        import threading
+        import urllib.parse
+
+        self.kube, self.tmp_path = kube, tmp_path
+        with open(kube.kubeconfig) as fh:
+            self.config = yaml.safe_load(fh)
+        self.upstream = urllib.parse.urlsplit(self.config["clusters"][0]["cluster"]["server"])
+        self.refuse = threading.Event()
+        self.server = None
+        self.kubeconfig = str(tmp_path / "proxied.kubeconfig")
+
+    def __enter__(self):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        upstream, refuse = self.upstream, self.refuse
+
+        class Proxy(BaseHTTPRequestHandler):
+            def forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if "/secrets" in self.path and refuse.is_set():
+                    status, headers = 403, {"Content-Type": "application/json"}
+                    data = json.dumps(
+                        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                         "code": 403, "message": REFUSAL}
+                    ).encode()  # fmt: skip
+                else:
+                    conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
+                    conn.request(self.command, self.path, body or None, dict(self.headers))
+                    answer = conn.getresponse()
+                    status, data = answer.status, answer.read()
+                    headers = dict(answer.getheaders())
+                    conn.close()
+                self.send_response(status)
+                for k, v in headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        config = json.loads(json.dumps(self.config))
+        config["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:%d" % self.server.server_address[1]
+        with open(self.kubeconfig, "w") as fh:
+            json.dump(config, fh)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

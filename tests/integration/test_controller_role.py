@@ -1,18 +1,21 @@
-"""roles/capvco_controller: offline-valid manifests, applied to a fake API server, and a loud failure to start."""
+"""roles/capvco_controller: offline-valid manifests, applied to a fake API server, and a loud failure to start; a
+failure reads with its reason, and no run shows the credential (issue 39)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import textwrap
 
 import kubernetes_validate
+import pytest
 import yaml
 
 from capvco_controller import main as controller_main
 
 from capi import make_cluster, make_machine
-from helpers import Controller, KubeFake, run_playbook, wait_for
+from helpers import REFUSAL, Controller, KubeFake, RefusingProxy, run_playbook, unreachable_kubeconfig, wait_for
 
 K8S_VERSION = "1.37.0"
 PLAY = textwrap.dedent("""\
@@ -31,10 +34,10 @@ BASE = {
 }
 
 
-def play(tmp_path, env=None, **overrides):
+def play(tmp_path, env=None, verbosity=0, diff=False, **overrides):
     path = tmp_path / "play.yml"
     path.write_text(PLAY)
-    return run_playbook(str(path), extra_vars=dict(BASE, **overrides), env=env)
+    return run_playbook(str(path), extra_vars=dict(BASE, **overrides), env=env, verbosity=verbosity, diff=diff)
 
 
 def test_rendered_manifests_validate_offline_and_keep_least_privilege(tmp_path):
@@ -191,3 +194,106 @@ def test_bad_settings_name_the_bad_value(tmp_path):
     )
     assert rc != 0 and "capvco_controller_api_token" in out
     assert os.path.exists(tmp_path / "play.yml")
+
+
+# --- a failure reads with its reason, and never with the credential (issue 39) ----------------------------------------
+
+DEFAULT_CALLBACK = {"ANSIBLE_STDOUT_CALLBACK": "default", "WHITESKY_API_TOKEN": ""}
+
+
+def no_secret_in(out):
+    for secret in (TOKEN, base64.b64encode(TOKEN.encode()).decode()):
+        assert secret not in out, "the credential was shown"
+    assert "censored" not in out and "no_log: true" not in out, "a failure without its reason"
+
+
+def failed_task(out, reason):
+    """The name of the task whose failure reads ``reason``."""
+    return out.split(reason)[0].rsplit("TASK [", 1)[1].split("]")[0]
+
+
+def test_rendered_at_vvv_with_diff_shows_no_credential(tmp_path):
+    rc, out, _ = play(
+        tmp_path, env=DEFAULT_CALLBACK, verbosity=3, diff=True, capvco_controller_render_dir=str(tmp_path / "out")
+    )
+    assert rc == 0, out[-3000:]
+    no_secret_in(out)
+    rendered = (tmp_path / "out" / "capvco-controller.yaml").read_text()
+    assert base64.b64encode(TOKEN.encode()).decode() in rendered, "the file has it"
+
+
+@pytest.mark.parametrize("verbosity", [0, 3])
+def test_a_failure_against_an_unreachable_cluster_names_its_reason_and_no_secret(tmp_path, verbosity):
+    """The first call (the CRDs' apply) fails: no task hides its result, so the failure reads with its reason."""
+    kubeconfig, port = unreachable_kubeconfig(tmp_path)
+    rc, out, _ = play(tmp_path, env=DEFAULT_CALLBACK, verbosity=verbosity, capvco_controller_kubeconfig=kubeconfig)
+    assert rc != 0
+    assert "Connection refused" in out and "port=%d" % port in out, out[-3000:]
+    assert "Apply the CRDs, the namespace and the RBAC" in failed_task(out, "Connection refused")
+    no_secret_in(out)
+
+
+def test_a_refused_credentials_secret_says_why_and_no_apply_shows_the_secret(tmp_path):
+    """The Secret goes to the cluster as a private file (playbooks/tasks/k8s_secret.yml, shared with sriov_agent): a
+    refusal reads with the API's reason, before the Deployment that reads it; an apply at -vvv with --diff, and its
+    re-run (changed=0), show the credential nowhere, the file is removed each time, and the cluster has the Secret."""
+    kube = KubeFake(tmp_path, ready_after=0).start()
+    try:
+        with RefusingProxy(kube, tmp_path) as proxy:
+            scratch = tmp_path / "scratch"  # where the role's private folder is made (the module's TMPDIR)
+            scratch.mkdir()
+            env = dict(DEFAULT_CALLBACK, TMPDIR=str(scratch))
+            extra = {"capvco_controller_kubeconfig": proxy.kubeconfig, "capvco_controller_wait_timeout": 30}
+
+            proxy.refuse.set()
+            rc, out, _ = play(tmp_path, env=env, **extra)
+            assert rc != 0
+            assert REFUSAL in out, out[-3000:]
+            assert "Apply the Secret, its data hidden" in failed_task(out, REFUSAL)
+            no_secret_in(out)
+            assert kube.get(("v1", "Namespace"), "capvco-system", None), "what holds no secret was applied first"
+            assert not kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system"), "nor its reader"
+            assert not list(scratch.glob("capvco-controller.*")), "the Secret's file is removed, failed or not"
+
+            proxy.refuse.clear()
+            for changed in ("changed=[1-9]", "changed=0 "):  # the apply, then the re-run (a diff against the cluster)
+                rc, out, _ = play(tmp_path, env=env, verbosity=3, diff=True, **extra)
+                assert rc == 0, out[-3000:]
+                no_secret_in(out)
+                assert re.search(r"localhost\s+: ok=\d+\s+" + changed, out), out[-1500:]
+                assert str(scratch / "capvco-controller.") in out and not list(scratch.glob("capvco-controller.*"))
+        secret = kube.get(("v1", "Secret"), "capvco-controller-credentials", "capvco-system")
+        assert base64.b64decode(secret["data"]["api_token"]).decode() == TOKEN
+        assert kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+    finally:
+        kube.stop()
+
+
+def test_a_named_credentials_secret_is_checked_and_the_reason_given(tmp_path):
+    """capvco_controller_credentials_secret: the role makes no Secret, and checks the one named (a lookup inside the
+    check, whose value is never shown): missing, or lacking a key, the failure names which; whole, it deploys."""
+    kube = KubeFake(tmp_path, ready_after=0).start()
+    try:
+        extra = {"capvco_controller_credentials_secret": "theirs", "capvco_controller_wait_timeout": 30}
+        env = dict(DEFAULT_CALLBACK, **kube.env())
+        rc, out, _ = play(tmp_path, env=env, **extra)
+        assert rc != 0 and "theirs: no such Secret in the namespace capvco-system" in out, out[-3000:]
+        no_secret_in(out)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "theirs", "namespace": "capvco-system"},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in (("api_url", "u"), ("api_token", TOKEN))},
+        }
+        kube.create(secret)
+        rc, out, _ = play(tmp_path, env=env, verbosity=3, **extra)
+        assert rc != 0 and "theirs: the Secret lacks customer_id." in out, out[-3000:]
+        no_secret_in(out)
+        kube.merge(secret, {"data": {"customer_id": base64.b64encode(b"c").decode()}})
+        rc, out, _ = play(tmp_path, env=env, verbosity=3, diff=True, **extra)
+        assert rc == 0, out[-3000:]
+        no_secret_in(out)
+        assert "Apply the Secret, its data hidden" not in out, "the role makes none"
+        assert kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+    finally:
+        kube.stop()

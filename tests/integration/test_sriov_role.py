@@ -8,7 +8,16 @@ import json
 import kubernetes_validate
 import pytest
 
-from helpers import SRIOV_PLAY, SRIOV_VARS, KubeFake, render_sriov, run_playbook
+from helpers import (
+    REFUSAL,
+    SRIOV_PLAY,
+    SRIOV_VARS,
+    KubeFake,
+    RefusingProxy,
+    render_sriov,
+    run_playbook,
+    unreachable_kubeconfig,
+)
 
 K8S_VERSION = "1.37.0"
 BASE = dict(
@@ -202,29 +211,6 @@ def no_secret_in(out):
     assert "censored" not in out and "no_log: true" not in out, "a failure without its reason"
 
 
-def unreachable_kubeconfig(tmp_path):
-    """A kubeconfig whose cluster does not answer (a port nothing listens on)."""
-    import socket
-
-    with socket.socket() as s:  # a free port, closed again: connections to it are refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    path = tmp_path / "gone.kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "gone",
-                "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
-                "users": [{"name": "gone", "user": {"token": "kube-token-0123"}}],
-                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}],
-            }
-        )
-    )
-    return str(path), port
-
-
 @pytest.mark.parametrize("secret_ref", [False, True])
 def test_a_failure_against_an_unreachable_cluster_names_its_reason_and_no_secret(tmp_path, secret_ref):
     """The first Kubernetes call fails: the apply of the namespace, or, with an existing Secret to check, the read of
@@ -249,80 +235,33 @@ def test_a_refused_credential_secret_says_why_and_no_run_shows_the_secret(tmp_pa
     its data in the result and the diff: a refusal reads with the API's reason; an apply at -vvv with --diff, and its
     re-run, show the credential nowhere, and the cluster has it."""
     import base64
-    import http.client
-    import threading
-    import urllib.parse
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from pathlib import Path
-
-    import yaml
 
     kube = KubeFake(tmp_path, ready_after=0).start()
-    config = yaml.safe_load(Path(kube.kubeconfig).read_text())
-    upstream = urllib.parse.urlsplit(config["clusters"][0]["cluster"]["server"])
-    refuse = threading.Event()
-
-    class Proxy(BaseHTTPRequestHandler):
-        """kubefake; while ``refuse`` is set, every request about Secrets is refused (an admission policy)."""
-
-        def forward(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if "/secrets" in self.path and refuse.is_set():
-                status, headers = 403, {"Content-Type": "application/json"}
-                data = json.dumps(
-                    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
-                     "message": "secrets is forbidden: denied by the admission policy no-secrets-here"}
-                ).encode()  # fmt: skip
-            else:
-                conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
-                conn.request(self.command, self.path, body or None, dict(self.headers))
-                answer = conn.getresponse()
-                status, data = answer.status, answer.read()
-                headers = dict(answer.getheaders())
-                conn.close()
-            self.send_response(status)
-            for k, v in headers.items():
-                if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        config["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:%d" % server.server_address[1]
-        kubeconfig = tmp_path / "proxied.kubeconfig"
-        kubeconfig.write_text(json.dumps(config))
-        play = tmp_path / "play.yml"
-        play.write_text(SRIOV_PLAY)
-        extra = dict(SRIOV_VARS, sriov_agent_kubeconfig=str(kubeconfig))
-        scratch = tmp_path / "scratch"  # where the role's private folder is made (the module's TMPDIR)
-        scratch.mkdir()
-        default = {"ANSIBLE_STDOUT_CALLBACK": "default", "TMPDIR": str(scratch)}
+        with RefusingProxy(kube, tmp_path) as proxy:
+            play = tmp_path / "play.yml"
+            play.write_text(SRIOV_PLAY)
+            extra = dict(SRIOV_VARS, sriov_agent_kubeconfig=proxy.kubeconfig)
+            scratch = tmp_path / "scratch"  # where the role's private folder is made (the module's TMPDIR)
+            scratch.mkdir()
+            default = {"ANSIBLE_STDOUT_CALLBACK": "default", "TMPDIR": str(scratch)}
 
-        refuse.set()
-        rc, out, _ = run_playbook(str(play), extra_vars=extra, env=default)
-        assert rc != 0
-        assert "denied by the admission policy no-secrets-here" in out, out[-3000:]
-        assert "Apply the Secret, its data hidden" in out.split("no-secrets-here")[0].rsplit("TASK [", 1)[1]
-        no_secret_in(out)
-        assert kube.get(("v1", "Namespace"), "capvco-sriov", None), "what holds no secret was applied first"
-        assert not list(scratch.glob("capvco-sriov.*")), "the Secret's file is removed, failed or not"
-
-        refuse.clear()
-        for _ in range(2):  # the apply, then the re-run (a diff against what the cluster has)
-            rc, out, _ = run_playbook(str(play), extra_vars=extra, env=default, verbosity=3, diff=True)
-            assert rc == 0, out[-3000:]
+            proxy.refuse.set()
+            rc, out, _ = run_playbook(str(play), extra_vars=extra, env=default)
+            assert rc != 0
+            assert REFUSAL in out, out[-3000:]
+            assert "Apply the Secret, its data hidden" in out.split(REFUSAL)[0].rsplit("TASK [", 1)[1]
             no_secret_in(out)
-            assert str(scratch / "capvco-sriov.") in out and not list(scratch.glob("capvco-sriov.*"))
+            assert kube.get(("v1", "Namespace"), "capvco-sriov", None), "what holds no secret was applied first"
+            assert not list(scratch.glob("capvco-sriov.*")), "the Secret's file is removed, failed or not"
+
+            proxy.refuse.clear()
+            for _ in range(2):  # the apply, then the re-run (a diff against what the cluster has)
+                rc, out, _ = run_playbook(str(play), extra_vars=extra, env=default, verbosity=3, diff=True)
+                assert rc == 0, out[-3000:]
+                no_secret_in(out)
+                assert str(scratch / "capvco-sriov.") in out and not list(scratch.glob("capvco-sriov.*"))
         secret = kube.get(("v1", "Secret"), "capvco-sriov-credential", "capvco-sriov")
         assert base64.b64decode(secret["data"]["token"]).decode() == AGENT_TOKEN
     finally:
-        server.shutdown()
         kube.stop()
