@@ -3,13 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``cluster`` module's action plugin: the module runs as it always does (one process, the plan made once and
 applied exactly), and each line of its progress (a machine created or deleted, a vGPU reserved or released) is shown
-under the task as it comes, at default verbosity, whatever the stdout callback.
+under the task as it comes, at default verbosity, whatever the stdout callback (on standard error).
 
 Ansible's callbacks say nothing until a task ends; ``async`` with a poll loop would run the module detached (out of
 the run's process group) and could only show its lines as retries.  So the module appends its lines to a private
 file (its ``progress_file`` option) and this plugin, on the controller, reads that file while it waits for the module
-and displays each new line.  Only where the module runs on the controller itself (a local connection, as in the
-collection's playbooks), not for an ``async`` task, and not when the task names a progress file of its own."""
+and displays each new line, on standard error (as Ansible's warnings are: a machine-readable stdout callback such
+as ``json`` stays parseable; a terminal shows the lines under the task).  Only where the module runs on the
+controller itself (a local connection, as in the collection's playbooks), not for an ``async`` task, and not when
+the task names a progress file of its own."""
 
 from __future__ import annotations
 
@@ -68,6 +70,6 @@ def _follow(path: str, host: str, done: threading.Event) -> None:
         offset += len(chunk)
         *lines, rest = (rest + chunk).split(b"\n")
         for line in lines:
-            display.display("  [%s] %s" % (host, line.decode("utf-8", "replace")))
+            display.display("  [%s] %s" % (host, line.decode("utf-8", "replace")), stderr=True)
         if finished:
             return

@@ -21,8 +21,11 @@ def default_callback(emulator, playbook, extra, *flags):
     env.pop("ANSIBLE_STDOUT_CALLBACK", None)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-e", json.dumps(extra)]
-    proc = subprocess.run(argv + list(flags), env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
-    return proc.returncode, proc.stdout + proc.stderr
+    # as a terminal shows them: standard output and error in the order they came (progress and warnings go to error)
+    proc = subprocess.run(
+        argv + list(flags), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, timeout=600
+    )
+    return proc.returncode, proc.stdout
 
 
 def test_a_wrong_location_names_the_locations_there_are(emulator):
