@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import httpx
 import pytest
@@ -131,6 +132,25 @@ def task_results(data, name):
             if task["task"]["name"] == name:
                 found.extend(task["hosts"].values())
     return found
+
+
+def play_tasks(tmp_path, tasks, emulator, **kw):
+    """Run TASKS (YAML, a task list) in a localhost play written under TMP_PATH, against EMULATOR:
+    ``(rc, output, json callback data)``; the data must parse."""
+    path = tmp_path / "play.yml"
+    path.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        + textwrap.indent(textwrap.dedent(tasks), "    ")
+    )
+    rc, out, data = run_playbook(str(path), emulator, **kw)
+    assert data, out[-3000:]
+    return rc, out, data
+
+
+def one_result(data, name):
+    """The one host result of the task called NAME."""
+    (result,) = task_results(data, name)
+    return result
 
 
 class KubeFake(ServerProcess):

@@ -4,29 +4,11 @@ write, in the cluster module, machine_pool and vgpu, naming the type's profiles 
 
 from __future__ import annotations
 
-import textwrap
-
 from capvco_lab.specs import cluster_spec
 
-from helpers import run_playbook, task_results
+from helpers import one_result, play_tasks
 
 VALID = "its profiles: nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB), or 'full'"
-
-
-def play(tmp_path, tasks, emulator, **kw):
-    path = tmp_path / "play.yml"
-    path.write_text(
-        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        + textwrap.indent(textwrap.dedent(tasks), "    ")
-    )
-    rc, out, data = run_playbook(str(path), emulator, **kw)
-    assert data, out[-3000:]
-    return rc, out, data
-
-
-def one(data, name):
-    (result,) = task_results(data, name)
-    return result
 
 
 def reserved(emulator, cluster):
@@ -45,24 +27,24 @@ def test_a_pool_that_asks_for_a_whole_card_gets_one_and_the_plan_says_so(emulato
     - name: converge
       whitesky.capvco.cluster: {spec: "{{ spec }}"}
     """
-    rc, out, data = play(tmp_path, tasks, emulator, check=True, extra_vars={"spec": spec})
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, check=True, extra_vars={"spec": spec})
     assert rc == 0, out[-3000:]
-    planned = one(data, "converge")
+    planned = one_result(data, "converge")
     assert {r["profile"] for r in planned["plan"]["reserve"]} == {"nvidia-a100-40c"}
     assert "reserve 2 x NVIDIA A100 (nvidia-a100-40c)" in planned["summary"][0], planned["summary"]
-    rc, out, data = play(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
     assert rc == 0, out[-3000:]
-    assert "reserve 2 x NVIDIA A100 (nvidia-a100-40c)" in one(data, "converge")["summary"][0]
+    assert "reserve 2 x NVIDIA A100 (nvidia-a100-40c)" in one_result(data, "converge")["summary"][0]
     assert reserved(emulator, "fc") == ["nvidia-a100-40c", "nvidia-a100-40c"]
     # the same spec without a profile keeps them (any A100 profile will do); a half card asked for replaces them
     del spec["pools"][0]["gpu"]["profile"]
-    rc, out, data = play(tmp_path, tasks, emulator, extra_vars={"spec": spec})
-    assert rc == 0 and not one(data, "converge")["changed"], out[-3000:]
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    assert rc == 0 and not one_result(data, "converge")["changed"], out[-3000:]
     spec["pools"][0]["gpu"]["profile"] = "NVIDIA-A100-20C"
-    rc, out, data = play(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
     assert rc == 0, out[-3000:]
     assert reserved(emulator, "fc") == ["nvidia-a100-20c", "nvidia-a100-20c"]
-    rc, out, data = play(
+    rc, out, data = play_tasks(
         tmp_path, "- {name: teardown, whitesky.capvco.cluster: {spec: '{{ spec }}', state: absent}}\n", emulator,
         extra_vars={"spec": spec},
     )  # fmt: skip
@@ -74,7 +56,7 @@ def test_a_profile_the_type_does_not_have_fails_before_any_write_in_every_module
     spec["pools"][0]["gpu"]["profile"] = "nvidia-l4-24q"
     setup = "- {name: a machine of wp, whitesky.capvco.machine: {cloudspace_id: cs-demo, name: wp-m-0, cluster: wp, "
     setup += "vcpus: 1, memory: 1024, image_id: 12}}\n"
-    rc, out, _data = play(tmp_path, setup, emulator)
+    rc, out, _data = play_tasks(tmp_path, setup, emulator)
     assert rc == 0, out[-3000:]
     before = emulator.snapshot()
     tasks = """
@@ -101,10 +83,10 @@ def test_a_profile_the_type_does_not_have_fails_before_any_write_in_every_module
       ignore_errors: true
     """
     for check in (True, False):
-        rc, out, data = play(tmp_path, tasks, emulator, check=check, extra_vars={"spec": spec})
+        rc, out, data = play_tasks(tmp_path, tasks, emulator, check=check, extra_vars={"spec": spec})
         assert rc == 0, out[-3000:]
         for task in ("cluster", "machine_pool", "vgpu"):
-            result = one(data, task)
+            result = one_result(data, task)
             assert result["failed"] and result["invalid_input"], (task, result)
             assert "gpu.profile 'nvidia-l4-24q' is not a profile of NVIDIA A100 in location 'be-gen-1'" in result["msg"]
             assert VALID in result["msg"], (task, result["msg"])

@@ -4,40 +4,22 @@ anything is created."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, InputError
 from capvco_lab.specs import cluster_spec
 
-from helpers import run_playbook, task_results
+from helpers import one_result, play_tasks, run_playbook
 
 LOC = "be-gen-1"
 CS = "cs-demo"
 HINT = "whitesky.capvco.image_info lists a location's images"
 
 
-def play(tmp_path, tasks, emulator, **kw):
-    path = tmp_path / "play.yml"
-    path.write_text(
-        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
-        + textwrap.indent(textwrap.dedent(tasks), "    ")
-    )
-    rc, out, data = run_playbook(str(path), emulator, **kw)
-    assert data, out[-3000:]
-    return rc, out, data
-
-
-def one(data, name):
-    (result,) = task_results(data, name)
-    return result
-
-
 def test_image_info_lists_a_locations_images_and_location_info_the_customers_locations(emulator, tmp_path):
     before = emulator.snapshot()
-    rc, out, data = play(
+    rc, out, data = play_tasks(
         tmp_path,
         """
         - {name: all, whitesky.capvco.image_info: {location: be-gen-1}}
@@ -53,7 +35,7 @@ def test_image_info_lists_a_locations_images_and_location_info_the_customers_loc
         check=True,
     )
     assert rc == 0, out[-3000:]
-    listed = one(data, "all")
+    listed = one_result(data, "all")
     assert not listed["changed"] and listed["image_ids"] == [12, 14, 21]
     (image,) = [i for i in listed["images"] if i["image_id"] == 12]
     assert image == {
@@ -67,23 +49,25 @@ def test_image_info_lists_a_locations_images_and_location_info_the_customers_loc
         "memory": 512,
         "public": True,
     }
-    assert one(data, "ubuntu")["image_ids"] == [12, 14]
-    assert [i["name"] for i in one(data, "by id")["images"]] == ["Ubuntu 22.04 LTS (cloud-init)"]
-    assert one(data, "none of that id")["images"] == []
-    wrong = one(data, "no such location")
+    assert one_result(data, "ubuntu")["image_ids"] == [12, 14]
+    assert [i["name"] for i in one_result(data, "by id")["images"]] == ["Ubuntu 22.04 LTS (cloud-init)"]
+    assert one_result(data, "none of that id")["images"] == []
+    wrong = one_result(data, "no such location")
     assert wrong["failed"] and wrong["invalid_input"]
     assert (
         "location 'be-gen-9' does not exist for customer 'capvco-demo'; its locations: be-gen-1, nl-ams-1"
         in (wrong["msg"])
     )
 
-    locations = one(data, "locations")
+    locations = one_result(data, "locations")
     assert locations["names"] == ["be-gen-1", "nl-ams-1"]
     be, ams = locations["locations"]
     assert be["gpu_types"] == ["NVIDIA A100", "NVIDIA L4"] and ams["gpu_types"] == ["NVIDIA H100"]
     assert be["currency"] == "EUR" and be["prices"]["vgu"] == 730.0 and ams["prices"]["vgu"] == 1460.0
-    assert one(data, "one location")["locations"] == [{"name": "nl-ams-1", "currency": "EUR", "prices": ams["prices"]}]
-    wrong = one(data, "no such name")
+    assert one_result(data, "one location")["locations"] == [
+        {"name": "nl-ams-1", "currency": "EUR", "prices": ams["prices"]}
+    ]
+    wrong = one_result(data, "no such name")
     assert wrong["failed"] and "its locations: be-gen-1, nl-ams-1" in wrong["msg"]
     assert emulator.snapshot() == before
     assert emulator.op_count("listCustomerImages") == 5 and emulator.op_count("listAvailableGPUProfiles") == 2
@@ -145,10 +129,10 @@ def test_a_machine_without_an_image_is_refused_and_nothing_is_created(emulator, 
     mode and for real: the same refusal, naming the field and image_info, and the platform unchanged."""
     before = emulator.snapshot()
     for check in (True, False):
-        rc, out, data = play(tmp_path, MACHINES % {"size": size, "at": at}, emulator, check=check)
+        rc, out, data = play_tasks(tmp_path, MACHINES % {"size": size, "at": at}, emulator, check=check)
         assert rc == 0, out[-3000:]
         for task in ("machine", "one pool", "pools, in a new cloudspace"):
-            result = one(data, task)
+            result = one_result(data, task)
             assert result["failed"] and result["invalid_input"], (task, result)
             assert says in result["msg"] and HINT in result["msg"], (task, result["msg"])
     assert emulator.snapshot() == before
@@ -198,7 +182,7 @@ def test_a_cluster_whose_image_the_location_lacks_fails_before_any_write(emulato
     spec = cluster_spec("ib", "ib-cs")
     spec["pools"][0]["image"] = 99
     before = emulator.snapshot()
-    rc, out, data = play(
+    rc, out, data = play_tasks(
         tmp_path,
         """
         - name: converge
@@ -210,7 +194,7 @@ def test_a_cluster_whose_image_the_location_lacks_fails_before_any_write(emulato
         extra_vars={"spec": spec},
     )
     assert rc == 0, out[-3000:]
-    result = one(data, "converge")
+    result = one_result(data, "converge")
     assert result["failed"] and result["invalid_input"], result
     assert (
         "image 99 (for machine(s) 'ib-gpu-0'): location 'be-gen-1' has no such image; its images: "
