@@ -437,8 +437,9 @@ class NicAgent:
                 with self.vm_lock:
                     nics.detach(self.client, self.cloudspace_id, self.vm_id, ip, net_id)
             except WhiteskyError:
-                if sent and mac:
-                    self.move_back(key, entry, mac)  # it may still be attached: on the node, under its name
+                if sent and mac:  # it may still be attached: on the node, under its name
+                    with contextlib.suppress(ReleaseFailed):  # written into the entry; the platform's error answers
+                        self.move_back(key, entry, mac)
                 raise
         if sent and mac:
             self.move_back(key, entry, mac)

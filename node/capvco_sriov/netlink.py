@@ -13,6 +13,7 @@ node's link notifications (``RTMGRP_LINK``), not on a timer, and off the worker.
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from capvco_sriov.rtnl import IPRoute, setns
+from capvco_sriov.rtnl import IPRoute, NetlinkError, setns
 
 if TYPE_CHECKING:
     from capvco_sriov.commands import LinkState
@@ -285,6 +286,11 @@ def _release(host: IPRoute, host_netns: str, netns: str, ifname: str, mac: str) 
                 pod.link("set", index=idx, ifname=temp_name())
                 steps.done("the temporary name", lambda: pod.link("set", index=idx, ifname=name))
                 _move(pod, idx, host_netns)
+            except NetlinkError as exc:
+                if exc.code == errno.ENODEV and _link_with(pod, mac) is None and not host.link_lookup(address=mac):
+                    return  # unplugged while it moved (a detach's unplug still under way): nothing left to release
+                steps.undo()
+                raise
             except BaseException:
                 steps.undo()
                 raise

@@ -31,7 +31,9 @@ NLMSG_DONE = 3
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWADDR, RTM_GETADDR = 20, 22
 RTM_NEWROUTE, RTM_GETROUTE = 24, 26
-NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK = 0x1, 0x2, 0x4
+NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_DUMP_INTR = 0x1, 0x2, 0x4, 0x10
+#: How many times a dump that the kernel marks interrupted (the table changed while it was read) is read again.
+DUMP_TRIES = 5
 NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x300, 0x200, 0x400
 IFF_UP = 0x1
 
@@ -150,6 +152,8 @@ def parse(buf: bytes) -> Iterator[tuple[int, int, int, Message | int | None]]:
             if end - start < 4:
                 raise NetlinkError(errno.EBADMSG, "an error message without its code")
             yield kind, flags, seq, -struct.unpack_from("=i", buf, start)[0]
+        elif kind == NLMSG_DONE:  # the end of a dump, with the dump's error when it failed (0 without one)
+            yield kind, flags, seq, -struct.unpack_from("=i", buf, start)[0] if end - start >= 4 else 0
         else:
             yield kind, flags, seq, _body(kind, buf, start, end)
         pos += (length + 3) & ~3
@@ -188,20 +192,30 @@ class IPRoute:
     # -- one request -----------------------------------------------------------
     def _request(self, kind: int, flags: int, body: bytes) -> list[Message]:
         """Send one request and read its answer to the end: the messages it holds (none for an acknowledgement);
-        :class:`NetlinkError` when the kernel refused it."""
+        :class:`NetlinkError` when the kernel refused it.  A dump the kernel marks interrupted is read again, up
+        to :data:`DUMP_TRIES` times (then ``EINTR``): never a partial list."""
+        for _ in range(DUMP_TRIES if flags & NLM_F_DUMP == NLM_F_DUMP else 1):
+            found, interrupted = self._once(kind, flags, body)
+            if not interrupted:
+                return found
+        raise NetlinkError(errno.EINTR, "the dump was interrupted %d times" % DUMP_TRIES)
+
+    def _once(self, kind: int, flags: int, body: bytes) -> tuple[list[Message], bool]:
         self._seq += 1
         seq = self._seq
         self._sock.send(_NLMSG.pack(_NLMSG.size + len(body), kind, NLM_F_REQUEST | flags, seq, 0) + body)
         out: list[Message] = []
+        interrupted = False
         while True:
             done = False
             for mkind, mflags, mseq, value in parse(self._sock.recv(RECV)):
                 if mseq != seq:
                     continue  # the rest of an earlier request's answer, given up on when it failed
+                interrupted = interrupted or bool(mflags & NLM_F_DUMP_INTR)
+                if mkind in (NLMSG_ERROR, NLMSG_DONE) and isinstance(value, int) and value:
+                    raise NetlinkError(value)
                 if mkind == NLMSG_ERROR:
-                    if isinstance(value, int) and value:
-                        raise NetlinkError(value)
-                    return out
+                    return out, interrupted
                 if mkind == NLMSG_DONE:
                     done = True
                 elif isinstance(value, Message):
@@ -209,7 +223,7 @@ class IPRoute:
                     if not mflags & NLM_F_MULTI and not flags & NLM_F_ACK:
                         done = True  # the one answer to a get
             if done:
-                return out
+                return out, interrupted
 
     # -- links -------------------------------------------------------------------
     def link(self, command: str, **kw: Any) -> list[Message]:

@@ -10,8 +10,8 @@ the run's process group) and could only show its lines as retries.  So the modul
 file (its ``progress_file`` option) and this plugin, on the controller, reads that file while it waits for the module
 and displays each new line, on standard error (as Ansible's warnings are: a machine-readable stdout callback such
 as ``json`` stays parseable; a terminal shows the lines under the task).  Only where the module runs on the
-controller itself (a local connection, as in the collection's playbooks), not for an ``async`` task, and not when
-the task names a progress file of its own."""
+controller itself (a local connection, as in the collection's playbooks), not for an ``async`` or ``no_log`` task,
+and not when the task names a progress file of its own."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         local = getattr(self._connection, "transport", None) in ("local", "ansible.builtin.local")
-        if not local or self._task.async_val or args.get("progress_file") or self._task.check_mode:
+        quiet = self._task.no_log  # a task whose output is hidden shows no progress either
+        if not local or quiet or self._task.async_val or args.get("progress_file") or self._task.check_mode:
             result.update(self._execute_module(module_args=args, task_vars=task_vars, wrap_async=self._task.async_val))
             return result
         folder = tempfile.mkdtemp(prefix="capvco-progress.")

@@ -113,3 +113,55 @@ def test_requests_it_does_not_make_are_refused():
         handle.addr("del", index=1, address="192.0.2.1", prefixlen=24)
     with pytest.raises(ValueError, match="not a request"):
         handle.route("del", dst="192.0.2.0", dst_len=24)
+
+
+class Kernel:
+    """A socket that answers each request with the next of ``answers`` (the bytes of one receive each, their
+    sequence number set to the request's)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.seq = 0
+        self.sent = 0
+
+    def send(self, data):
+        self.seq = struct.unpack_from("=IHHII", data)[3]
+        self.sent += 1
+        return len(data)
+
+    def recv(self, _size):
+        out, pos = bytearray(self.answers.pop(0)), 0
+        while pos < len(out):
+            struct.pack_into("=I", out, pos + 8, self.seq)
+            pos += (struct.unpack_from("=I", out, pos)[0] + 3) & ~3
+        return bytes(out)
+
+
+def handle_on(kernel):
+    handle = rtnl.IPRoute.__new__(rtnl.IPRoute)
+    handle._sock, handle._seq = kernel, 0
+    return handle
+
+
+def dump(*links, interrupted=False, error=0):
+    flags = rtnl.NLM_F_MULTI | (rtnl.NLM_F_DUMP_INTR if interrupted else 0)
+    body = b"".join(
+        message(rtnl.RTM_NEWLINK, struct.pack("=BxHiII", 0, 1, i, 0, 0) + attr(3, b"l%d\0" % i), flags=flags)
+        for i in links
+    )
+    return body + message(rtnl.NLMSG_DONE, struct.pack("=i", -error), flags=flags)
+
+
+def test_an_interrupted_dump_is_read_again_never_returned_partial():
+    kernel = Kernel([dump(1, interrupted=True), dump(1, 2)])
+    assert [m["index"] for m in handle_on(kernel).get_links()] == [1, 2] and kernel.sent == 2
+    kernel = Kernel([dump(1, interrupted=True)] * rtnl.DUMP_TRIES)
+    with pytest.raises(rtnl.NetlinkError) as err:
+        handle_on(kernel).get_links()
+    assert err.value.code == errno.EINTR and kernel.sent == rtnl.DUMP_TRIES
+
+
+def test_a_dump_that_ends_with_an_error_raises_it():
+    with pytest.raises(rtnl.NetlinkError) as err:
+        handle_on(Kernel([dump(1, error=errno.ENOBUFS)])).get_links()
+    assert err.value.code == errno.ENOBUFS

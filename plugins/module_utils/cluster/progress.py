@@ -33,7 +33,8 @@ class Progress:
         if self.broken:
             return
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # never through a symbolic link (a progress file named in a shared folder such as /tmp)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
             try:
                 os.write(fd, (scrub(text, LIMIT) + "\n").encode("utf-8", "replace"))
             finally:
