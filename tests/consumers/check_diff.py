@@ -53,6 +53,8 @@ WARNINGS = [
     r"^\[WARNING\]: machine 'diffk-gpu-9' is in no cloudspace 'diffk' of cluster 'diffk': nothing to delete$",
 ]
 WARNING = re.compile(r"\[(DEPRECATION )?WARNING\]|Callback dispatch|[Dd]eprecat")
+#: A progress line of the cluster task (on standard error, as warnings are): never part of a warning.
+PROGRESS = re.compile(r"^  \[[^\]]+\] (machine|vGPU) ")
 
 
 def start(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
@@ -73,11 +75,12 @@ def start(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> tuple
 
 def warnings(output: str) -> list[str]:
     """Each warning of the output as one line: older ansible-core wraps a warning at 80 columns (until the blank
-    line or the banner that follows it)."""
+    line, the banner or the progress line that follows it)."""
     found: list[str] = []
     current: list[str] | None = None
     for line in output.splitlines():
-        if current is not None and (not line.strip() or line.startswith(("TASK [", "PLAY ", "["))):
+        ends = not line.strip() or line.startswith(("TASK [", "PLAY ", "[")) or PROGRESS.match(line)
+        if current is not None and ends:
             found.append(" ".join(current))
             current = None
         if current is not None:
