@@ -599,3 +599,57 @@ def test_status_with_no_agent_answering_is_plugin_not_available(tmp_path):
         assert proc.returncode == 1, proc.stderr
         doc = json.loads(proc.stdout)
         assert doc["code"] == code and doc["cniVersion"] == "1.0.0", doc
+
+
+class OrderedNetlink(FakeNetlink):
+    """The fake netlink, with each release written down (beside the platform's calls, in one order) and failing on
+    demand."""
+
+    def __init__(self, calls):
+        super().__init__()
+        self.calls = calls
+        self.fail = False
+
+    def release(self, netns, ifname, mac):
+        self.calls.append(("move back", mac))
+        if self.fail:
+            raise OSError("injected: the move back failed")
+        super().release(netns, ifname, mac)
+
+
+def test_a_del_detaches_the_nic_where_it_is_and_then_looks_for_what_stayed(agent):
+    """The detach comes first (the hot-unplug takes the device out of the pod; billing stops at once), the move
+    back after it (nothing to move when the unplug took it)."""
+    agent.netlink = OrderedNetlink(agent.client.calls)
+    code, res = cni(agent, "ADD")
+    assert code == 0, res
+    ip = res["ips"][0]["address"].split("/")[0]
+    del agent.client.calls[:]
+    assert cni(agent, "DEL") == (0, {})
+    assert agent.client.calls == [("detach", ip), ("move back", res["interfaces"][0]["mac"])]
+    assert agent.ledger.items() == {} and agent.client.nics == {}
+
+
+def test_a_detach_that_fails_answers_with_the_platforms_error_and_the_nic_goes_back(agent):
+    """The platform refuses the detach: the NIC is moved back to the node (it stays attached), the DEL answers 11
+    with the platform's reason, even when the move back fails too (that is written into the entry)."""
+    agent.netlink = OrderedNetlink(agent.client.calls)
+    code, res = cni(agent, "ADD")
+    assert code == 0, res
+    mac = res["interfaces"][0]["mac"]
+    refuse = agent.client.detach_nic
+
+    def busy(*args, **kwargs):
+        agent.client.calls.append(("detach", args[2]))
+        raise ApiError("DELETE", "/external-nics", 503, "the platform is busy")
+
+    agent.client.detach_nic = busy
+    agent.netlink.fail = True
+    code, doc = cni(agent, "DEL")
+    assert code == 1 and doc["code"] == wire.TRY_AGAIN_LATER and "busy" in doc["details"], doc
+    assert agent.client.calls[-1] == ("move back", mac) and len(agent.client.nics) == 1
+    (entry,) = agent.ledger.items().values()
+    assert "back to the node failed" in entry["release_failed"]
+    agent.client.detach_nic, agent.netlink.fail = refuse, False
+    assert cni(agent, "DEL") == (0, {})
+    assert agent.ledger.items() == {} and agent.client.nics == {}
