@@ -238,16 +238,18 @@ def main(argv: list[str] | None = None) -> int:
         awx = AwxFake().start()
         check = Check(awx, bindir, work, base)
         try:
+            # ansible-playbook on localhost, with the consumer venv's interpreter
+            local = [
+                playbook,
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                "-e",
+                "ansible_python_interpreter=%s" % (bindir / "python"),
+            ]
             register = subprocess.run(
-                [
-                    playbook,
-                    "-i",
-                    "localhost,",
-                    "-c",
-                    "local",
-                    "-e",
-                    "ansible_python_interpreter=%s" % (bindir / "python"),
-                ]
+                local
                 + [str(ROOT / "awx" / "register.yml")]
                 + [
                     "-e",
@@ -275,16 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 stored(check, url)
                 (work / "job.yml").write_text(PLAY)
                 job = subprocess.run(
-                    [
-                        playbook,
-                        "-i",
-                        "localhost,",
-                        "-c",
-                        "local",
-                        "-e",
-                        "ansible_python_interpreter=%s" % (bindir / "python"),
-                        str(work / "job.yml"),
-                    ],
+                    [*local, str(work / "job.yml")],
                     capture_output=True,
                     text=True,
                     env=dict(
