@@ -1,4 +1,5 @@
-"""The admin API, outside ``/api/1``: what tests need (faults, statistics, the billing ledger, the NIC hook)."""
+"""The admin API, outside ``/api/1``: what tests need (faults, statistics, the billing ledger, the NIC hook, the
+credentials)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,35 @@ class Admin:
             self.emu.hooks.update(cfg)
         return JSONResponse({"hooks": self.emu.hooks, "log": self.emu.hook_log[-50:]})
 
+    async def credentials(self, request: Request) -> JSONResponse:
+        """The accepted credentials (GET: digests only), one granted (POST ``{"token", "customers"}``, customers
+        None or absent: all), one rotated (POST ``{"rotate": OLD, "token": NEW}``: NEW for OLD's customers, OLD
+        refused from then on) or one revoked (DELETE ``{"token"}``)."""
+        creds = self.emu.store.credentials
+        if request.method != "GET":
+            cfg = await request.json()
+            token = cfg.get("token") if isinstance(cfg, dict) else None
+            if not isinstance(token, str) or not token:
+                return JSONResponse({"message": "a non-empty string 'token' is required"}, 400)
+            if request.method == "DELETE":
+                creds.revoke(token)
+            elif "rotate" in cfg:
+                old = cfg["rotate"]
+                known = creds.get(old) if isinstance(old, str) else None
+                if known is None and old != self.emu.token:
+                    return JSONResponse({"message": "'rotate' names no credential this emulator accepts"}, 404)
+                customers = None if known is None or known.customers is None else sorted(known.customers)
+                creds.grant(token, customers)
+                creds.revoke(old)
+            else:
+                customers = cfg.get("customers")
+                if customers is not None and not (
+                    isinstance(customers, list) and all(isinstance(c, str) for c in customers)
+                ):
+                    return JSONResponse({"message": "'customers' is a list of customer ids, or null for all"}, 400)
+                creds.grant(token, customers)
+        return JSONResponse({"credentials": [c.view() for c in creds.all()]})
+
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
 
@@ -113,5 +143,6 @@ def admin_routes(emu: Emulator) -> list[Route]:
         Route("/snapshot", admin.snapshot, methods=["GET"]),
         Route("/hooks", admin.hooks, methods=["GET", "POST"]),
         Route("/health", admin.health, methods=["GET"]),
+        Route("/credentials", admin.credentials, methods=["GET", "POST", "DELETE"]),
         Route("/seed-vgpu", admin.reserve_unowned, methods=["POST"]),
     ]

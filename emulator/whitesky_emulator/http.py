@@ -113,7 +113,7 @@ class Ctx:
 
     # -- the resources a path names ----------------------------------------------------
     def customer(self) -> str:
-        return self.emu.customer(self.path_text("customer_id"))
+        return self.emu.customer(self.path_text("customer_id"), self.request)
 
     def target_vm(self) -> tuple[str, Cloudspace, Vm]:
         """(customer, cloudspace row, VM row) of a VM-scoped path; 404 for what does not exist."""

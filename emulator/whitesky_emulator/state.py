@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from .faults import DropResponse, Faults, Stats, VmLock, VmLocks
 from .http import HTTPError, JsonObject, found
-from .store import Cloudspace, Customer, GpuProfile, Location, Nic, Store, Vgpu, Vm, VmBrief
+from .store import Cloudspace, Credential, Customer, GpuProfile, Location, Nic, Store, Vgpu, Vm, VmBrief
 
 
 class ListingLookups:
@@ -56,13 +56,27 @@ class Emulator:
         self.hook_log: list[dict[str, Any]] = []
 
     # -- request plumbing --------------------------------------------------
-    def check_auth(self, request: Request) -> None:
+    def credential(self, request: Request) -> Credential | None:
+        """The request's credential (None: refused): the token of ``--token`` acts for every customer unless it
+        was revoked; any other must have been granted (``/_emulator/credentials``) and not revoked since."""
         header = request.headers.get("authorization", "")
-        if not header.startswith("Bearer ") or header[7:] != self.token:
-            raise HTTPError(401, "Unauthorized: missing or invalid bearer token")
+        if not header.startswith("Bearer "):
+            return None
+        token = header[7:]
+        known = self.store.credentials.get(token)
+        if known is not None:
+            return None if known.revoked else known
+        return Credential("", None, False) if token == self.token else None
 
-    def customer(self, customer_id: str) -> str:
-        if not self.store.accounts.customer(customer_id):
+    def check_auth(self, request: Request) -> None:
+        if self.credential(request) is None:
+            raise HTTPError(401, "Unauthorized: missing, invalid or revoked bearer token")
+
+    def customer(self, customer_id: str, request: Request | None = None) -> str:
+        """``customer_id`` when it exists and the request's credential may act for it; 403 otherwise."""
+        cred = self.credential(request) if request is not None else None
+        allowed = cred is None or cred.customers is None or customer_id in cred.customers
+        if not allowed or not self.store.accounts.customer(customer_id):
             raise HTTPError(403, "no access to customer %r" % customer_id)
         return customer_id
 

@@ -135,6 +135,20 @@ class Emulator(ServerProcess):
         if not wait_for(quiet, timeout=timeout, interval=settle / 4):
             raise AssertionError("the emulator still had requests in flight after %ss" % timeout)
 
+    def grant(self, token, customers=None):
+        """Accept ``token`` from now on, for ``customers`` (None: all)."""
+        return self.admin("POST", "/credentials", {"token": token, "customers": customers})
+
+    def rotate(self, new_token):
+        """Rotate this emulator's token: ``new_token`` is accepted for its customers, the old one refused from
+        now on (``self.token`` follows)."""
+        out = self.admin("POST", "/credentials", {"rotate": self.token, "token": new_token})
+        self.token = new_token
+        return out
+
+    def revoke(self, token):
+        return self.admin("DELETE", "/credentials", {"token": token})
+
     def op_count(self, operation):
         return self.stats()["operations"].get(operation, {}).get("count", 0)
 

@@ -266,3 +266,44 @@ def test_cloudspace_notes(emulator):
     with pytest.raises(ApiError) as err:
         client.cloudspace_notes(cs)
     assert err.value.status == 404
+
+
+def test_a_rotated_credential_is_refused_and_a_granted_one_acts_for_its_customers_only(tmp_path):
+    """The emulator's credentials: a rotation refuses the old token from then on (401), also after a restart; a
+    token granted for one customer gets a 403 for another."""
+    import json
+
+    from whitesky_emulator.world import DEFAULT_WORLD
+
+    world = json.loads(json.dumps(DEFAULT_WORLD))
+    world["customers"].append({"customer_id": "tenant-b", "name": "Tenant B"})
+    seedfile = tmp_path / "seed.json"
+    seedfile.write_text(json.dumps(world))
+    emu = Emulator(tmp_path / "state", extra_args=["--config", str(seedfile)]).start()
+    try:
+        old = emu.client()
+        assert old.gpu_profiles(LOC)
+        emu.rotate("token-two")
+        with pytest.raises(ApiError) as err:
+            old.gpu_profiles(LOC)
+        assert err.value.status == 401 and "revoked" in err.value.message
+        assert emu.client().gpu_profiles(LOC)
+        emu.grant("token-b", ["tenant-b"])
+        only_b = WhiteskyClient(emu.url, "token-b", "tenant-b", timeout=10)
+        assert only_b.gpu_profiles(LOC)
+        with pytest.raises(ApiError) as err:
+            WhiteskyClient(emu.url, "token-b", CUSTOMER, timeout=10).gpu_profiles(LOC)
+        assert err.value.status == 403
+        listed = emu.admin("GET", "/credentials")["credentials"]
+        assert all("token" not in c and len(c["digest"]) == 12 for c in listed)
+        assert sorted((c["customers"], c["revoked"]) for c in listed if c["customers"]) == [(["tenant-b"], False)]
+    finally:
+        emu.stop()
+    again = Emulator(tmp_path / "state", extra_args=["--config", str(seedfile)]).start()
+    try:
+        with pytest.raises(ApiError) as err:
+            again.client().gpu_profiles(LOC)  # the --token one, revoked by the rotation before the restart
+        assert err.value.status == 401
+        assert WhiteskyClient(again.url, "token-two", CUSTOMER, timeout=10).gpu_profiles(LOC)
+    finally:
+        again.stop()

@@ -2,9 +2,10 @@
 resource, each returning typed rows.
 
 - ``db``: the schema, the connection, transactions;
-- ``accounts``: customers and locations; ``images``: the VM images each location offers; ``cloudspaces``:
-  cloudspaces and their notes; ``vms``: VMs and their guests' files; ``vgpus``: reservations, their attachments and
-  the GPU profiles (with ``listing``, the positions of listings kept between pages); ``networks``: external networks
+- ``accounts``: customers and locations; ``credentials``: the bearer tokens accepted, and for whom; ``images``: the
+  VM images each location offers; ``cloudspaces``: cloudspaces and their notes; ``vms``: VMs and their guests'
+  files; ``vgpus``: reservations, their attachments and the GPU profiles (with ``listing``, the positions of
+  listings kept between pages); ``networks``: external networks
   and NICs; ``billing``: what the consumption report and the ledger read.
 
 What spans resources (seeding the world, deleting a VM with what it holds, the admin snapshot) is :class:`Store`'s.
@@ -21,6 +22,7 @@ from ..world import DEFAULT_IMAGES
 from .accounts import AccountStore, Customer, Location
 from .billing import Attachment, BillingStore
 from .cloudspaces import DEFAULT_PRIVATE_NETWORK, Cloudspace, CloudspaceStore, Note, NoteStore
+from .credentials import Credential, CredentialStore
 from .db import Database
 from .images import Image, ImageStore
 from .networks import ExternalNetwork, NetworkStore, Nic
@@ -30,6 +32,7 @@ from .vms import Vm, VmBrief, VmStore
 __all__ = [
     "Attachment",
     "Cloudspace",
+    "Credential",
     "Customer",
     "ExternalNetwork",
     "GpuProfile",
@@ -58,6 +61,7 @@ class Store:
     def __init__(self, path: str) -> None:
         self.db = Database(path)
         self.accounts = AccountStore(self.db)
+        self.credentials = CredentialStore(self.db)
         self.images = ImageStore(self.db)
         self.cloudspaces = CloudspaceStore(self.db)
         self.notes = NoteStore(self.db)

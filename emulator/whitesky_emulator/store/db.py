@@ -13,6 +13,8 @@ from typing import TypeVar
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS customers (customer_id TEXT PRIMARY KEY, name TEXT);
+CREATE TABLE IF NOT EXISTS credentials (
+  digest TEXT PRIMARY KEY, customers TEXT, created REAL, revoked_at REAL);
 CREATE TABLE IF NOT EXISTS locations (name TEXT PRIMARY KEY, currency TEXT, prices TEXT);
 CREATE TABLE IF NOT EXISTS images (
   location TEXT, image_id INTEGER, name TEXT, description TEXT, os_type TEXT, status TEXT, size INTEGER,
