@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration smoke e2e \
-	molecule chaos bench sanity lint consumers build clean
+	molecule chaos explore bench sanity lint consumers build clean
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
@@ -118,6 +118,17 @@ bench: link deps-e2e
 	  $(BIN)/python benchmarks/inventory_bench.py; inv=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
 	  $(BIN)/python benchmarks/controller_bench.py; ctl=$$?; \
 	  test $$gpu = 0 && test $$scale = 0 && test $$inv = 0 && test $$cni = 0 && test $$ctl = 0
+
+# Every property test (each test file that imports Hypothesis) with random seeds and CAPVCO_EXPLORE_SCALE (10) times
+# its examples; `make test` draws the same examples on every run (tests/properties.py).  It ends with the number of
+# examples run; a failure it finds is kept in its test as an @example, so that the gate runs it from then on.
+PROPERTY_TESTS = $(shell grep -rlE --include='test_*.py' '^from hypothesis' tests/unit tests/integration | sort)
+explore: link
+	@mkdir -p .build
+	set -o pipefail; CAPVCO_EXPLORE=1 $(BIN)/python -m pytest -q -n $(or $(JOBS),2) -p no:cacheprovider \
+	  --hypothesis-show-statistics $(PROPERTY_TESTS) | tee .build/explore.log; rc=$$?; \
+	  awk '/ passing, [0-9]+ failing/ {p += $$2; f += $$4} END {printf "explore: %d examples passed, %d failed\n", p, f}' \
+	  .build/explore.log; exit $$rc
 
 chaos: link
 	$(BIN)/python tests/chaos/chaos.py --loops $(or $(LOOPS),50)

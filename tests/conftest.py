@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import pytest
 
+import properties
 from helpers import SPEC_ABSENT, Emulator, ensure_collection_link, kube_with_crds
 
 ensure_collection_link()
+PROFILE = properties.load()  # the gate's derandomized draws, or make explore's random ones (tests/properties.py)
 
 
 @pytest.fixture
@@ -29,6 +31,10 @@ def kube(tmp_path):
     fake = kube_with_crds(tmp_path)
     yield fake
     fake.stop()
+
+
+def pytest_report_header(config):
+    return "hypothesis profile: %s (tests/properties.py)" % PROFILE
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -17,11 +17,11 @@ written to tests/output/spec-property.json and printed.
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
@@ -31,7 +31,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from helpers import Emulator, save_figures
 from test_gpu import live
 
-EXAMPLES = int(os.environ.get("CAPVCO_SPEC_EXAMPLES", "100"))
+EXAMPLES = env_examples("CAPVCO_SPEC_EXAMPLES", 100)
 LOC = "be-gen-1"
 NAME = "pt"
 KEYS = ("cloudspace_created", "created", "deleted", "reserved", "released")

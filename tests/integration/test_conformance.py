@@ -19,11 +19,11 @@ before it is sent, or a note that does not exist.
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from properties import env_examples
 from schemathesis.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -39,7 +39,7 @@ from helpers import CUSTOMER, SPEC_ABSENT, Emulator
 from spec import load_spec
 
 SPEC = load_spec()
-EXAMPLES = int(os.environ.get("CAPVCO_CONFORMANCE_EXAMPLES", "25"))
+EXAMPLES = env_examples("CAPVCO_CONFORMANCE_EXAMPLES", 25)
 #: The placeholder a generated request names a note by, replaced by a real note's id (see ``with_a_note``).
 A_NOTE = "a-note"
 #: An external network of the emulator's cs-demo location.
@@ -129,9 +129,7 @@ def cases(test):
 
 
 @cases
-@settings(
-    max_examples=EXAMPLES, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None
-)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_the_emulator_conforms_to_the_spec(case, live):
     with_a_note(case, live)
     case.call_and_validate(

@@ -37,6 +37,7 @@ import time
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+from properties import EXPLORE, env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
@@ -85,9 +86,9 @@ TYPOS = (
 )
 TAKEN = "is not owned by cluster"  # the refusal of a name that a VM the cluster does not own holds
 SHORT = "not enough NVIDIA A100"  # the refusal when the location's GPUs are all reserved
-EXAMPLES = int(os.environ.get("CAPVCO_STATEFUL_EXAMPLES", "3"))
+EXAMPLES = env_examples("CAPVCO_STATEFUL_EXAMPLES", 3)
 STEPS = int(os.environ.get("CAPVCO_STATEFUL_STEPS", "8"))
-RANDOM = os.environ.get("CAPVCO_STATEFUL_RANDOM") == "1"
+RANDOM = EXPLORE or os.environ.get("CAPVCO_STATEFUL_RANDOM") == "1"
 SEED = int(os.environ.get("CAPVCO_STATEFUL_SEED", "2026"))
 FIGURES = {
     "examples": 0,
@@ -219,7 +220,10 @@ class Ownership(RuleBasedStateMachine):
             {g["vgpu_id"]: g for g in snap["vgpus"]},
         )
 
-    def check(self, actor, before, after):
+    def check(self, actor, before, after, pending=False):
+        """The invariants over one step's ``before`` and ``after``.  ``pending``: the actor's own cluster is judged
+        by the step's outcome instead (two runs at once, one of them a converge: the model does not know yet
+        whether the cluster it last saw deleted is live again, so its billing is not the model's to judge here)."""
         FIGURES["steps"] += 1
         spaces0, vms0, vgpus0 = before
         spaces1, vms1, vgpus1 = after
@@ -248,7 +252,7 @@ class Ownership(RuleBasedStateMachine):
                 per_slot[key] = per_slot.get(key, 0) + 1
         problems += ["slot %s has %d live reservations" % (k, n) for k, n in per_slot.items() if n > 1]
         for name, c in self.clusters.items():
-            if c["deleted"]:
+            if c["deleted"] and not (pending and name == actor):
                 seconds = self.billed_seconds(name)
                 if seconds != c["seconds"]:
                     problems.append("deleted cluster %s is still billed (%s -> %s)" % (name, c["seconds"], seconds))
@@ -416,7 +420,7 @@ class Ownership(RuleBasedStateMachine):
             t.start()
         for t in threads:
             t.join()
-        self.check(name, before, self.snapshot())
+        self.check(name, before, self.snapshot(), pending=any(kind in sizes for kind in pair))
         done = []
         for (kind, _playbook, _extra, size), (rc, out, at) in zip(runs, ended, strict=True):
             if rc != 0 and BUSY not in out:
@@ -661,3 +665,21 @@ def test_ownership_holds_under_every_lifecycle_step():
         FIGURES["seconds"] = round(time.monotonic() - started, 1)
         FIGURES["seed"] = "random" if RANDOM else SEED
         save_figures("stateful-ownership.json", FIGURES, "stateful ownership")
+
+
+def test_a_deleted_cluster_converged_beside_its_own_delete_is_judged_by_the_run_that_held_it_last():
+    """The sequence ``make chaos`` found (issue 46, point 20), kept as an explicit example: a cluster deleted, then
+    a delete and a converge of it run together on the shared cloudspace, after a delete under a VM-lock fault.  When
+    the converge holds the cluster last, the cluster is live again and bills: the model judged it by its earlier
+    delete ("a deleted cluster's reservation accrues") before folding in the pair's outcome.  The test was wrong, not
+    the collection: the end state is what the run that held the cluster last leaves."""
+    machine = Ownership()
+    try:
+        machine.two_neighbours(first=0, replicas=1, count=1)
+        machine.step("delete_cluster", "web", "shared-cs", 1, 1, "lock", 7, 0, False)
+        for pick in (PAIRS.index(("delete", "converge")), PAIRS.index(("converge", "delete"))):
+            machine.step("two_at_once", "web", "shared-cs", 1, 1, "none", 0, pick, False)
+        machine.step("delete_cluster", "web", "shared-cs", 1, 1, "none", 0, 0, False)
+        assert machine.clusters["web"]["deleted"]
+    finally:
+        machine.teardown()

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from properties import EXPLORE, env_examples
 from test_cluster_spec import set_price
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
@@ -55,9 +56,9 @@ from test_gpu import ensure, live, mutations, vms
 
 LOC, CS, OTHER_LOC = "be-gen-1", "cs-demo", "nl-ams-1"
 PROFILE = "nvidia-a100-40c"
-EXAMPLES = int(os.environ.get("CAPVCO_RECLAIM_PLAN_EXAMPLES", "6"))
+EXAMPLES = env_examples("CAPVCO_RECLAIM_PLAN_EXAMPLES", 6)
 SEED = int(os.environ.get("CAPVCO_RECLAIM_PLAN_SEED", "2026"))
-RANDOM = os.environ.get("CAPVCO_RECLAIM_PLAN_RANDOM") == "1"
+RANDOM = EXPLORE or os.environ.get("CAPVCO_RECLAIM_PLAN_RANDOM") == "1"
 FIGURES = {"examples": 0, "planned": 0, "released": 0, "skipped": {}, "operations": {}, "plans": {}}
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import plan as cluster_plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
@@ -105,7 +106,7 @@ def worlds(draw):
     return spec, world
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(worlds())
 def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     spec, world = case
@@ -176,7 +177,7 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(worlds(), st.booleans())
 def test_a_teardown_plan_deletes_only_the_clusters_machines_and_releases_what_it_owns(case, force):
     spec, world = case

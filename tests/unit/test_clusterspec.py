@@ -9,6 +9,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, reference, schema
@@ -240,7 +241,7 @@ _KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.dictionaries(_KEYS, _JSON, max_size=5))
 def test_any_input_is_a_spec_or_an_input_error(raw):
     """Fuzz: whatever the input, the result is a checked spec or an InputError that names a path, never a crash."""

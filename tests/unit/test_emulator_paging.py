@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from whitesky_emulator.store import Store
 
@@ -29,7 +30,7 @@ def test_a_page_reads_its_rowid_range_not_the_customers_index(tmp_path):
     assert "INTEGER PRIMARY KEY" in plan and "TEMP B-TREE" not in plan, plan
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=st.integers(0, 40), other=st.integers(0, 40), limit=st.integers(1, 15), deleted=st.booleans())
 def test_pages_put_together_are_the_listing(tmp_path_factory, n, other, limit, deleted):
     store = store_with(tmp_path_factory.mktemp("s"), n, other=min(other, n))

@@ -17,13 +17,13 @@ import collections
 import datetime
 import email.utils
 import json
-import os
 import re
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
@@ -45,10 +45,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations
 from helpers import SPEC_ABSENT
 from spec import load_spec
 
-EXAMPLES = int(os.environ.get("CAPVCO_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True
-)
+EXAMPLES = env_examples("CAPVCO_FUZZ_EXAMPLES", 200)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 SECRET = "Zq8wPLANTEDk3Vx"
 #: The forms a secret takes in what the platform or a machine says (each one the scrubber knows).
 PLANTED = [

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import examples
 from test_hostile import mock_client  # beside this file: a client on a fake clock, no network
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
@@ -217,7 +218,7 @@ def test_no_limit_no_waits_and_no_pacing():
     assert sim.wall == pytest.approx(640 / 32 * 0.1, rel=0.25)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rate=st.sampled_from([3, 5, 8, 10, 20, 30]),
     burst_seconds=st.integers(5, 20),

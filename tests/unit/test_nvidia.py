@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import nvidia
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
@@ -71,7 +72,7 @@ def test_the_fragment_names_what_is_wrong(tmp_path):
 VERSION = st.lists(st.integers(0, 999), min_size=1, max_size=3).map(lambda xs: ".".join(map(str, xs)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(reported=VERSION, pin=VERSION)
 def test_a_pin_matches_its_versions_and_no_other(tmp_path_factory, reported, pin):
     """The documented rule: the pin 550 or 550.127 accepts 550.127.05; 55 and 5501 do not."""

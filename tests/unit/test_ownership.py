@@ -9,6 +9,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
@@ -277,7 +278,7 @@ def test_a_holder_whose_renewal_found_its_note_gone_is_told_another_run_took_the
         held.release()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,60}[a-z0-9]", fullmatch=True), min_size=1, max_size=6),
     st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,70}[a-z0-9]", fullmatch=True), max_size=8),

@@ -9,6 +9,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
@@ -68,7 +69,7 @@ def _apply(items, plan):
     return after
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(items=OWNED, count=st.integers(0, 8))
 def test_a_machine_plan_leaves_exactly_its_slots_attached_and_of_the_type(items, count):
     plan = vgpus.plan_machine(items, VM_ID, count, TYPE_IDS, present=True)
@@ -87,7 +88,7 @@ def test_a_machine_plan_leaves_exactly_its_slots_attached_and_of_the_type(items,
             assert any(k["owner"].slot == slot and k not in plan.fixes for k in plan.kept)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(items=OWNED, count=st.integers(0, 8))
 def test_a_machine_plan_without_gpus_releases_everything(items, count):
     plan = vgpus.plan_machine(items, VM_ID, count, TYPE_IDS, present=False)
@@ -137,7 +138,7 @@ def machine_worlds(draw):
     return pool_list, listing
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(world=machine_worlds(), present=st.booleans(), exclusive=st.booleans())
 def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(world, present, exclusive):
     pool_list, listing = world
@@ -193,7 +194,7 @@ def _live(item, live_names):
     return any(naming.owned_by(owner, c, name) for c in CLUSTERS for name in live_names)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     items=candidates(),
     live=st.sets(st.sampled_from(MACHINES + ["n0"])),

@@ -9,12 +9,12 @@ against the cluster spec's, and what the inventory's core makes of a cloudspace'
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
@@ -22,10 +22,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes im
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema
 
-EXAMPLES = int(os.environ.get("CAPVCO_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True
-)
+EXAMPLES = env_examples("CAPVCO_FUZZ_EXAMPLES", 200)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 TITLE = notes.NOTE_TITLE
 CS = {"cloudspace_id": "cs-1", "name": "shop", "location": "be-gen-1"}
 

@@ -10,6 +10,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from capvco_sriov import rtnl
 
@@ -70,7 +71,7 @@ def test_what_does_not_fit_is_ebadmsg(buf):
     assert err.value.code == errno.EBADMSG
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.binary(max_size=512))
 def test_any_bytes_parse_or_raise_netlink_error(buf):
     try:
@@ -82,7 +83,7 @@ def test_any_bytes_parse_or_raise_netlink_error(buf):
         assert exc.code == errno.EBADMSG
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 40), st.binary(max_size=40)), max_size=8),
     st.sampled_from([rtnl.RTM_NEWLINK, rtnl.RTM_NEWADDR, rtnl.RTM_NEWROUTE]),

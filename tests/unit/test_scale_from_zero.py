@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -90,7 +91,7 @@ SPECS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(SPECS)
 def test_the_autoscaler_reads_every_published_capacity_whole(spec):
     """Every template the CRD admits publishes a capacity the autoscaler takes whole: string values that parse as

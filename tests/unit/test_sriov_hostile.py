@@ -16,6 +16,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import examples
 from test_sriov_units import ENTRY
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
@@ -279,7 +280,7 @@ def fuzz_agent(tmp_path_factory):
 SOCKETS = itertools.count()
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     command=st.sampled_from(["ADD", "DEL", "CHECK", "GC", "STATUS"]),
     overrides=st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=4),
@@ -331,7 +332,7 @@ def test_fuzz_the_configuration_and_prev_result(fuzz_agent, command, overrides, 
         assert isinstance(doc, dict)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw=st.binary(max_size=300) | st.text(max_size=200).map(str.encode))
 def test_fuzz_the_agents_wire_line(fuzz_agent, raw):
     """Whatever arrives on the agent's socket: a well-formed answer."""
@@ -352,7 +353,7 @@ def run_shim(monkeypatch, env, stdin):
     return exit_.value.code or 0, out.getvalue()
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     command=st.sampled_from(["ADD", "DEL", "CHECK", "GC", "STATUS", "VERSION", "FROB", ""]),
     stdin=st.one_of(
@@ -388,7 +389,7 @@ def test_fuzz_the_plugins_stdin(monkeypatch, tmp_path, command, stdin):
     well_formed_error(json.loads(out))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     answer=st.binary(max_size=200)
     | JSON.map(lambda doc: json.dumps(doc).encode())
