@@ -96,10 +96,15 @@ options:
     type: path
   progress_file:
     description:
-      - Append a line to this file for each machine created or deleted and each vGPU reserved or released, the
+      - Write a line to this file for each machine created or deleted and each vGPU reserved or released, the
         moment the platform says so (not in check mode, which writes nothing).
-      - Set by the collection's action plugin for this module, which shows each line under the task as it comes, at
-        default verbosity; set it yourself only to follow a run from elsewhere (C(tail -f)).
+      - The run makes the file itself, new and private (mode 0600), before it reads or changes anything, never
+        through a link and never waiting on what is at the path. A path that exists (a file of anyone's, a FIFO, a
+        link, a folder), or whose folder any user may write to without the sticky bit, is refused with the reason,
+        before anything is changed; check mode refuses the same paths.
+      - Set by the collection's action plugin for this module (a file in a new private folder), which shows each
+        line under the task as it comes, at default verbosity; set it yourself only to follow a run from elsewhere
+        (C(tail -F), which waits for the file to appear).
     type: path
 extends_documentation_fragment:
   - whitesky.capvco.connection

@@ -8,39 +8,108 @@ its task as it comes, at default verbosity).
 Nothing here plans or decides: :func:`observe` wraps the platform client that the appliers are given, and writes a
 line after each write call that succeeded (or whose lost answer was resolved); what fails is said by the module's
 failure, with what the run did before it.  A line is scrubbed and bounded; a progress file that cannot be written
-is never the run's failure."""
+is never the run's failure.  The file is the run's own: made new, private, never an existing path (see
+:func:`refusal`)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 #: The longest progress line.
 LIMIT = 200
 
 
-class Progress:
-    """Lines appended to ``path`` (one write each, flushed: a reader sees whole lines)."""
+#: How the run makes its progress file: new (never an existing file, whatever it is), never through a link, never
+#: waiting on what is at the path (a FIFO), for writing only, and not handed to a child process.
+FLAGS = (
+    os.O_WRONLY
+    | os.O_APPEND
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.broken = False
+
+def refusal(path: str) -> str | None:
+    """Why ``path`` cannot be this run's progress file (``None``: it can).  The run makes the file itself, new:
+    something already there (a file of another user, a FIFO that would block the run in its ``open``, a link) is
+    refused, naming what it is; so is a folder that is not there or that another user may write to (without the
+    sticky bit, anyone could swap the file)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return "progress_file %r cannot be checked: %s" % (path, exc.strerror)
+    else:
+        kind = (
+            "a regular file"
+            if stat.S_ISREG(st.st_mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "a directory"
+            if stat.S_ISDIR(st.st_mode)
+            else "not a regular file"
+        )
+        whose = "" if st.st_uid == os.geteuid() else " of user id %d" % st.st_uid
+        return (
+            "progress_file %r already exists (%s%s): the run writes a new file of its own; name a path that does "
+            "not exist" % (path, kind, whose)
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(folder)
+    except OSError as exc:
+        return "progress_file %r: its folder %r cannot be used: %s" % (path, folder, exc.strerror)
+    if not stat.S_ISDIR(st.st_mode):
+        return "progress_file %r: %r is not a folder" % (path, folder)
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return "progress_file %r: its folder %r may be written by any user (and has no sticky bit)" % (path, folder)
+    return None
+
+
+class Progress:
+    """Lines appended to the run's own new file at ``path`` (one write each: a reader sees whole lines).  Made by
+    :meth:`create`, before the run changes anything; a line that cannot be written is never the run's failure."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    @classmethod
+    def create(cls, path: str) -> Progress:
+        """The progress file, made new and private (0600); :class:`InputError` with the reason when ``path`` cannot
+        be (see :func:`refusal`)."""
+        why = refusal(path)
+        if why is not None:
+            raise InputError(why)
+        try:
+            fd = os.open(path, FLAGS, 0o600)
+        except OSError as exc:  # made or swapped between the check and here: refused as well
+            raise InputError("progress_file %r cannot be made: %s" % (path, exc.strerror)) from exc
+        return cls(fd)
 
     def say(self, text: str) -> None:
-        if self.broken:
+        if self.fd is None:
             return
         try:
-            # never through a symbolic link (a progress file named in a shared folder such as /tmp)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            try:
-                os.write(fd, (scrub(text, LIMIT) + "\n").encode("utf-8", "replace"))
-            finally:
-                os.close(fd)
+            os.write(self.fd, (scrub(text, LIMIT) + "\n").encode("utf-8", "replace"))
         except OSError:
-            self.broken = True
+            self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
 
 
 class Observed:
@@ -106,6 +175,21 @@ class Observed:
         return answer
 
 
-def observe(client: Any, path: str | None) -> Any:
-    """``client``, observed when ``path`` (the module's ``progress_file``) is given."""
-    return client if not path else Observed(client, Progress(path))
+def observe(client: Any, path: str | None, check_mode: bool = False) -> Any:
+    """``client``, observed when ``path`` (the module's ``progress_file``) is given; the file is made here, before
+    the run reads or changes anything (:class:`InputError` when it cannot be).  Check mode writes nothing, so makes
+    no file, but refuses the same paths (it fails where the real run would)."""
+    if not path:
+        return client
+    if check_mode:
+        why = refusal(path)
+        if why is not None:
+            raise InputError(why)
+        return client
+    return Observed(client, Progress.create(path))
+
+
+def finish(client: Any) -> None:
+    """Close the progress file of a client that :func:`observe` made (nothing for a plain client)."""
+    if isinstance(client, Observed):
+        client._progress.close()

@@ -282,21 +282,24 @@ def run(
 ) -> dict[str, Any]:
     """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`; with ``progress_file``, a line there
     for each machine and vGPU written, as it is (``progress``; never in check mode, which writes nothing)."""
-    client = progress.observe(client, None if check_mode else progress_file)
-    if state == "present":
-        if machine is not None:
-            raise InputError("machine is for state=absent (delete one machine of the cluster)")
-        if plan_file is not None:
-            raise InputError("plan_file is for state=absent (a teardown's reclaim plan, written in check mode)")
-        return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
-    return teardown(
-        client,
-        spec,
-        check_mode,
-        machine=machine,
-        force=force,
-        delete_cloudspace=delete_cloudspace,
-        parallel=parallel,
-        variables=variables or (),
-        plan_file=plan_file,
-    )
+    if state == "present" and machine is not None:
+        raise InputError("machine is for state=absent (delete one machine of the cluster)")
+    if state == "present" and plan_file is not None:
+        raise InputError("plan_file is for state=absent (a teardown's reclaim plan, written in check mode)")
+    client = progress.observe(client, progress_file, check_mode)
+    try:
+        if state == "present":
+            return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
+        return teardown(
+            client,
+            spec,
+            check_mode,
+            machine=machine,
+            force=force,
+            delete_cloudspace=delete_cloudspace,
+            parallel=parallel,
+            variables=variables or (),
+            plan_file=plan_file,
+        )
+    finally:
+        progress.finish(client)
