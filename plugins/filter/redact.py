@@ -3,14 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``redact`` filter: a structure that holds a secret (a cluster spec with the SR-IOV agent's credential), fit
 to show: the values of the keys that the collection's one scrubber (``platform.scrub``) takes for secret-ish are
-masked, so that a task that holds the structure needs no ``no_log`` and its failure reads with its reason."""
+masked, and in every other string a secret given to it, wherever it stands, and the forms of a secret the scrubber
+knows (a bearer token, a URL's credentials), so that a task that holds the structure needs no ``no_log`` and its
+failure reads with its reason."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import _STEMS
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import _STEMS, mask_secrets
 
 #: What stands for a masked value (what Ansible shows for a no_log option's value, too).
 MASK = "********"
@@ -28,9 +30,11 @@ def _secrets(secrets: object) -> list[str]:
 
 def redact(value: object, secrets: object = None, mask: str = MASK) -> object:
     """``value`` (a dict, a list, a scalar) with the value of every secret-ish key (a name with ``token``,
-    ``password``, ``credential``, ``secret``... in it) that is no mapping or list replaced by ``mask``, and every
-    string equal to one of ``secrets`` too; what else it holds is kept as it is (keys, numbers, booleans)."""
-    hidden = set(_secrets(secrets))
+    ``password``, ``credential``, ``secret``... in it) that is no mapping or list replaced by ``mask``; in every other
+    string, each of ``secrets`` wherever it occurs and each form of a secret the scrubber knows (a bearer token, a
+    URL's credentials, a JWT, a secret-ish key's value in the text) replaced by ``mask`` too; what else it holds is
+    kept as it is (keys, numbers, booleans)."""
+    hidden = sorted(set(_secrets(secrets)), key=len, reverse=True)  # the longest first: one that holds another
 
     def walk(item: object, secret_key: bool, depth: int) -> object:
         if depth > 32:
@@ -41,8 +45,10 @@ def redact(value: object, secrets: object = None, mask: str = MASK) -> object:
             return [walk(v, secret_key, depth + 1) for v in item]
         if item is None or isinstance(item, bool):
             return item
-        if secret_key or (isinstance(item, str) and item in hidden):
+        if secret_key:
             return mask
+        if isinstance(item, str):
+            return mask_secrets(item, hidden, mask)
         return item
 
     return walk(value, False, 0)

@@ -52,6 +52,8 @@ WARNINGS = [
     r"^\[WARNING\]: machine 'diff-p-0' exists with vcpus=2 \(wanted 4\); it is not resized$",
     r"^\[WARNING\]: machine 'diffk-gpu-9' is in no cloudspace 'diffk' of cluster 'diffk': nothing to delete$",
 ]
+#: The secret the redact filter's task plants inside three strings, and the filter's mask.
+PLANTED, MASK = "Zq8wREDACTEDk3Vx", "********"
 WARNING = re.compile(r"\[(DEPRECATION )?WARNING\]|Callback dispatch|[Dd]eprecat")
 #: A progress line of the cluster task (on standard error, as warnings are): never part of a warning.
 PROGRESS = re.compile(r"^  \[[^\]]+\] (machine|vGPU) ")
@@ -204,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     problems += ["a warning: %s" % w for w in warned if not any(re.match(p, w) for p in WARNINGS)]
     problems += ["no warning matches %s" % p for p in WARNINGS if not any(re.match(p, w) for w in warned)]
     problems += ["no diff line matches %s" % p for p in EXPECTED if not re.search(p, output, re.M)]
+    if PLANTED in output or output.count(MASK) < 3:  # the redact filter's task: the secret masked in each string
+        problems.append("the redact filter showed %s, or masked fewer than its 3 strings" % PLANTED)
     print("check_diff: %s: %s" % (version, "; ".join(problems) if problems else "every diff shown, no warning"))
     return 1 if problems else 0
 

@@ -21,7 +21,6 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
@@ -29,6 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import n
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from helpers import Emulator, save_figures
+from properties import env_examples
 from test_gpu import live
 
 EXAMPLES = env_examples("CAPVCO_SPEC_EXAMPLES", 100)

@@ -23,7 +23,6 @@ import copy
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from properties import env_examples
 from schemathesis.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -36,6 +35,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from whitesky_emulator.app import OPS
 
 from helpers import CUSTOMER, SPEC_ABSENT, Emulator
+from properties import env_examples
 from spec import load_spec
 
 SPEC = load_spec()

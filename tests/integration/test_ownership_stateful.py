@@ -37,7 +37,6 @@ import time
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
-from properties import EXPLORE, env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
@@ -46,6 +45,7 @@ from capvco_lab.runs import kill_all, start_playbook, stopped
 from capvco_lab.specs import cluster_spec
 
 from helpers import COLLECTIONS, ROOT, Emulator, save_figures, wait_for
+from properties import EXPLORE, env_examples
 
 LOC = "be-gen-1"
 CLUSTERS = ("web", "web-gpu", "web-gpu-with-a-name-over-twenty")

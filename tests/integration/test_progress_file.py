@@ -11,10 +11,9 @@ import threading
 
 import pytest
 
-from capvco_lab.specs import cluster_spec
-
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.run import run
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from capvco_lab.specs import cluster_spec
 
 DEADLINE = 30.0
 

@@ -35,7 +35,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from properties import EXPLORE, env_examples
 from test_cluster_spec import set_price
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
@@ -52,6 +51,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planfile i
 )
 
 from helpers import ROOT, Emulator, run_playbook, save_figures, task_results
+from properties import EXPLORE, env_examples
 from test_gpu import ensure, live, mutations, vms
 
 LOC, CS, OTHER_LOC = "be-gen-1", "cs-demo", "nl-ams-1"

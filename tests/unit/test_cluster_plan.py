@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import plan as cluster_plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
@@ -18,6 +17,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import m
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
+
+from properties import examples
 
 CLUSTER, LOC, CS = "c1", "loc", "cs-1"
 PROFILES = [

@@ -9,12 +9,12 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, reference, schema
 
 from helpers import ROOT, read_text
+from properties import examples
 
 MINIMAL = {"cluster": {"name": "ty", "location": "be-gen-1"}}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from whitesky_emulator.store import Store
+
+from properties import examples
 
 
 def store_with(tmp_path, n, other=0):

@@ -11,12 +11,13 @@ from typing import NamedTuple
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from whitesky_emulator import addressing, metering
 from whitesky_emulator.state import Emulator
 from whitesky_emulator.store import ExternalNetwork, Nic, Store, Vgpu, Vm
 from whitesky_emulator.world import DEFAULT_IMAGES, DEFAULT_WORLD
+
+from properties import examples
 
 CUSTOMER = "capvco-demo"
 

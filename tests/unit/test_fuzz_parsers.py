@@ -23,7 +23,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
@@ -43,6 +42,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, view
 
 from helpers import SPEC_ABSENT
+from properties import env_examples
 from spec import load_spec
 
 EXAMPLES = env_examples("CAPVCO_FUZZ_EXAMPLES", 200)

@@ -9,11 +9,12 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import nvidia
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+
+from properties import examples
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 STUB = """#!/bin/sh

@@ -9,11 +9,12 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, InputError
+
+from properties import examples
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the emulator's (assumed) rule
 

@@ -9,7 +9,6 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
@@ -19,6 +18,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orp
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
+
+from properties import examples
 
 CLUSTER = "c1"
 VM_ID = 7

@@ -14,13 +14,14 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from properties import env_examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes import NotedPool
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema
+
+from properties import env_examples
 
 EXAMPLES = env_examples("CAPVCO_FUZZ_EXAMPLES", 200)
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -54,3 +54,28 @@ def test_redact_keeps_what_is_no_secret():
     assert out["api_token"] == "********" and out["note"] == "agent-token"
     assert redact(spec, secrets=["agent-token"])["note"] == "********"
     assert redact(None) is None and redact("x") == "x"
+
+
+def test_a_given_secret_is_masked_wherever_it_occurs_and_the_scrubbers_forms_too():
+    """Issue 46, point 8: a given secret inside a longer string, a URL's credentials and a kubeconfig's text showed it
+    in full; a bearer token or a URL's password not given is masked by its form."""
+    x = "Zq8wPLANTEDk3Vx"
+    out = redact(
+        {
+            "note": "Bearer " + x,
+            "url": "https://user:%s@host/" % x,
+            "kubeconfig": "users:\n- name: a\n  user:\n    client-key-data: %s\n" % x,
+            "list": ["before %s after" % x, 7, None, True],
+            "alone": x,
+        },
+        secrets=[x],
+    )
+    assert x not in repr(out), out
+    assert out["note"] == "Bearer ********" and out["url"] == "https://********@host/"
+    assert out["list"] == ["before ******** after", 7, None, True] and out["alone"] == "********"
+    assert "client-key-data: ********" in out["kubeconfig"]
+    ungiven = redact({"a": "Authorization: Bearer abc.def", "b": "see http://me:pw@h:8/x"})
+    assert ungiven == {"a": "Authorization: ********", "b": "see http://********@h:8/x"}, ungiven
+    # one secret holding another: the longer is masked whole
+    assert redact("k=%s" % (x + "tail"), secrets=[x, x + "tail"]) == "k=********"
+    assert redact("plain text, no secret") == "plain text, no secret"

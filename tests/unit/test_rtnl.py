@@ -10,9 +10,10 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from capvco_sriov import rtnl
+
+from properties import examples
 
 NAMES = [*rtnl.IFLA, *rtnl.IFA, *rtnl.RTA]
 

@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from properties import examples
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from capvco_controller import vcomachinetemplate as tpl
 
 from autoscaler import parse_quantity, template_node
+from properties import examples
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from properties import examples
 from test_sriov_units import ENTRY
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError
@@ -27,6 +26,8 @@ from capvco_sriov.commands import NicAgent
 from capvco_sriov.ledger import Ledger
 from capvco_sriov.reclaimer import Reclaimer
 from capvco_sriov.settle import settle_decision
+
+from properties import examples
 
 CS, LOC, VM = "cs-demo", "be-gen-1", 7
 NET = {

@@ -99,19 +99,33 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def _given(text: str, secrets: Iterable[str], mask: str) -> str:
+    for secret in secrets:
+        if secret and secret.strip():
+            text = text.replace(secret, mask)
+    return text
+
+
+def mask_secrets(text: str, secrets: Iterable[str] = (), mask: str = "***") -> str:
+    """Step 1 of :func:`scrub` alone: ``text`` with each of ``secrets`` replaced by ``mask`` wherever it stands, then
+    every form of a secret that the scrubber knows (a bearer token, a URL's credentials, a JWT, a secret-ish key's
+    value); controls and length are left as they are (the ``redact`` filter masks inside a structure's strings with
+    it)."""
+    text = _given(text, secrets, mask)
+    template = mask.replace("\\", "\\\\")
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement.replace("***", template), text)
+    return text
+
+
 def scrub(text: object, limit: int = LIMIT, *, multiline: bool = False, secrets: Iterable[str] = ()) -> str:
     """``text`` (``str()`` of it; bytes are decoded, None is empty) fit to leave the process: secrets removed (each of
     ``secrets`` first, wherever it stands: the one way to hide a credential the caller holds; an empty or blank one
     is no secret), controls escaped, at most ``limit`` characters (see the module's documentation for the rules)."""
-    whole = _text(text)
-    for secret in secrets:
-        if secret and secret.strip():
-            whole = whole.replace(secret, "***")
     limit = max(0, int(limit))
     scan = max(_SCAN, 4 * limit)
-    shown, beyond = whole[:scan], whole[scan:]
-    for pattern, replacement in _SECRETS:
-        shown = pattern.sub(replacement, shown)
+    whole = _given(_text(text), secrets, "***")  # the whole text: a given secret across the scan's end goes too
+    shown, beyond = mask_secrets(whole[:scan]), whole[scan:]
     shown = (_MULTI_LINE if multiline else _ONE_LINE).sub(_escape, shown)
     if len(shown) <= limit and not beyond:
         return shown
