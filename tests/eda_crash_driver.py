@@ -5,9 +5,9 @@ one point of the source's work: ``tests/integration/test_eda_source.py`` drives 
     python tests/eda_crash_driver.py ARGS_JSON POINT N
 
 POINT is where to die, the Nth time it is reached: ``read`` (a location was read, nothing planned or written),
-``saved`` (an event was written down, not put on the queue), ``put`` (an event is on the queue: taken, not yet
-followed by a write), ``settled`` (a reading's costs were written), or ``never``; ``quiet`` seconds after the last
-event the driver exits 0 by itself.
+``saved`` (a reading's events were written down, none put on the queue), ``put`` (an event is on the queue: taken,
+not yet followed by a write), ``settled`` (a reading's costs were written), or ``never``; ``quiet`` seconds after the
+last event the driver exits 0 by itself.
 """
 
 from __future__ import annotations
@@ -79,13 +79,14 @@ def main() -> int:
         return real_plan(*a, **kw)
 
     def prepare(self, *a, **kw):
-        event = real_prepare(self, *a, **kw)
-        at("saved")
-        return event
+        events = real_prepare(self, *a, **kw)
+        if events:
+            at("saved")
+        return events
 
     def save(self):
         real_save(self)
-        if getattr(self, "pending", None) is None:
+        if not getattr(self, "pending", None):
             at("settled")
 
     orphans.plan, cursors.Cursor.save = plan, save

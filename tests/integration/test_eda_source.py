@@ -435,7 +435,7 @@ def valid_cursor(**changes):
         "api_url": "http://127.0.0.1:9/api/1",
         "customer_id": CUSTOMER,
         "seq": 1,
-        "pending": None,
+        "pending": [],
         "locations": {
             LOC: {
                 "above_threshold": False,
@@ -468,13 +468,28 @@ def valid_cursor(**changes):
         (valid_cursor(seq="1"), "corrupt: the cursor.seq is missing or not int"),
         (valid_cursor(seq=0), "corrupt: locations['be-gen-1'].reported['v-1'].seq is beyond the cursor's seq"),
         (valid_cursor(extra=1), "corrupt: the cursor has the keys"),
+        (valid_cursor(pending=[{}, {}]), "corrupt: the cursor's pending events are not a list of at most its seq"),
+        (valid_cursor(pending={}), "corrupt: the cursor's pending events are not a list"),
         (
             valid_cursor().replace("capvco.gone", "other.gone"),
             "corrupt: locations['be-gen-1'].reported['v-1'].vgpu_name is not the name of an owned reservation",
         ),
         (valid_cursor().replace('"cost":0.5', '"cost":NaN').replace('"cost": 0.5', '"cost": NaN'), "not JSON"),
     ],
-    ids=["garbage", "empty", "foreign", "version", "customer", "type", "seq", "keys", "name", "nan"],
+    ids=[
+        "garbage",
+        "empty",
+        "foreign",
+        "version",
+        "customer",
+        "type",
+        "seq",
+        "keys",
+        "pending",
+        "v3-object",
+        "name",
+        "nan",
+    ],
 )
 def test_a_corrupt_or_foreign_cursor_is_refused_naming_it_and_left_alone(tmp_path, content, said):
     args = source_args(None, tmp_path)
@@ -493,7 +508,16 @@ def test_the_valid_cursor_sample_loads_and_a_cursor_in_use_is_refused(tmp_path):
     with open(args["cursor"], "w", encoding="utf-8") as fh:
         fh.write(valid_cursor())
     cursor = cursors.load(args["cursor"], "http://user:pw@127.0.0.1:9/", CUSTOMER)  # the address as the cursor has it
-    assert cursor.seq == 1 and cursor.locations[LOC].reported["v-1"].cost == 0.5
+    assert cursor.seq == 1 and cursor.locations[LOC].reported["v-1"].cost == 0.5 and cursor.pending == []
+    # a version 2 cursor (one pending event, or null) reads as a list of at most one
+    event = dict.fromkeys(orphans.EVENT_KEYS[orphans.RECLAIMED])
+    event.update(type=orphans.RECLAIMED, seq=1, vgpu_id="v-1", vgpu_name=naming.encode("gone", "m0", 0, created=1))
+    for pending, expected in ((None, []), (event, [event])):
+        with open(args["cursor"], "w", encoding="utf-8") as fh:
+            fh.write(valid_cursor(version=2, pending=pending))
+        assert cursors.load(args["cursor"], "http://127.0.0.1:9/", CUSTOMER).pending == expected
+    with open(args["cursor"], "w", encoding="utf-8") as fh:
+        fh.write(valid_cursor())
     with cursors.locked(args["cursor"]), pytest.raises(InputError, match="is in use by another"):
         asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))
 
@@ -664,6 +688,10 @@ def test_a_source_killed_at_every_point_loses_no_event_and_never_reuses_a_seq(em
     reclaimed = {e["vgpu_id"] for e in got if e["type"] == orphans.RECLAIMED and e["reason"] == "released"}
     never = sorted(ids[v] for v in released if v in orphaned and v not in reclaimed)
     assert not never, "vgpu.orphaned came, vgpu.reclaimed never did: %s" % never
+    # issue 46, point 16: an orphan the source had read, released while it was down, still gets both events (the
+    # reading's events are written down before the first waits on the queue); it was 5 of 12 that got none
+    unseen = sorted(ids[v] for v in released if v not in orphaned)
+    assert not unseen, "released while the source was down, never reported: %s" % unseen
     assert set(live) <= set(orphaned), "a live orphan was never reported"
     assert killed == {"read", "saved", "put", "settled"}, "killed at %s only" % sorted(killed)
     print("eda crash figures:", {"events": len(got), "distinct": len(by_seq), "repeats": len(got) - len(by_seq)})
@@ -695,6 +723,6 @@ def test_every_event_has_the_keys_a_pending_event_is_checked_against(emulator, t
     ):
         pending = dict(orphaned.event, seq=1, **change)
         with open(args["cursor"], "w", encoding="utf-8") as fh:
-            fh.write(valid_cursor(pending=pending))
+            fh.write(valid_cursor(pending=[pending]))
         with pytest.raises(InputError, match=said):
             asyncio.run(asyncio.wait_for(source_main()(asyncio.Queue(maxsize=1), args), DEADLINE))

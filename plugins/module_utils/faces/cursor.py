@@ -5,12 +5,16 @@
 no Ansible import).
 
 The cursor is what the source delivered, for one customer of one platform: the number of events delivered (``seq``:
-each event carries its own), each location's :class:`~reclaim.events.Place`, and the event written down and about
-to be delivered (``pending``).  Each event is written down *before* the source puts it on its queue
-(:meth:`Cursor.prepare`: its ``seq`` given once, what it changes recorded, the event kept as ``pending``, the cursor
-saved).  A source killed anywhere therefore restarts from what it delivered or was about to deliver: it puts the
-pending event on the queue again first, with the same ``seq`` (so an event is delivered at least once, and a repeat
-is the same event with the same ``seq``, which a consumer can check), and no ``seq`` ever names two events.
+each event carries its own), each location's :class:`~reclaim.events.Place`, and the events written down and not yet
+delivered (``pending``, in order).  Every event of a reading is written down at once, *before* the source puts the
+first on its queue (:meth:`Cursor.prepare`: each ``seq`` given once, what each changes recorded, the events kept as
+``pending``, the cursor saved), and each is struck off once it is on the queue (:meth:`Cursor.delivered`).  The queue
+may hold the source for as long as the rule engine takes with the event before (a playbook's run): an orphan the
+source has read is written down before that wait, so one released while the source is down still gets its
+``vgpu.orphaned`` (and, at the next reading, its ``vgpu.reclaimed``).  A source killed anywhere therefore restarts
+from what it delivered or was about to deliver: it puts the pending events on the queue again first, with the same
+``seq`` (so an event is delivered at least once, and a repeat is the same event with the same ``seq``, which a
+consumer can check), and no ``seq`` ever names two events.
 
 The cursor file is hostile: it is read whole (at most :data:`CURSOR_MAX_BYTES`), checked field by field, and refused
 (never reset) when it is not exactly what :meth:`Cursor.save` writes.  It is written whole or not at all
@@ -43,7 +47,9 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.events imp
 )
 
 CURSOR_KIND = "whitesky.capvco.vgpu_events cursor"
-CURSOR_VERSION = 2
+CURSOR_VERSION = 3
+#: The versions this source reads: version 2 (one pending event, or null) is read as a list of at most one.
+CURSOR_READS = (2, 3)
 #: The largest cursor file read (a cursor of 100,000 reported orphans is some 20 MB).
 CURSOR_MAX_BYTES = 64 * 1024 * 1024
 
@@ -58,9 +64,9 @@ class Cursor:
     customer_id: str
     seq: int = 0
     locations: dict[str, Place] = dataclasses.field(default_factory=dict)
-    #: the event written down and about to be delivered (or delivered, until the next save): a restart delivers it
-    #: again first, with its seq
-    pending: dict[str, Any] | None = None
+    #: the events written down and not yet delivered, in order (the first may be delivered, until the next save): a
+    #: restart delivers them again first, with their seqs
+    pending: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: each reported orphan's JSON text, by (location, vgpu_id), while it is unchanged: a save after each event
     #: then costs a join, not the serialization of every reported orphan again
     _texts: dict[tuple[str, str], tuple[Reported, str]] = dataclasses.field(default_factory=dict, repr=False)
@@ -80,19 +86,25 @@ class Cursor:
             place.above = True
         self.seq = seq
 
-    def prepare(self, location: str, step: Step) -> dict[str, Any]:
-        """The step's event with the next ``seq``, written down before it is delivered: what it changes recorded,
-        the event kept as ``pending``, the cursor saved.  The caller delivers it, then calls :meth:`delivered`."""
-        seq = self.seq + 1
-        event = dict(step.event, seq=seq)
-        self.record(location, step, seq)
-        self.pending = event
-        self.save()
-        return event
+    def prepare(self, location: str, steps: list[Step]) -> list[dict[str, Any]]:
+        """The steps' events, each with the next ``seq``, all written down before the first is delivered: what each
+        changes recorded, the events kept as ``pending``, the cursor saved once.  The caller delivers them in order,
+        calling :meth:`delivered` after each."""
+        events = []
+        for step in steps:
+            seq = self.seq + 1
+            events.append(dict(step.event, seq=seq))
+            self.record(location, step, seq)
+        self.pending.extend(events)
+        if events:
+            self.save()
+        return events
 
     def delivered(self) -> None:
-        """The pending event is on the queue: the next save forgets it (until then a restart delivers it again)."""
-        self.pending = None
+        """The first pending event is on the queue: struck off, and the cursor saved (a restart delivers the rest)."""
+        if self.pending:
+            self.pending.pop(0)
+            self.save()
 
     def _entry(self, location: str, vgpu_id: str, reported: Reported, texts: dict[Any, Any]) -> str:
         cached = self._texts.get((location, vgpu_id))
@@ -184,11 +196,18 @@ def _number_or_none(fields: Mapping[str, Any], key: str, where: str) -> float | 
     return None if fields[key] is None else float(_field(fields, key, _NUM, where))
 
 
-def _pending(data: object, seq: int) -> dict[str, Any] | None:
-    """The cursor's pending event: null, or an event of a known type numbered as the cursor's last, whose every
-    string is a plain token (it goes onto the queue as it is)."""
-    if data is None:
-        return None
+def _pending(data: object, seq: int, version: int) -> list[dict[str, Any]]:
+    """The cursor's pending events: a list of events numbered in a row up to the cursor's last (version 2: null, or
+    one such event), each of a known type, every string in it a plain token (it goes onto the queue as it is)."""
+    if version == 2:
+        data = [] if data is None else [data]
+    if not isinstance(data, list) or len(data) > seq:
+        raise ValueError("the cursor's pending events are not a list of at most its seq events")
+    return [_event(item, seq - len(data) + 1 + i) for i, item in enumerate(data)]
+
+
+def _event(data: object, seq: int) -> dict[str, Any]:
+    """A pending event numbered ``seq``."""
     if not isinstance(data, dict):
         raise ValueError("the cursor's pending event is not an object")
     fields: dict[str, Any] = data
@@ -201,7 +220,7 @@ def _pending(data: object, seq: int) -> dict[str, Any] | None:
     if not isinstance(names, list) or any(naming.decode(n) is None for n in names):
         raise ValueError("the cursor's pending event names a reservation that is not an owned one")
     if _field(fields, "seq", (int,), "the cursor's pending event") != seq:
-        raise ValueError("the cursor's pending event is not numbered as the cursor's last event")
+        raise ValueError("the cursor's pending events are not numbered in a row up to the cursor's last event")
     todo: list[object] = [fields]
     while todo:
         value = todo.pop()
@@ -262,8 +281,12 @@ def load(path: str, api_url: str, customer_id: str) -> Cursor:
         raise _refuse(path, "it is not JSON (a corrupt file, or not a cursor)") from None
     if not isinstance(data, dict) or data.get("kind") != CURSOR_KIND:
         raise _refuse(path, "it is not a %s cursor (its kind is not %r)" % (SOURCE, CURSOR_KIND))
-    if data.get("version") != CURSOR_VERSION:
-        raise _refuse(path, "its version is %r; this source reads version %d" % (data.get("version"), CURSOR_VERSION))
+    if data.get("version") not in CURSOR_READS or isinstance(data.get("version"), bool):
+        raise _refuse(
+            path,
+            "its version is %r; this source reads versions %s"
+            % (data.get("version"), " and ".join(str(v) for v in CURSOR_READS)),
+        )
     if data.get("customer_id") != customer_id or data.get("api_url") != scope:
         raise _refuse(
             path,
@@ -275,7 +298,7 @@ def load(path: str, api_url: str, customer_id: str) -> Cursor:
             data, frozenset(("kind", "version", "api_url", "customer_id", "seq", "pending", "locations")), "the cursor"
         )
         _parse(data, cursor)
-        cursor.pending = _pending(data["pending"], cursor.seq)
+        cursor.pending = _pending(data["pending"], cursor.seq, data["version"])
     except ValueError as exc:
         raise _refuse(path, "it is corrupt: %s" % exc) from None
     return cursor

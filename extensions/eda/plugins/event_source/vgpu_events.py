@@ -178,12 +178,12 @@ async def _connect(config: events.Settings) -> _Platform:
 async def _deliver(
     queue: asyncio.Queue[Any], cursor: cursors.Cursor, reading: orphans.Reading, config: events.Settings
 ) -> int:
-    """Put the reading's events on the queue, one at a time, each written down in the cursor before it is put
-    (``Cursor.prepare``: a source killed after that delivers it again on restart, with its seq); then the costs."""
+    """Put the reading's events on the queue, one at a time, all written down in the cursor before the first is put
+    (``Cursor.prepare``: a source killed after that delivers the rest again on restart, with their seqs, however long
+    the queue held it); then the costs."""
     place = cursor.place(reading.location)
     steps = orphans.plan(place, reading, config.grace_period, config.cost_threshold)
-    for step in steps:
-        event = cursor.prepare(reading.location, step)
+    for event in cursor.prepare(reading.location, steps):
         await queue.put(event)
         cursor.delivered()
         await asyncio.sleep(0)
@@ -237,10 +237,9 @@ async def _watch(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     config = events.settings(args, os.environ)
     with cursors.locked(config.cursor):
         cursor = cursors.load(config.cursor, config.api_url, config.customer_id)
-        if cursor.pending is not None:  # written down, maybe not delivered, when the source last stopped
-            await queue.put(dict(cursor.pending))
+        while cursor.pending:  # written down, maybe not delivered, when the source last stopped
+            await queue.put(dict(cursor.pending[0]))
             cursor.delivered()
-            cursor.save()
         platform = await _connect(config)
         LOG.info(
             "%s: watching %s every %ss (grace period %ss), cursor %s at event %d",
