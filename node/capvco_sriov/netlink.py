@@ -1,10 +1,11 @@
 """The netlink work of the node agent, on rtnetlink sockets of its own (``rtnl``; never imported by the CNI plugin).
 
-All of it runs on one worker thread, which holds the node's netlink socket
-for the agent's life.
+Every change runs on one worker thread, which holds the node's netlink socket
+for the agent's life; the waits (for a hot-plugged NIC, for a pod's interface
+to run) are the calling thread's, so that one pod's wait never holds up another.
 A NIC goes into a pod and back as host-device moves a device: its node name kept
 in its alias, a temporary name while it moves, each step undone when a later one
-fails (:func:`_configure`, :func:`_release`).  A socket in a pod's network
+fails (:func:`_move_in`, :func:`_release`).  A socket in a pod's network
 namespace is made on that thread: ``setns`` into the namespace, create the socket, ``setns`` back (a socket stays in the
 namespace it was made in).  Waiting for a hot-plugged NIC sleeps on the
 node's link notifications (``RTMGRP_LINK``), not on a timer, and off the worker.
@@ -128,10 +129,25 @@ class Netlink:
     def configure(
         self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
     ) -> bool:
-        """Move and set up the NIC in the pod (:func:`_configure`: a failure leaves it on the node, as it was);
-        whether the kernel said it runs within :data:`RUNNING_WAIT`."""
+        """Move and set up the NIC in the pod (a failure leaves it on the node, as it was); whether the kernel said
+        it runs within :data:`RUNNING_WAIT`.  The moves are the netlink worker's (:func:`_move_in`,
+        :func:`_add_routes`, one pod at a time); the wait for carrier between them is this thread's, with a handle
+        of its own in the pod, so that pods whose NICs have no carrier wait beside each other, never in turn."""
         idx = self._index.pop(mac, None)
-        return self._run(_configure, self.host_netns, idx, mac, netns, ifname, address, prefixlen, mtu, routes)
+        moved = self._run(_move_in, self.host_netns, idx, mac, netns, ifname, address, prefixlen, mtu)
+        try:
+            running = moved.running
+            if not running:
+                deadline = time.monotonic() + RUNNING_WAIT
+                with netns_socket(netns) as pod:
+                    running = _running(pod, moved.pidx, deadline)
+            self._run(_add_routes, moved, routes)
+        except BaseException:
+            self._run(moved.undo)
+            raise
+        finally:
+            self._run(moved.close)
+        return running
 
     def release(self, netns: str, ifname: str, mac: str | None) -> None:
         """Move the interface with ``mac`` back to the node under its original name (:func:`_release`); absent is
@@ -195,7 +211,21 @@ class Steps:
         self._undo.clear()
 
 
-def _configure(
+class Moved:
+    """A NIC moved into a pod and up (:func:`_move_in`), its routes not added yet: the pod's handle, its ifindex
+    there, the steps to undo, and whether it ran at the first look."""
+
+    def __init__(self, pod: IPRoute, pidx: int, steps: Steps, running: bool) -> None:
+        self.pod, self.pidx, self.steps, self.running = pod, pidx, steps, running
+
+    def undo(self, _host: IPRoute) -> None:
+        self.steps.undo()
+
+    def close(self, _host: IPRoute) -> None:
+        self.pod.close()
+
+
+def _move_in(
     host: IPRoute,
     host_netns: str,
     idx: int | None,
@@ -205,14 +235,14 @@ def _configure(
     address: str,
     prefixlen: int,
     mtu: int | None,
-    routes: list[Route],
-) -> bool:
+) -> Moved:
     """Move the NIC into the pod as host-device does, one step at a time, each undone if a later one fails (the NIC
     is then on the node again, under its own name): on the node, down (a link is renamed only when down), its
     name kept in its alias, a temporary name; then moved into the pod, renamed ``ifname``, its MTU set, addressed,
-    up; wait until it runs (:func:`_running`); its routes.  (Moving it out takes its addresses and routes away.)
-    The kernel keeps the ifindex across the move when it is free in the pod, so the pod's side is one get, not a
-    dump.  Whether the kernel said it runs within :data:`RUNNING_WAIT`."""
+    up, and one look whether it runs.  (Moving it out takes its addresses and routes away.)  The kernel keeps the
+    ifindex across the move when it is free in the pod, so the pod's side is one get, not a dump.  The caller
+    waits for it to run off the netlink worker (a NIC without carrier never holds up another pod's ADD), then adds
+    its routes (:func:`_add_routes`)."""
     if idx is None:  # the wait found it a moment ago, else look it up now
         idx = host.link_lookup(address=mac)[0]
     link = host.get_links(idx)[0]
@@ -244,16 +274,17 @@ def _configure(
         pod.addr("add", index=pidx, address=address, prefixlen=prefixlen)
         pod.link("set", index=pidx, state="up")
         steps.done("up", lambda: pod.link("set", index=pidx, state="down"))
-        running = _running(pod, pidx, time.monotonic() + RUNNING_WAIT)
-        for route in routes:
-            net = ipaddress.ip_network(route["dst"], strict=False)
-            pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=pidx)
-        return running
+        return Moved(pod, pidx, steps, _running(pod, pidx, time.monotonic()))
     except BaseException:
         steps.undo()
-        raise
-    finally:
         pod.close()
+        raise
+
+
+def _add_routes(_host: IPRoute, moved: Moved, routes: list[Route]) -> None:
+    for route in routes:
+        net = ipaddress.ip_network(route["dst"], strict=False)
+        moved.pod.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route["gw"], oif=moved.pidx)
 
 
 def _running(pod: IPRoute, idx: int, deadline: float) -> bool:
