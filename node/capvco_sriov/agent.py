@@ -1,6 +1,7 @@
 """``capvco-sriov-agent``: the node agent daemon.
 
-It holds the platform credential (read from a file that a Secret mounts; it
+It holds the platform credential (read from a file that a Secret mounts, and again
+when the Secret changes, so a rotated token is used without a restart; it
 refuses to start without one and never falls back to any other credential, nor
 to the connection's environment variables: its ``Connection`` is its command line's),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
@@ -23,6 +24,7 @@ from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.credentials import TokenFile
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import LIMIT, scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import resolve_machines
@@ -36,22 +38,18 @@ from capvco_sriov.wire import IO_FAILURE, PROBE, CniError, decode_request, encod
 LOG = logging.getLogger("capvco-sriov-agent")
 
 
-def read_credential(path: str | None) -> str:
+def read_credential(path: str | None) -> TokenFile:
+    """The agent's platform token, in the file of the Secret mounted for it: read now (it refuses to start without
+    it) and again when the Secret changes (``credentials.TokenFile``: a rotated token is used without a restart)."""
     if not path:
         raise SystemExit(
             "capvco-sriov-agent: --credential-file is required (the agent credential Secret); "
             "refusing to start without it"
         )
     try:
-        with open(path, encoding="utf-8") as fh:
-            token = fh.read().strip()
-    except OSError as exc:
-        raise SystemExit(
-            "capvco-sriov-agent: cannot read the credential file %s: %s; refusing to start" % (path, exc.strerror)
-        ) from None
-    if not token:
-        raise SystemExit("capvco-sriov-agent: the credential file %s is empty; refusing to start" % path)
-    return token
+        return TokenFile(path, "the node agent's platform credential (--credential-file)")
+    except WhiteskyError as exc:
+        raise SystemExit("capvco-sriov-agent: %s; refusing to start" % exc) from None
 
 
 def clean(redact: Callable[[object], str], text: object, limit: int = LIMIT, multiline: bool = False) -> str:
@@ -158,16 +156,16 @@ def build(args: argparse.Namespace, metrics: Metrics) -> tuple[NicAgent, Reclaim
     from capvco_sriov.netlink import Netlink
     from capvco_sriov.pods import KubePods
 
-    token = read_credential(args.credential_file)
+    credential = read_credential(args.credential_file)
     connection = Connection.from_options(
         {
             "api_url": args.api_url,
-            "api_token": token,
+            "api_token": credential.token(),
             "customer_id": args.customer_id,
             "validate_certs": not args.no_verify,
         }
     )
-    client = WhiteskyClient.connect(connection)
+    client = WhiteskyClient.connect(connection, credential=credential)
     pods = KubePods(args.node_name) if args.node_name else None
     vm_id = args.vm_id
     if vm_id is None:

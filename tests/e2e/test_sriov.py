@@ -116,6 +116,36 @@ def test_twenty_adds_whose_nics_never_get_carrier_wait_beside_each_other(lab):
     assert lab.platform_nics() == []
 
 
+def test_a_rotated_credential_reaches_the_running_agent_and_a_refusal_names_its_file(lab):
+    """Issue 46, point 5 (the node agent): the platform token is rotated (the old one refused from then on) under a
+    running agent with a pod's NIC attached. Until the Secret's file has the new token, a call fails naming that
+    file (never the token); once the file changes, the same agent, not restarted, releases the pod's NIC and
+    attaches a new pod's: nothing stays attached and billed."""
+    first = lab.add_pod(1)
+    rc, res = lab.cni("ADD", first, container="c1")
+    assert rc == 0, res
+    old = lab.emu.token
+    lab.emu.rotate("rotated-" + old[-12:])
+    second = lab.add_pod(2)
+    rc, err = lab.cni("ADD", second, container="c2")
+    cred = str(lab.tmp / "credential")
+    assert rc == 1 and "HTTP 401" in json.dumps(err), err
+    assert cred in json.dumps(err) and "node agent" in json.dumps(err), err
+    assert old not in json.dumps(err) and lab.emu.token not in json.dumps(err)
+    new = lab.tmp / "credential.new"  # the Secret changed: a new file swapped in at once, as the kubelet does
+    new.write_text(lab.emu.token + "\n")
+    os.chmod(new, 0o600)
+    os.replace(new, cred)
+    assert lab.cni("DEL", first, container="c1") == (0, None)
+    rc, res = lab.cni("ADD", second, container="c2")
+    assert rc == 0, res
+    assert [n["ip_address"] for n in lab.platform_nics()] == [res["ips"][0]["address"].split("/")[0]]
+    assert lab.agent.poll() is None, "the agent was not restarted"
+    assert old not in (lab.tmp / "agent.log").read_text(encoding="utf-8")
+    assert lab.cni("DEL", second, container="c2") == (0, None)
+    assert lab.platform_nics() == []
+
+
 def test_agent_killed_mid_attach_keeps_and_reports_the_nic_and_the_retry_works(lab):
     """The agent dies while the platform holds its attach call: the attach lands with no answer. On restart that
     NIC is neither forgotten nor detached on a guess (nothing the platform says tells it from one that someone

@@ -307,3 +307,63 @@ def test_a_rotated_credential_is_refused_and_a_granted_one_acts_for_its_customer
         assert WhiteskyClient(again.url, "token-two", CUSTOMER, timeout=10).gpu_profiles(LOC)
     finally:
         again.stop()
+
+
+def kubelet_secret(folder, version, **files):
+    """Write ``files`` as the kubelet writes a mounted Secret's new version: a hidden folder of its own, the
+    ``..data`` link swapped to it at once, each key a link through ``..data``."""
+    import os
+
+    data = folder / ("..%d" % version)
+    data.mkdir()
+    for name, text in files.items():
+        (data / name).write_text(text + "\n")
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(os.path.join("..data", name))
+    tmp = folder / "..data_tmp"
+    tmp.symlink_to(data.name)
+    os.replace(tmp, folder / "..data")
+
+
+def test_a_token_file_rotated_under_a_running_client_is_used_and_a_refusal_names_the_file(emulator, tmp_path):
+    """Issue 46, point 5: a client whose token comes from a mounted Secret's file (``credentials.TokenFile``) uses a
+    new token as soon as the Secret changes: a call refused with the old token reads the file again at once and is
+    sent again with the new one; with no new token there, the 401 names the file, never a token; every token the
+    client held stays out of what it shows."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.credentials import TokenFile
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    kubelet_secret(secret, 1, api_token=emulator.token)
+    first = emulator.token
+    client = WhiteskyClient(emulator.url, first, CUSTOMER, credential=TokenFile(str(secret / "api_token"), "test's"))
+    assert client.gpu_profiles(LOC)
+    emulator.rotate("token-two")
+    with pytest.raises(ApiError) as err:
+        client.gpu_profiles(LOC)
+    assert err.value.status == 401 and str(secret / "api_token") in str(err.value)
+    assert "WHITESKY_API_TOKEN" not in str(err.value) and first not in str(err.value)
+    kubelet_secret(secret, 2, api_token="token-two")
+    assert client.gpu_profiles(LOC), "the refusal read the Secret again at once and sent the call again"
+    assert client.redact("a %s and a %s" % (first, "token-two")) == "a *** and a ***"
+    client.close()
+
+
+def test_a_mounted_secret_is_read_from_one_version_and_kept_when_it_breaks(tmp_path):
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.credentials import SecretFiles
+
+    now = [0.0]
+    secret = tmp_path / "s"
+    secret.mkdir()
+    kubelet_secret(secret, 1, api_url="u1", api_token="t1")
+    files = SecretFiles(
+        str(secret), ("api_url", "api_token"), "a test's credential", check_every=5, clock=lambda: now[0]
+    )
+    assert files.current() == (("u1", "t1"), 0)
+    kubelet_secret(secret, 2, api_url="u2", api_token="t2")
+    assert files.current() == (("u1", "t1"), 0), "not looked at before check_every"
+    now[0] = 5.0
+    assert files.current() == (("u2", "t2"), 1)
+    kubelet_secret(secret, 3, api_url="u3", api_token="")
+    assert files.current(force=True) == (("u2", "t2"), 1) and "api_token (a test's credential)" in str(files.error)
+    assert "is empty" in str(files.error) and files.source().startswith("the files api_url, api_token in ")

@@ -66,7 +66,9 @@ class ApiError(WhiteskyError):
     timeout, a dropped connection).  The token is never part of it.
     """
 
-    def __init__(self, method: str | None, path: str | None, status: int | None, message: str) -> None:
+    def __init__(
+        self, method: str | None, path: str | None, status: int | None, message: str, hint: str | None = None
+    ) -> None:
         self.method = method
         self.path = path
         self.status = status
@@ -74,9 +76,18 @@ class ApiError(WhiteskyError):
         where = "%s %s" % (method, path) if method else "whitesky API"
         code = "HTTP %s" % status if status is not None else "no response"
         super().__init__(
-            "%s failed: %s: %s%s" % (where, code, message, HINTS.get(status, "")),
+            "%s failed: %s: %s%s" % (where, code, message, HINTS.get(status, "") if hint is None else hint),
             {"status": status, "method": method, "path": path},
         )
+
+    def refused(self, source: str) -> ApiError:
+        """This error, its hint naming where the refused credential comes from (``source``: a file, not the
+        module's options) when the platform refused it (401) or what it may do (403); else this error itself."""
+        if self.status == 401:
+            return ApiError(self.method, self.path, 401, self.message, " (the platform refused %s)" % source)
+        if self.status == 403:
+            return ApiError(self.method, self.path, 403, self.message, " (%s may not do this)" % source)
+        return self
 
     @property
     def no_response(self) -> bool:

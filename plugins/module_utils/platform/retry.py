@@ -108,6 +108,12 @@ class Retry:
         self.retries = 0
         self.rate_limited = 0
         self.rate_waited = 0.0
+        #: where the credential comes from, when not from the module's options (a mounted Secret's file): a 401 or
+        #: 403 then names it (``ApiError.refused``)
+        self.credential_source: str | None = None
+        #: asked once when the platform refuses the credential (401): True when a new one was found (the request is
+        #: then sent again with it: a refused request was not processed)
+        self.renew: Callable[[], bool] | None = None
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Full-jitter exponential backoff; a ``Retry-After`` is waited out, plus a little jitter."""
@@ -117,6 +123,30 @@ class Retry:
         return jitter
 
     def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        retry: bool | None = None,
+        retry_if: Callable[[ApiError], bool] | None = None,
+        resolve: Callable[[ApiError], Any] | None = None,
+        object_hook: Callable[[dict], Any] | None = None,
+    ) -> Any:
+        """:meth:`_request`; a refusal of the credential names where it comes from (``credential_source``)."""
+        try:
+            try:
+                return self._request(method, path, params, body, retry, retry_if, resolve, object_hook)
+            except ApiError as exc:
+                if exc.status != 401 or self.renew is None or not self.renew():
+                    raise
+                return self._request(method, path, params, body, retry, retry_if, resolve, object_hook)
+        except ApiError as exc:
+            if self.credential_source is None or exc.status not in (401, 403):
+                raise
+            raise exc.refused(self.credential_source) from None
+
+    def _request(
         self,
         method: str,
         path: str,

@@ -17,10 +17,11 @@ import ipaddress
 import json
 import ssl
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import governor as rate
@@ -88,6 +89,18 @@ def _query_value(value: Any) -> Any:
     return value
 
 
+class Credential(Protocol):
+    """A token that may change while a process runs (``credentials.TokenFile``: a mounted Secret's file)."""
+
+    def token(self, force: bool = False) -> str:
+        """The token now (``force``: read again at once, not when it is next due)."""
+        ...
+
+    def source(self) -> str:
+        """Where the token comes from (never its value)."""
+        ...
+
+
 class Transport:
     """Requests to ``https://<portal>/api/1``, each call through its :class:`~retry.Retry` loop (``retry``), under
     its :class:`~deadline.Deadlines` (``deadlines``).
@@ -101,6 +114,9 @@ class Transport:
     :param sleep, clock: how it waits and tells the time (injectable, for tests); the governor waits with them too.
     :param governor: the rate governor its requests go through; by default the process's one for this credential
         (``governor.shared``), or a governor of its own when ``sleep`` or ``clock`` is not the real one.
+    :param credential: where the token comes from when it may change under the process (:class:`Credential`):
+        asked before each attempt, a new token is used from then on (every token it held stays out of what it
+        shows), and a refusal (401, 403) names that source instead of the module's options.
     """
 
     def __init__(
@@ -116,6 +132,7 @@ class Transport:
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         governor: rate.Governor | None = None,
+        credential: Credential | None = None,
     ) -> None:
         if httpx is None:
             raise WhiteskyError("the Python library httpx is required")
@@ -149,11 +166,49 @@ class Transport:
             governor = rate.shared(url, token) if real else rate.Governor(clock=clock, sleep=sleep)
         self.governor = governor
         self.retry = Retry(self.send, governor, self.deadlines, max_attempts, backoff, max_backoff)
-        self._http = httpx.Client(
-            verify=validate_certs,
+        self._verify = validate_certs
+        self._http = self._client(token)
+        #: where the token comes from when it may change (a mounted Secret's file), asked before each attempt
+        self.credential = credential
+        self._spent: list[str] = []  # the tokens used before the current one (still secrets: never shown)
+        self._retired: list[httpx.Client] = []  # their clients, closed with this transport (requests may be on them)
+        self._swap = threading.Lock()
+        if credential is not None:
+            self.retry.credential_source = credential.source()
+            self.retry.renew = self._renew
+
+    def _client(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            verify=self._verify,
             timeout=self.deadlines.timeout,
             headers={"Authorization": "Bearer " + token, "Accept": "application/json"},
         )
+
+    def _renew(self) -> bool:
+        """After a refusal: whether ``credential`` has another token now (read at once), which is used from now on."""
+        assert self.credential is not None
+        if self.credential.token(force=True) == self._token:
+            return False
+        self._current()
+        return True
+
+    def _current(self) -> httpx.Client:
+        """The HTTP client of the token now: a changed ``credential`` gets a client of its own (the one before is
+        kept until :meth:`close`, for the requests still on it)."""
+        if self.credential is None:
+            return self._http
+        token = self.credential.token()
+        if token == self._token:
+            return self._http
+        with self._swap:
+            if token != self._token:
+                require(api_token=token)
+                fresh = self._client(token)
+                self._retired.append(self._http)
+                self._spent.append(self._token)
+                self._http, self._token = fresh, token
+                self.retry.credential_source = self.credential.source()
+            return self._http
 
     def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.base_url)
@@ -161,10 +216,11 @@ class Transport:
     def redact(self, text: object, limit: int = 65536) -> str:
         """``text`` without this transport's token (even one that is no JWT), then scrubbed (``scrub.scrub``, keeping
         its lines: a log record's traceback): for what leaves the process in a log."""
-        return scrub(text, limit, multiline=True, secrets=(self._token,))
+        return scrub(text, limit, multiline=True, secrets=(self._token, *self._spent))
 
     def close(self) -> None:
-        self._http.close()
+        for client in [*self._retired, self._http]:
+            client.close()
 
     def send(
         self, method: str, path: str, query: dict[str, Any], body: Any, deadline: float
@@ -172,8 +228,9 @@ class Transport:
         """One attempt (``retry.Send``), its timeout capped by what is left of the call's ``deadline``: the answer,
         or :class:`~retry.Unanswered` when there was none.  A TLS failure is final: raised, never retried."""
         left = deadline - self.deadlines.clock()
+        http = self._current()
         try:
-            return self._http.request(
+            return http.request(
                 method,
                 self.base_url + path,
                 params={k: _query_value(v) for k, v in query.items()},
