@@ -75,6 +75,15 @@ def pools_notes(notes: Iterable[Any], cluster: str) -> list[PoolsNote]:
     return [{"id": str(n.get("id")), "content": str(n.get("content"))} for n in sorted(found, key=_order)]
 
 
+def recorded(client: WhiteskyClient, spec: ClusterSpec) -> tuple[CloudspaceView, list[PoolsNote]] | None:
+    """The cluster's cloudspace (the first of its name in its location) and the cluster's pools notes on it, oldest
+    first: what a scale of one pool reads its other pools from; None when there is no such cloudspace."""
+    spaces = cloudspaces_named(client, spec.cloudspace, spec.location)
+    if not spaces:
+        return None
+    return cloudspaces.view(spaces[0]), pools_notes(client.cloudspace_notes(spaces[0]["cloudspace_id"]), spec.name)
+
+
 def _read(jobs: Mapping[_K, Callable[[], Any]]) -> dict[_K, Any]:
     got, failed = run_parallel(jobs, len(jobs))
     if failed:
