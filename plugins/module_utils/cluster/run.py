@@ -286,14 +286,29 @@ def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = Fa
         summary.left_billed(name, count, view["price"]["per_vgpu_hour"], currency, p.spec.location)
         for name, count in sorted(p.left.items())
     ]
-    if machine is not None and not view["delete"]:
-        warnings.append(
-            "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
-            % (machine, p.spec.cloudspace, p.spec.name)
-        )
     if warnings:
         out["warnings"] = warnings
     return out
+
+
+def _say_found_nothing(
+    client: WhiteskyClient,
+    spec: ClusterSpec,
+    w: cluster_world.ClusterWorld,
+    machine: str | None,
+    parallel: int,
+    out: dict[str, Any],
+    look_elsewhere: bool,
+) -> None:
+    """A teardown that changes nothing found nothing of that name: a warning says where it looked and, with
+    ``look_elsewhere``, where the customer has a cluster (or machine) of that name elsewhere (read only then:
+    ``world.elsewhere``; the controller's finalizers, which act on what they recorded, do not look)."""
+    if out["changed"]:
+        return
+    found = dict(cluster_world.elsewhere(client, spec, machine, parallel)) if look_elsewhere else None
+    looked = [s["cloudspace"]["cloudspace_id"] for s in w["spaces"]]
+    text = summary.found_nothing(spec.name, spec.cloudspace, spec.location, machine, looked, found)
+    out.setdefault("warnings", []).append(text)
 
 
 def teardown(
@@ -306,6 +321,7 @@ def teardown(
     parallel: int = 32,
     variables: Iterable[str] = (),
     plan_file: str | None = None,
+    look_elsewhere: bool = True,
 ) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
@@ -326,6 +342,7 @@ def teardown(
         out = _teardown_result(p, machine, check_mode)
         if plan_file is not None:
             return dict(out, **write_reclaim_plan(client, p, plan_file))
+        _say_found_nothing(client, spec, w, machine, parallel, out, look_elsewhere)
         if check_mode or not out["changed"]:
             return out
         done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
@@ -363,6 +380,7 @@ def run(
     plan_file: str | None = None,
     progress_file: str | None = None,
     scale: Mapping[str, Any] | None = None,
+    look_elsewhere: bool = True,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`; with ``progress_file``, a line there
@@ -386,4 +404,5 @@ def run(
         parallel=parallel,
         variables=variables or (),
         plan_file=plan_file,
+        look_elsewhere=look_elsewhere,
     )
