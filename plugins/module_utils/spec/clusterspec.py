@@ -14,7 +14,6 @@ goes into :data:`SPEC`, and, when the cluster core reads it, into the records be
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,8 +35,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import
     Field,
     copy_value,
     int_field,
+    misspelt,
     parse,
-    suggest,
 )
 
 CONTROL_PLANE = "cp"
@@ -243,10 +242,8 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
     see, and is refused the same way.
     """
     errors = Errors()
-    for name in sorted(set(variables or ())):
-        hint = suggest(name, SPEC.fields) if name not in SPEC.fields else None
-        if hint and _near(name, hint):
-            errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
+    for name, hint in misspelt(variables or (), SPEC.fields):
+        errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
     out: dict[str, Any] = parse(spec if spec is not None else {}, SPEC, "", errors)
     if out is not MISSING and not errors:
         _cross_checks(out, errors, "control_plane" in spec if isinstance(spec, Mapping) else False)
@@ -256,12 +253,6 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
             {"spec_errors": list(errors)},
         )
     return _typed(out)
-
-
-def _near(name: str, key: str) -> bool:
-    """A variable's name is a spec key misspelt: the same once case, '_' and '-' are set aside, or very close."""
-    fold = name.lower().replace("_", "").replace("-", "")
-    return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
 
 
 def secrets(raw: object) -> list[str]:
