@@ -165,7 +165,8 @@ class Context:
         """A finalizer's deletion (``cluster.run.run`` with ``state=absent``); a failure is a Warning Event
         ``DeleteFailed`` on the object, and :class:`Retry`."""
         try:
-            return cluster_run.run(self.client(), state="absent", **options)
+            # a finalizer deletes what its resource recorded: it never searches the customer's other cloudspaces
+            return cluster_run.run(self.client(), state="absent", look_elsewhere=False, **options)
         except WhiteskyError as exc:
             message = "deleting %s: %s" % (what, scrub(str(exc), MESSAGE_LIMIT))
             self.status(kind, obj, event={"type": "Warning", "reason": "DeleteFailed", "message": message})

@@ -33,6 +33,12 @@ description:
     (information only, never proof of ownership) records every pool, so the inventory plugin
     P(whitesky.capvco.vms#inventory) and RV(plan) (C(pools)) show a pool at zero with its price per machine.
     The same spec with another count scales it up again.
+  - A pool the spec no longer lists while it has machines (by the pool their marker names) is refused, naming the
+    pool and its machines, before anything is changed - unless the spec's C(remove_pools) names it (its machines are
+    then deleted, their vGPUs released first) - so that a spec given for one pool never deletes the others.
+  - With O(scale), one pool's count changes and nothing else - the spec is the cluster alone (C(cluster)), and its
+    pools, what their machines are made from and its first boot are those the cluster recorded in its pools note
+    (written by every converge). A plan that would also create or delete a machine of another pool is refused.
   - With O(state=absent), every machine the cluster owns is deleted and every reservation it owns released
     (recycle bin included), and each cloudspace of the name that a note records as the cluster's and that holds
     nothing the cluster does not own is deleted; from a cloudspace that stays, the cluster's pools note is deleted.
@@ -44,8 +50,8 @@ options:
     description:
       - The cluster spec, with the keys C(cluster) (C(name), C(location), C(cloudspace)), C(control_plane),
         C(pools) (each with C(name), C(replicas), C(vcpus), C(memory), and C(gpu) with C(type), C(count),
-        C(driverVersion) and C(profile)), C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type
-        and bounds.
+        C(driverVersion) and C(profile)), C(remove_pools) (the pools no longer listed whose machines to delete),
+        C(sriov) and C(first_boot). See docs/lifecycle.md for every key, its type and bounds.
       - The credential (C(sriov.credential)) is never shown in the module's output, nor logged.
     type: dict
     required: true
@@ -56,6 +62,24 @@ options:
         from variables of those names and would otherwise not see it.
     type: list
     elements: str
+  scale:
+    description:
+      - With O(state=present), change one pool's count only (the pool_scale playbook) - O(spec) holds the cluster
+        alone, and every pool is converged as the cluster's pools note recorded it, but this one at O(scale.replicas).
+      - Refused, before anything is changed, when the cluster has no pools note that parses, when the pool is not
+        one it recorded, when what it recorded cannot make the pool's machines (a note written before this version
+        has no image - converge the whole spec once) and when the plan would also create or delete another pool's
+        machines.
+    type: dict
+    suboptions:
+      pool:
+        description: The pool, by name (V(cp) is the control plane).
+        type: str
+        required: true
+      replicas:
+        description: Its new count of machines (0 to 100).
+        type: int
+        required: true
   state:
     description: V(present) converges the cluster to O(spec); V(absent) tears it down (or deletes O(machine)).
     type: str
@@ -147,6 +171,15 @@ EXAMPLES = r"""
   whitesky.capvco.cluster:
     spec: "{{ demo_spec }}"
     max_hourly_cost: 10
+
+- name: Scale the GPU pool to 3 machines, every other pool kept as the cluster recorded it
+  whitesky.capvco.cluster:
+    spec: {cluster: {name: demo, location: be-gen-1, cloudspace: demo}}
+    scale: {pool: gpu, replicas: 3}
+
+- name: A spec that no longer lists pool cpu deletes its machines only when it says so
+  whitesky.capvco.cluster:
+    spec: "{{ demo_spec | combine({'remove_pools': ['cpu']}) }}"
 
 - name: What would a teardown release? Written to a reclaim plan, to review
   whitesky.capvco.cluster:
@@ -293,6 +326,10 @@ def main():
             parallel=dict(type="int", default=32),
             plan_file=dict(type="path"),
             progress_file=dict(type="path"),
+            scale=dict(
+                type="dict",
+                options=dict(pool=dict(type="str", required=True), replicas=dict(type="int", required=True)),
+            ),
         ),
         secrets=lambda params: clusterspec.secrets(params.get("spec")),
     ).run(cluster.run)

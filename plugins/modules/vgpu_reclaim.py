@@ -172,7 +172,9 @@ released:
   type: list
   elements: dict
 kept:
-  description: Owned reservations kept, each with a C(reason).
+  description:
+    - Owned reservations kept, each with a C(reason), and C(eligible_at) - when an orphan kept for the grace period
+      becomes eligible, in seconds since the epoch (null for the others).
   returned: always
   type: list
   elements: dict
@@ -211,6 +213,11 @@ reclaim_plan:
     - The plan written (with O(plan_file)) or applied (with O(plan)) - C(path), C(digest), C(created) (UTC),
       C(made_by), C(scope) (C(kind), C(location), C(cluster), C(grace_period), C(permanently)) and C(summary)
       (C(count), C(cost_per_hour), C(cost_so_far), C(currency)).
+    - A plan of orphans written (O(plan_file) with O(scope=orphans)) also has C(left_out), the orphans it left out
+      because they are within the grace period - C(count), C(grace_period), C(first_eligible_at) and
+      C(last_eligible_at) (UTC, when they become eligible; null when there is none), and C(reservations) (the first
+      20 by when, each with C(vgpu_id), C(vgpu_name) and C(eligible_at)). The plan file holds it too, outside its
+      digest (information for the reviewer; the act never reads it).
   returned: when plan or plan_file is given
   type: dict
   sample:
@@ -220,6 +227,10 @@ reclaim_plan:
     made_by: whitesky.capvco.vgpu_reclaim
     scope: {kind: orphans, location: be-gen-1, cluster: null, grace_period: 3600, permanently: true}
     summary: {count: 2, cost_per_hour: 2.1918, cost_so_far: 7.3, currency: EUR}
+    left_out: {count: 1, grace_period: 3600, first_eligible_at: "2026-05-04T09:40:02Z",
+               last_eligible_at: "2026-05-04T09:40:02Z",
+               reservations: [{vgpu_id: vgpu-77aa, vgpu_name: capvco.demo.demo-gpu-4.00.0tj8m1q,
+                               eligible_at: "2026-05-04T09:40:02Z"}]}
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule

@@ -124,6 +124,7 @@ def test_surveys_ask_only_what_the_playbooks_read():
     assert {t["name"] for t in templates} == {
         "capvco - create cluster",
         "capvco - plan cluster",
+        "capvco - scale pool",
         "capvco - delete machine",
         "capvco - delete cluster",
         "capvco - orphans check",
@@ -337,6 +338,9 @@ SPEC_FIELDS = {
     "gpu_type": "pools.gpu.type",
     "gpu_count": "pools.gpu.count",
     "gpu_driver_version": "pools.gpu.driverVersion",
+    # the scale template's (issue 46): the pool by name, its count
+    "pool_name": "pools.name",
+    "replicas": "pools.replicas",
 }
 
 
@@ -359,7 +363,8 @@ def test_every_survey_question_of_the_spec_has_its_fields_type_bounds_and_defaul
             if q["variable"] in SPEC_FIELDS:
                 found.setdefault(q["variable"], []).append(q)
     create = {q["variable"]: q for q in templates()["capvco - create cluster"]["survey"]}
-    assert set(SPEC_FIELDS) - {"confirm_cluster_name"} <= set(create), set(SPEC_FIELDS) - set(create)
+    scale_only = {"confirm_cluster_name", "pool_name", "replicas"}
+    assert set(SPEC_FIELDS) - scale_only <= set(create), set(SPEC_FIELDS) - set(create)
     assert set(found) == set(SPEC_FIELDS)
     for var, questions in found.items():
         field = spec_field(SPEC_FIELDS[var])

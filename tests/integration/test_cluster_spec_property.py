@@ -79,6 +79,8 @@ def valid_specs(draw):
         "control_plane": {"replicas": draw(st.integers(0, 2)), "vcpus": 1, "memory": 1024, "image": 12},
         "pools": pools,
         "first_boot": {"packages": draw(st.lists(st.sampled_from(["containerd", "kubelet=1.30*"]), max_size=2))},
+        # a pool dropped is deleted only when the spec says so (issue 46): the names it does not list
+        "remove_pools": [n for n in POOL_NAMES if n not in {p["name"] for p in pools}],
     }
 
 
@@ -163,7 +165,7 @@ def converged(emu, spec):
         if n["cloudspace_id"] == spaces[0]["cloudspace_id"] and notes.pools_note_cluster(n["title"], n["content"])
     ]
     pools = [dict(spec["control_plane"], name="cp")] + spec["pools"]
-    assert noted == [
+    assert [(c, tuple(tuple(p[:6]) for p in ps)) for c, ps in noted] == [
         (
             NAME,
             tuple(
@@ -173,6 +175,10 @@ def converged(emu, spec):
             ),
         )
     ], noted  # fmt: skip
+    # ... and what its machines are made from (issue 46: a scale of one pool makes them from it)
+    assert [(p.image, p.driver_version) for p in noted[0][1]] == [
+        (p["image"], str((p.get("gpu") or {}).get("driverVersion", ""))) for p in pools
+    ]
 
 
 def priced(plan):

@@ -72,8 +72,18 @@ def test_cluster_create_scales_up_and_down_then_delete_sweeps_everything(emulato
     # converge again: nothing changes
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
     assert rc == 0 and data["stats"]["localhost"]["changed"] == 0, data["stats"]
-    # scale the GPU pool down to 1 and drop the cpu pool
+    # scale the GPU pool down to 1 and drop the cpu pool: a spec that leaves it out is refused, naming its machine
     smaller = spec(pools=[dict(spec()["pools"][0], replicas=1)])
+    before = emulator.snapshot()
+    rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=smaller)
+    assert (
+        rc != 0
+        and "the spec no longer names pool(s) cpu, whose machines this run would delete: cpu (life-cpu-0)"
+        in (" ".join(out.split()))
+    ), out[-3000:]
+    assert emulator.snapshot() == before, "refused before any change"
+    # ... and deletes it when it says so
+    smaller = dict(smaller, remove_pools=["cpu"])
     rc, out, data = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=smaller)
     assert rc == 0, out[-3000:]
     assert names(emulator) == ["life-cp-0", "life-gpu-0"]

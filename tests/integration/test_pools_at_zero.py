@@ -114,7 +114,7 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
     ((_id, content),) = pools_notes(emulator, cs)
     assert (
         content
-        == "pools cluster=pz cp:1:2:2048:0:-;gpu:2:4:8192:2:NVIDIA%20A100"
+        == "pools cluster=pz cp:1:2:2048:0:-:12:-::-;gpu:2:4:8192:2:NVIDIA%20A100:12:-:550:-"
         == at_two["plan"]["pools_note"]["content"]
     )
 
@@ -130,7 +130,7 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
     assert planned["plan"]["pools_note"] == {
         "write": "update",
         "note_id": _id,
-        "content": "pools cluster=pz cp:1:2:2048:0:-;gpu:0:4:8192:2:NVIDIA%20A100",
+        "content": "pools cluster=pz cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:-:550:-",
         "remove": [],
     }
 
@@ -194,7 +194,7 @@ def test_a_new_cluster_may_start_with_its_gpu_pool_at_zero(emulator):
     assert made["plan"]["capacity"]["NVIDIA A100"]["needed"] == 0
     cs = cloudspace_id(emulator, "p0-cs")
     assert [c for _i, c in pools_notes(emulator, cs)] == [
-        "pools cluster=p0 cp:1:2:2048:0:-;gpu:0:4:8192:2:NVIDIA%20A100"
+        "pools cluster=p0 cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:-:550:-"
     ]
 
 

@@ -838,3 +838,75 @@ def test_a_teardown_plan_of_a_cluster_with_live_machines_says_so_before_it_is_ap
     assert "is a teardown of cluster 'rv', and 2 of its reservations are attached to machines that exist" in warning
     assert "rv-g0, rv-g1" in warning and "check mode: nothing was released" in warning
     assert len(live(emulator, "rv")) == 2
+
+
+def seed_orphan(emulator, machine, created):
+    name = naming.encode("c1", machine, 0, created)
+    emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": PROFILE, "vgpu_name": name})
+    return name
+
+
+def test_a_plan_says_which_orphans_it_left_out_for_the_grace_period_and_when_they_become_eligible(emulator, tmp_path):
+    """Issue 46, point 14: a plan made with the default grace period left a young orphan out without a word
+    (``0 reservation(s) to release`` under a report that listed 1)."""
+    now = int(time.time())
+    old = seed_orphan(emulator, "gone-old", now - 7200)
+    young = seed_orphan(emulator, "gone-new", now - 60)
+    playbook = os.path.join(PLAYBOOKS, "gpu_orphans.yml")
+    plan_path = tmp_path / "orphans.json"
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "plan_file": str(plan_path)})
+    assert rc == 0, out[-3000:]
+    plan = json.loads(plan_path.read_text())
+    assert [e["vgpu_name"] for e in plan["entries"]] == [old]
+    eligible = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 60 + 900))
+    assert plan["left_out"] == {
+        "count": 1,
+        "grace_period": 900,
+        "first_eligible_at": eligible,
+        "last_eligible_at": eligible,
+        "reservations": [{"vgpu_id": plan["left_out"]["reservations"][0]["vgpu_id"], "vgpu_name": young,
+                          "eligible_at": eligible}],
+    }  # fmt: skip
+    report = task_results(data, "Report every reservation that escaped")[0]["msg"]
+    assert report[-1].startswith("plan written to %s: 1 reservation(s) to release" % plan_path), report
+    assert report[-1].endswith(
+        "Left out: 1 orphan(s) within the grace period of 900 s, eligible from %s: plan again then, or with a "
+        "shorter -e grace_period" % eligible
+    ), report
+    # the plan's digest is its entries' and scope's: what it says of the others is for the reviewer only
+    assert plan["digest"] == planfile.digest(plan["scope"], plan["entries"])
+    assert planfile.read(str(plan_path), LOC)["entries"] == plan["entries"]
+    # the module says the same
+    (planned,) = task_results(data, "Write the orphans that would be released to a plan file, to review")
+    assert planned["reclaim_plan"]["left_out"] == plan["left_out"]
+
+
+def test_check_mode_of_a_release_succeeds_when_nothing_would_escape_after_it(emulator, tmp_path):
+    """Issue 46, point 14: ``reclaim_plan`` in check mode said ``would release 1``, then failed the play for the
+    orphan it would release; it fails only for what would still escape once the release was done, as the real run
+    does."""
+    now = int(time.time())
+    seed_orphan(emulator, "gone-a", now - 7200)
+    playbook = os.path.join(PLAYBOOKS, "gpu_orphans.yml")
+    plan_path = tmp_path / "orphans.json"
+    rc, out, _ = run_playbook(playbook, emulator, extra_vars={"location": LOC, "plan_file": str(plan_path)})
+    assert rc == 0, out[-3000:]
+    before = emulator.snapshot()
+    for extra in ({"reclaim_plan": str(plan_path)}, {"reclaim": True}):
+        rc, out, data = run_playbook(playbook, emulator, extra_vars=dict(extra, location=LOC), check=True)
+        assert rc == 0, out[-3000:]
+        (verdict,) = task_results(data, "Fail while any reservation escapes")
+        assert verdict["msg"] == (
+            "No orphaned vGPU reservation would escape: 1 would be released (check mode: nothing was released)."
+        ), verdict
+    assert emulator.snapshot() == before, "check mode released nothing"
+    # an orphan the release would not take still fails the check run, as it fails the real one
+    seed_orphan(emulator, "gone-b", now - 7200)
+    rc, out, data = run_playbook(
+        playbook, emulator, extra_vars={"location": LOC, "reclaim_plan": str(plan_path)}, check=True
+    )
+    assert rc != 0 and "1 orphaned vGPU reservation(s) would still be billed" in " ".join(out.split()), out[-3000:]
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim_plan": str(plan_path)})
+    assert rc != 0 and "1 orphaned vGPU reservation(s) are still billed" in " ".join(out.split()), out[-3000:]
+    rc, out, data = run_playbook(playbook, emulator, extra_vars={"location": LOC, "reclaim": True, "grace_period": 0})
+    assert rc == 0 and emulator.ledger()["accruing"] == 0, out[-3000:]

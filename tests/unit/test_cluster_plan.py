@@ -47,8 +47,11 @@ def worlds(draw):
     profile = draw(st.sampled_from([None, "full", "nvidia-a100-20c", "NVIDIA-A100-40C"]))
     if profile is not None:
         gpu["profile"] = profile
+    # a pool no longer listed (old) is deleted only when the spec names it in remove_pools (issue 46)
+    removed = draw(st.sampled_from([[], ["old"]]))
     spec = clusterspec.check(
         {
+            "remove_pools": removed,
             "cluster": {"name": CLUSTER, "location": LOC, "cloudspace": CS},
             "control_plane": {"replicas": cp, "vcpus": 1, "memory": 1024, "image": 12},
             "pools": [
@@ -68,7 +71,9 @@ def worlds(draw):
     for name in draw(st.lists(st.sampled_from(candidates), unique=True, max_size=6)):
         vm_id += 1
         owner = CLUSTER if draw(st.integers(0, 4)) else "c2"  # now and then a stranger holds the name
-        vms.append({"vm_id": vm_id, "name": name, "owner": owner, "description": markers.machine_marker(owner)})
+        pool = draw(st.sampled_from([None, name.split("-")[1]]))  # the pool its marker names, or none
+        vm = {"vm_id": vm_id, "name": name, "owner": owner, "description": markers.machine_marker(owner, pool)}
+        vms.append(dict(vm, pool=pool))
     items = []
     for i, (machine, slot, state) in enumerate(
         draw(st.lists(st.tuples(st.sampled_from(candidates), st.integers(0, 2), st.sampled_from("adr")), max_size=8))
@@ -116,11 +121,18 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
         p = cluster_plan.plan(spec, world)
     except InsufficientCapacity:  # the location has too few vGPUs (of the profile the pool asks for)
         return
-    except InputError as exc:  # a stranger holds a name of the spec
+    except InputError as exc:  # a stranger holds a name of the spec, or a pool no longer listed has machines
+        dropped = [v["name"] for v in world["spaces"][0]["vms"] if v["owner"] == CLUSTER and v["pool"] == "old"]
+        if not strangers & set(spec.names):
+            assert dropped and not spec.remove_pools, exc
+            assert "pool(s) old, whose machines this run would delete: old (%s)" % ", ".join(dropped) in str(exc)
+            return
         assert any(n in str(exc) for n in strangers & set(spec.names)), exc
         return
     view = p.view()
     assert not strangers & set(spec.names)
+    # a machine of a pool the spec no longer lists is deleted only when the spec asks for it
+    assert all(v["pool"] in (None, "cp", "gpu", *spec.remove_pools) for v in p.machines.deletes)
     # the machines: created only where no VM holds the name; deleted only the cluster's own, named in no pool
     assert [c["name"] for c in view["create"]] == [n for _pool, n in p.machines.creates]
     assert set(view["delete"]).isdisjoint(spec.names) and not set(view["delete"]) & strangers
@@ -259,3 +271,61 @@ def test_a_converge_that_creates_nothing_does_not_check_images():
          "pools_notes": []}
     ])  # fmt: skip
     assert cluster_plan.plan(spec, world).view()["create"] == []
+
+
+def _world(vms):
+    return {
+        "spaces": [
+            {
+                "cloudspace": {"cloudspace_id": CS, "name": CS},
+                "vms": [
+                    {"vm_id": 100 + i, "name": n, "owner": CLUSTER, "pool": pool, "vcpus": 1, "memory": 1024}
+                    for i, (n, pool) in enumerate(vms)
+                ],
+                "creator": CLUSTER,
+                "members": [],
+                "pools_notes": [],
+            }
+        ],
+        "inventory": Inventory(_Listing([]), LOC),
+        "price": {"currency": "EUR", "resources": {"vgu": 730.0}},
+        "profiles": PROFILES,
+        "images": IMAGES,
+    }
+
+
+def test_a_spec_that_leaves_a_pool_out_deletes_its_machines_only_when_it_says_so():
+    """Issue 46, point 11: ``-e '{"pools": [{"name": "gpu", ...}]}'`` on a cluster with a CPU pool deleted every
+    machine of it.  Left out, the pool is refused by name with its machines; at 0 or in remove_pools, it goes."""
+    world = _world([("c1-cp-0", "cp"), ("c1-cpu-0", "cpu"), ("c1-cpu-1", "cpu"), ("c1-gpu-0", "gpu")])
+    base = {
+        "cluster": {"name": CLUSTER, "location": LOC, "cloudspace": CS},
+        "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024, "image": 12},
+    }
+    gpu = {"name": "gpu", "replicas": 1, "vcpus": 1, "memory": 1024, "image": 12}
+    with pytest.raises(InputError) as exc:
+        cluster_plan.plan(clusterspec.check(dict(base, pools=[gpu])), world)
+    assert "the spec no longer names pool(s) cpu, whose machines this run would delete: cpu (c1-cpu-0, c1-cpu-1)" in (
+        str(exc.value)
+    )
+    assert exc.value.details["dropped_pools"] == {"cpu": ["c1-cpu-0", "c1-cpu-1"]}
+    # the spec asks for it: the pool at zero, or named in remove_pools
+    at_zero = dict(base, pools=[gpu, {"name": "cpu", "replicas": 0, "vcpus": 1, "memory": 1024}])
+    removed = dict(base, pools=[gpu], remove_pools=["cpu"])
+    for spec in (at_zero, removed):
+        assert cluster_plan.plan(clusterspec.check(spec), world).view()["delete"] == ["c1-cpu-0", "c1-cpu-1"]
+    # a machine whose marker names no pool is no pool's: the spec's pools decide it as before
+    loose = _world([("c1-cp-0", "cp"), ("c1-gpu-0", "gpu"), ("c1-extra-0", None)])
+    assert cluster_plan.plan(clusterspec.check(dict(base, pools=[gpu])), loose).view()["delete"] == ["c1-extra-0"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(worlds(), st.lists(st.sampled_from(["containerd", "kubelet=1.30*"]), max_size=2), st.integers(1, 20))
+def test_what_a_cluster_records_of_its_spec_makes_the_same_spec_again(case, packages, attempts):
+    """The pools note records what a scale of one pool needs: the spec made from it is the spec (issue 46)."""
+    spec, _world_ = case
+    doc = dict(spec.as_dict(), first_boot={"packages": packages, "attempts": attempts}, remove_pools=[])
+    spec = clusterspec.check(doc)
+    again = clusterspec.check(clusterspec.from_record(spec.document["cluster"], clusterspec.record(spec)))
+    assert again.pools == spec.pools and dict(again.first_boot) == dict(spec.first_boot)
+    assert cluster_plan.pools_note_plan(again, None) == cluster_plan.pools_note_plan(spec, None)

@@ -212,7 +212,18 @@ def test_defaults_and_conversions():
             dict(MINIMAL, pools=[{"name": "a", "replicas": 1, "vcpus": 1, "memory": 512, "disk_size": 3}]),
             "pools[0].disk_size: unknown key; did you mean diskSize?",
         ),
-        (dict(MINIMAL, bogus=1), "bogus: unknown key; valid keys: cluster, control_plane, first_boot, pools, sriov"),
+        (
+            dict(MINIMAL, bogus=1),
+            "bogus: unknown key; valid keys: cluster, control_plane, first_boot, pools, remove_pools, sriov",
+        ),
+        # a pool removed is one the spec no longer lists (issue 46)
+        (
+            dict(MINIMAL, pools=[{"name": "cpu", "replicas": 0, "vcpus": 1, "memory": 512}], remove_pools=["cpu"]),
+            "remove_pools[0]: 'cpu' is listed in pools[0]: a pool removed is one the spec no longer lists",
+        ),
+        (dict(MINIMAL, remove_pools=["cp"]), "remove_pools[0]: 'cp' is the control plane"),
+        (dict(MINIMAL, remove_pools=["Bad"]), "remove_pools[0]: 'Bad' does not match"),
+        (dict(MINIMAL, remove_pools="cpu"), "remove_pools: must be a list"),
     ],
 )
 def test_errors_name_their_path(spec, error):

@@ -39,10 +39,15 @@ labels = st.from_regex(r"\A[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?\Z")
 gpu_types = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?\Z")
 
 
+profiles = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?\Z")
+drivers = st.one_of(st.just(""), st.from_regex(r"\A[0-9]{1,3}(\.[0-9]{1,3}){0,2}\Z"))
+packages = st.from_regex(r"\A[a-z0-9][a-z0-9+.:=~*-]{0,127}\Z")
+
+
 @st.composite
 def pools(draw, name=None):
     gpu = draw(st.one_of(st.none(), st.tuples(gpu_types, st.integers(*notes.GPU_COUNT))))
-    return NotedPool(
+    pool = NotedPool(
         name or draw(labels),
         draw(st.integers(*notes.REPLICAS)),
         draw(st.integers(*notes.VCPUS)),
@@ -50,6 +55,26 @@ def pools(draw, name=None):
         gpu[0] if gpu else None,
         gpu[1] if gpu else 0,
     )
+    if draw(st.booleans()):  # what its machines are made from (issue 46: a scale of one pool makes them from it)
+        pool = pool._replace(
+            image=draw(st.one_of(st.none(), st.integers(*notes.IMAGE))),
+            disk_size=draw(st.one_of(st.none(), st.integers(*notes.DISK))),
+            driver_version=draw(drivers),
+            profile=draw(st.one_of(st.none(), profiles)),
+        )
+    return pool
+
+
+boots = st.one_of(
+    st.none(),
+    st.builds(
+        notes.NotedBoot,
+        st.lists(packages, max_size=5).map(tuple),
+        st.integers(*notes.BOOT_ATTEMPTS),
+        st.integers(*notes.BOOT_DELAY),
+        st.integers(*notes.BOOT_LOCK),
+    ),
+)
 
 
 @st.composite
@@ -100,11 +125,44 @@ def test_the_writer_refuses_what_the_parser_would_not_read(pools_, message):
         notes.pools_note("web web", [NotedPool("cp", 1, 2, 2048, None, 0)])
 
 
+def test_a_pools_note_records_what_each_pools_machines_are_made_from_and_the_first_boot():
+    """Issue 46: what a scale of one pool needs to make the machines of it, and to keep the others."""
+    pools_ = [
+        NotedPool("cp", 1, 2, 2048, None, 0, image=12),
+        NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2, 12, 40, "550.127.05", "nvidia-a100-40c"),
+    ]
+    boot = notes.NotedBoot(("containerd", "kubelet=1.30*"), 3, 5, 600)
+    title, content = notes.pools_note("web", pools_, boot)
+    assert content == (
+        "pools cluster=web cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:40:550.127.05:nvidia-a100-40c"
+        " boot=3:5:600:containerd,kubelet%3D1.30%2A"
+    )
+    assert notes.note_record(title, content) == notes.NotedCluster("web", tuple(pools_), boot)
+    assert notes.note_pools(title, content) == ("web", tuple(pools_))
+    # a field of another spelling, or one said for nothing, is nothing: one spelling only
+    for bad in (
+        "pools cluster=web cp:1:2:2048:0:-:-:-::-",
+        "pools cluster=web cp:1:2:2048:0:-:012:-::-",
+        "pools cluster=web cp:1:2:2048:0:-:12:-:550-server:-",
+        "pools cluster=web cp:1:2:2048:0:-:12:-::%2D",
+        "pools cluster=web cp:1:2:2048:0:-:12:0::-",
+        "pools cluster=web cp:1:2:2048:0:- boot=0:5:600:",
+        "pools cluster=web cp:1:2:2048:0:- boot=3:5:600:curl;id",
+        "pools cluster=web cp:1:2:2048:0:- boot=3:5:600",
+    ):
+        assert notes.note_record(TITLE, bad) is None, bad
+    with pytest.raises(InputError, match="packages"):
+        notes.pools_note("web", pools_, boot._replace(packages=("curl; id",)))
+    with pytest.raises(InputError, match="gpu profile"):
+        notes.pools_note("web", [pools_[1]._replace(profile="-")])
+
+
 @FUZZ
-@given(clusters, pool_lists())
-def test_every_pools_note_the_writer_makes_parses_back_to_its_pools(cluster, pools_):
-    title, content = notes.pools_note(cluster, pools_)
+@given(clusters, pool_lists(), boots)
+def test_every_pools_note_the_writer_makes_parses_back_to_its_pools(cluster, pools_, boot):
+    title, content = notes.pools_note(cluster, pools_, boot)
     assert len(content) <= notes.POOLS_NOTE_MAX
+    assert notes.note_record(title, content) == (cluster, tuple(pools_), boot)
     assert notes.note_pools(title, content) == (cluster, tuple(pools_))
     assert notes.pools_note_cluster(title, content) == cluster
     assert notes.note_pools("capvco/v2", content) is None and notes.note_pools(title, content + "\n") is None
@@ -117,14 +175,22 @@ def test_the_longest_pools_note_is_within_the_bound_the_parser_reads():
     ]
     title, content = notes.pools_note("c" * 32, pools_)
     assert len(content) <= notes.POOLS_NOTE_MAX and notes.note_pools(title, content) is not None
+    # ... with what every pool is made from and the longest first boot, each package quoted at its longest
+    made = [
+        p._replace(image=notes.IMAGE[1], disk_size=65536, driver_version="1" * 32, profile="p" * 64) for p in pools_
+    ]
+    boot = notes.NotedBoot(("a" + "*" * 127,) * notes.BOOT_PACKAGES, 20, 600, 7200)
+    title, content = notes.pools_note("c" * 32, made, boot)
+    assert len(content) <= notes.POOLS_NOTE_MAX and notes.note_record(title, content) is not None
 
 
 def _check_parsed(title, content):
     """Whatever parses is the writer's spelling of what it parsed to; what does not is nothing."""
-    got = notes.note_pools(title, content)
+    got = notes.note_record(title, content)
     if got is not None:
         assert notes.pools_note(*got) == (title, content)
         assert notes.pools_note_cluster(title, content) == got[0]
+        assert notes.note_pools(title, content) == got[:2]
     return got
 
 
@@ -155,6 +221,11 @@ hostile = st.one_of(
             "pools cluster=web " + ";".join("p%d:1:2:2048:0:-" % i for i in range(22)),
             "pools cluster=web " + "gpu:1:2:2048:0:-;" * 50000,
             "pools cluster=" + "w" * 100000,
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%20A100:12:40:550:full boot=3:5:600:containerd",
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%20A100:12:40:550:full boot=3:5:600:containerd boot=1:1:1:",
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%20A100:12:40:%35%35%30:full",
+            "pools cluster=web gpu:1:2:2048:1:NVIDIA%20A100:-:-:-:-",
+            "pools cluster=web cp:1:2:2048:0:- boot=3:5:600:" + ",".join(["curl"] * 101),
         ]
     ),
 )
@@ -169,9 +240,9 @@ def test_fuzz_any_text_parses_whole_to_the_writers_spelling_or_to_nothing(conten
 
 
 @FUZZ
-@given(clusters, pool_lists(), st.data())
-def test_fuzz_a_valid_note_changed_in_one_place_parses_to_its_spelling_or_to_nothing(cluster, pools_, data):
-    title, content = notes.pools_note(cluster, pools_)
+@given(clusters, pool_lists(), boots, st.data())
+def test_fuzz_a_valid_note_changed_in_one_place_parses_to_its_spelling_or_to_nothing(cluster, pools_, boot, data):
+    title, content = notes.pools_note(cluster, pools_, boot)
     at = data.draw(st.integers(0, len(content)))
     change = data.draw(st.sampled_from(["insert", "delete", "replace"]))
     char = data.draw(st.sampled_from(list(":;-% 0123456789aZ{}\n\x00é")))
@@ -240,6 +311,23 @@ def test_the_notes_bounds_are_the_cluster_specs():
     assert gpu.fields["type"].max_length == notes.GPU_TYPE_MAX and gpu.fields["type"].pattern == schema.GPU_TYPE
     assert notes._POOL_NAME.pattern == schema.LABEL and notes._GPU_TYPE.pattern == schema.GPU_TYPE
     assert clusterspec.SPEC.fields["cluster"].fields["name"].max_length <= notes.CLUSTER_MAX
+    # what a pool's machines are made from and the first boot (issue 46)
+    for fields in (pool.fields, cp.fields):
+        assert fields["image"].minimum == notes.IMAGE[0] and fields["image"].maximum is None
+        assert (fields["diskSize"].minimum, fields["diskSize"].maximum) == notes.DISK
+    assert gpu.fields["driverVersion"].max_length == notes.DRIVER_MAX
+    assert gpu.fields["driverVersion"].pattern == notes._DRIVER.pattern == schema.DRIVER_VERSION
+    assert gpu.fields["profile"].max_length == notes.PROFILE_MAX
+    assert gpu.fields["profile"].pattern == notes._PROFILE.pattern == schema.GPU_PROFILE
+    boot = clusterspec.SPEC.fields["first_boot"].fields
+    assert boot["packages"].max_items == notes.BOOT_PACKAGES and boot["packages"].items.max_length == notes.PACKAGE_MAX
+    assert boot["packages"].items.pattern == notes._PACKAGE.pattern == schema.PACKAGE
+    for key, bounds in (
+        ("attempts", notes.BOOT_ATTEMPTS),
+        ("delay", notes.BOOT_DELAY),
+        ("lock_timeout", notes.BOOT_LOCK),
+    ):
+        assert (boot[key].minimum, boot[key].maximum) == bounds
 
 
 # --- the inventory's core ----------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import ca
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterSpace, ClusterWorld
@@ -271,19 +272,15 @@ def pool_views(spec: ClusterSpec, per_hour: float | None) -> tuple[PoolView, ...
 
 def noted_pools(spec: ClusterSpec) -> list[ownership_notes.NotedPool]:
     """The spec's pools as the pools note records them."""
-    return [
-        ownership_notes.NotedPool(
-            p.name, len(p.names), p.vcpus, p.memory, p.gpu.type if p.gpu else None, p.gpu.count if p.gpu else 0
-        )
-        for p in spec.pools
-    ]
+    return list(clusterspec.record(spec).pools)
 
 
 def pools_note_plan(spec: ClusterSpec, space: ClusterSpace | None) -> PoolsNotePlan:
     """What becomes of the cluster's pools note on ``space`` (None: the cloudspace is created by this run): created
     when it has none, updated in place (the oldest) when it says other pools or does not parse, the others of the
     cluster deleted; nothing written when it says the spec's pools already."""
-    _title, content = ownership_notes.pools_note(spec.name, noted_pools(spec))
+    record = clusterspec.record(spec)
+    _title, content = ownership_notes.pools_note(spec.name, record.pools, record.boot)
     found = space["pools_notes"] if space is not None else []
     if not found:
         return {"write": "create", "note_id": None, "content": content, "remove": []}
@@ -318,6 +315,7 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     by_name = {v["name"]: v for v in vms}
     wanted = machine_pools(spec)
     machines = pools.plan_machines(wanted, vms, cluster, present=True, exclusive=True)  # refuses foreign names
+    pools.check_dropped(machines, (p.name for p in spec.pools), spec.remove_pools)  # a pool left out is kept
     for pool in wanted:
         missing = [n for q, n in machines.creates if q is pool]
         if missing:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress, summary
@@ -27,8 +27,9 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown i
     plan_teardown,
     write_reclaim_plan,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
@@ -122,13 +123,34 @@ def converge(
     max_hourly_cost: float | None = None,
     parallel: int = 32,
     variables: Iterable[str] = (),
+    scale: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Core of ``cluster`` with ``state=present``."""
-    spec = clusterspec.check(raw_spec, variables)
+    """Core of ``cluster`` with ``state=present``; with ``scale`` (``{pool, replicas}``), the spec is the cluster
+    alone and its pools are those it recorded (its pools note), the one pool's count changed (:func:`scaled`)."""
+    base = clusterspec.check(raw_spec, variables)
     if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
         raise InputError("max_hourly_cost must be a number of 0 or more, got %r" % max_hourly_cost)
+    target: tuple[str, int] | None = None
+    if scale is not None:
+        extra = sorted(k for k in raw_spec or {} if k != "cluster")
+        if extra:
+            raise InputError(
+                "with scale, the spec is the cluster alone (its pools are those it recorded), got also %s; nothing "
+                "was changed" % ", ".join(extra)
+            )
+        pool, replicas = str(scale.get("pool") or ""), scale.get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= clusterspec.MAX_REPLICAS:
+            raise InputError(
+                "scale.replicas must be an integer from 0 to %d, got %r" % (clusterspec.MAX_REPLICAS, replicas)
+            )
+        target = (pool, replicas)
+
+    def spec_of() -> ClusterSpec:
+        return base if target is None else scaled(client, base, *target)
+
     for _attempt in range(RESTARTS):
-        p = plan(spec, cluster_world.read(client, spec, parallel=parallel), max_hourly_cost)
+        spec = spec_of()
+        p = _plan(client, spec, cluster_world.read(client, spec, parallel=parallel), max_hourly_cost, scale)
         if check_mode or not p.changed:
             return dict(_result(p, check_mode=check_mode), cloudspace_id=p.cloudspace["cloudspace_id"])
         done: dict[str, Any] = {
@@ -139,27 +161,89 @@ def converge(
             "released": [],
         }
         try:
-            return _converge_held(client, p, done, parallel, max_hourly_cost)
+            return _converge_held(client, p, done, parallel, max_hourly_cost, spec_of, scale)
         except CloudspaceGone:
             continue  # a teardown deleted the cloudspace while this run waited for it: start again from the reads
         except WhiteskyError as exc:
             raise _failed(exc, done) from None
-    raise _gone(spec)
+    raise _gone(base)
+
+
+def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) -> ClusterSpec:
+    """The spec of ``base``'s cluster as it recorded it on its cloudspace (its pools note: every pool with what its
+    machines are made from, and its first boot), with ``pool`` at ``replicas``, checked; refused, before anything
+    is changed, when the cluster has no cloudspace, no pools note that parses, or no such pool."""
+    where = "cluster %r in cloudspace %r of location %r" % (base.name, base.cloudspace, base.location)
+    found = cluster_world.recorded(client, base)
+    if found is None:
+        raise InputError("%s: there is no such cloudspace, so no pool to scale; nothing was changed" % where)
+    _space, noted = found
+    record = ownership_notes.note_record(ownership_notes.NOTE_TITLE, noted[0]["content"]) if noted else None
+    if record is None:
+        raise InputError(
+            "%s: %s, so its pools are not known; nothing was changed. Converge it once with its whole spec "
+            "(cluster_create), which records them"
+            % (where, "the cluster's pools note there does not parse" if noted else "it has recorded no pools there")
+        )
+    names = [p.name for p in record.pools]
+    if pool not in names:
+        raise InputError(
+            "%s: pool %r is not one of the pools it recorded (%s); nothing was changed. A new pool is added with "
+            "the cluster's whole spec (cluster_create)" % (where, pool, ", ".join(names))
+        )
+    record = record._replace(pools=tuple(p._replace(replicas=replicas) if p.name == pool else p for p in record.pools))
+    try:
+        return clusterspec.check(clusterspec.from_record(base.document["cluster"], record))
+    except InputError as exc:
+        raise InputError(
+            "%s: what it recorded of its pools cannot make pool %r's machines: %s. Converge it once with its whole "
+            "spec (cluster_create), which records what its machines are made from" % (where, pool, exc),
+            exc.details,
+        ) from None
+
+
+def _plan(
+    client: WhiteskyClient,
+    spec: ClusterSpec,
+    w: cluster_world.ClusterWorld,
+    max_hourly_cost: float | None,
+    scale: Mapping[str, Any] | None,
+) -> ClusterPlan:
+    """The converge's plan; a scale's must change the machines of its one pool only."""
+    p = plan(spec, w, max_hourly_cost)
+    if scale is not None:
+        other = pools.outside_pool(p.machines, str(scale["pool"]))
+        if other:
+            raise InputError(
+                "a scale of pool %r changes that pool only, but the cluster's other machines are not what it "
+                "recorded: this run would also create or delete %s; nothing was changed. Converge the whole cluster "
+                "with its spec (cluster_create)" % (scale["pool"], ", ".join(other)),
+                {"other_machines": other},
+            )
+    return p
 
 
 def _converge_held(
-    client: WhiteskyClient, p: ClusterPlan, done: dict[str, Any], parallel: int, max_hourly_cost: float | None
+    client: WhiteskyClient,
+    p: ClusterPlan,
+    done: dict[str, Any],
+    parallel: int,
+    max_hourly_cost: float | None,
+    spec_of: Callable[[], ClusterSpec],
+    scale: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The cloudspace (claimed when there is none), then, holding the cluster's lease on it, the plan applied (made
-    again from fresh reads when this run had to wait for the lease)."""
+    again from fresh reads when this run had to wait for the lease: a scale's spec too, from the record as the run
+    it waited for left it)."""
     spec = p.spec
     cs = p.cloudspace["cloudspace_id"] or _claim(client, spec, done)["cloudspace_id"]
     with lease.held(client, cs, spec.name) as fresh:
         if fresh is not None:
+            spec = spec_of()
             w = cluster_world.read(client, spec, parallel=parallel)
             if not w["spaces"] or w["spaces"][0]["cloudspace"]["cloudspace_id"] != cs:
                 raise CloudspaceGone("cloudspace %s is no longer the cluster's" % cs, {})
-            p = plan(spec, w, max_hourly_cost)
+            p = _plan(client, spec, w, max_hourly_cost, scale)
         apply(client, p, cs, done, parallel)
     out = dict(_result(p, _sorted(done)), cloudspace_id=cs)
     if fresh is not None and fresh.holders:
@@ -202,14 +286,29 @@ def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = Fa
         summary.left_billed(name, count, view["price"]["per_vgpu_hour"], currency, p.spec.location)
         for name, count in sorted(p.left.items())
     ]
-    if machine is not None and not view["delete"]:
-        warnings.append(
-            "machine %r is in no cloudspace %r of cluster %r: nothing to delete"
-            % (machine, p.spec.cloudspace, p.spec.name)
-        )
     if warnings:
         out["warnings"] = warnings
     return out
+
+
+def _say_found_nothing(
+    client: WhiteskyClient,
+    spec: ClusterSpec,
+    w: cluster_world.ClusterWorld,
+    machine: str | None,
+    parallel: int,
+    out: dict[str, Any],
+    look_elsewhere: bool,
+) -> None:
+    """A teardown that changes nothing found nothing of that name: a warning says where it looked and, with
+    ``look_elsewhere``, where the customer has a cluster (or machine) of that name elsewhere (read only then:
+    ``world.elsewhere``; the controller's finalizers, which act on what they recorded, do not look)."""
+    if out["changed"]:
+        return
+    found = dict(cluster_world.elsewhere(client, spec, machine, parallel)) if look_elsewhere else None
+    looked = [s["cloudspace"]["cloudspace_id"] for s in w["spaces"]]
+    text = summary.found_nothing(spec.name, spec.cloudspace, spec.location, machine, looked, found)
+    out.setdefault("warnings", []).append(text)
 
 
 def teardown(
@@ -222,6 +321,7 @@ def teardown(
     parallel: int = 32,
     variables: Iterable[str] = (),
     plan_file: str | None = None,
+    look_elsewhere: bool = True,
 ) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
@@ -242,6 +342,7 @@ def teardown(
         out = _teardown_result(p, machine, check_mode)
         if plan_file is not None:
             return dict(out, **write_reclaim_plan(client, p, plan_file))
+        _say_found_nothing(client, spec, w, machine, parallel, out, look_elsewhere)
         if check_mode or not out["changed"]:
             return out
         done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
@@ -278,6 +379,8 @@ def run(
     parallel: int = 32,
     plan_file: str | None = None,
     progress_file: str | None = None,
+    scale: Mapping[str, Any] | None = None,
+    look_elsewhere: bool = True,
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of the ``cluster`` module: :func:`converge` or :func:`teardown`; with ``progress_file``, a line there
@@ -286,10 +389,12 @@ def run(
         raise InputError("machine is for state=absent (delete one machine of the cluster)")
     if state == "present" and plan_file is not None:
         raise InputError("plan_file is for state=absent (a teardown's reclaim plan, written in check mode)")
+    if state != "present" and scale is not None:
+        raise InputError("scale is for state=present (one pool's count changed)")
     client = progress.observe(client, progress_file, check_mode)
     try:
         if state == "present":
-            return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or ())
+            return converge(client, spec, check_mode, max_hourly_cost, parallel, variables or (), scale)
         return teardown(
             client,
             spec,
@@ -300,6 +405,7 @@ def run(
             parallel=parallel,
             variables=variables or (),
             plan_file=plan_file,
+            look_elsewhere=look_elsewhere,
         )
     finally:
         progress.finish(client)

@@ -123,3 +123,63 @@ def left_billed(machine: str, count: int, per_vgpu_hour: float | None, currency:
             location,
         )
     )
+
+
+def found_nothing(
+    cluster: str,
+    cloudspace: str,
+    location: str,
+    machine: str | None,
+    looked_in: Sequence[str],
+    found: Mapping[str, Any] | None,
+) -> str:
+    """The warning of a delete that found nothing of that name: where it looked (``looked_in``: the ids of the
+    cloudspaces of the spec's name it read in the location, none when there is none) and where the customer has a
+    cluster (``cloudspaces``, ``reservations``) or machine (``machines``) of that name elsewhere
+    (``world.elsewhere``; None: not looked for)."""
+    if machine is not None:
+        head = "machine %r is in no cloudspace %r of cluster %r: nothing to delete" % (machine, cloudspace, cluster)
+    else:
+        head = "cluster %r has nothing to delete in location %r, nothing was deleted" % (cluster, location)
+    if looked_in:
+        looked = "looked in cloudspace %r of location %r" % (cloudspace, location)
+    else:
+        looked = "looked in location %r, which has no cloudspace %r" % (location, cloudspace)
+    if machine is None:
+        looked += ", and at that location's vGPU reservations"
+    if found is None:  # not looked for elsewhere
+        return "%s (%s)" % (head, looked)
+    where: list[str] = []
+    for cs in found.get("cloudspaces", ()):
+        machines = cs["machines"]
+        where.append(
+            "cloudspace %r in location %r (%s)"
+            % (cs["name"], cs["location"], "machines " + _names(machines) if machines else "no machine of it")
+        )
+    for loc, count in found.get("reservations", {}).items():
+        where.append("%s in location %r, billed" % (_count(count, "vGPU reservation"), loc))
+    for vm in found.get("machines", ()):
+        owner = "its marker names cluster %r" % vm["owner"] if vm["owner"] else "no cluster's marker"
+        where.append(
+            "VM %r in cloudspace %r of location %r (%s)" % (vm["name"], vm["cloudspace"], vm["location"], owner)
+        )
+    what = "machine" if machine is not None else "cluster"
+    if not where:
+        return "%s (%s); the customer has no %s of that name in its other cloudspaces and locations either" % (
+            head,
+            looked,
+            what,
+        )
+    hint = (
+        "give that machine's name with its cluster's spec"
+        if machine is not None
+        else "give that location and cloudspace as cluster.location and cluster.cloudspace"
+    )
+    shown = where[:SHOWN] + (["and %d more" % (len(where) - SHOWN)] if len(where) > SHOWN else [])
+    return "%s (%s); the customer has a %s of that name elsewhere: %s; %s" % (
+        head,
+        looked,
+        what,
+        "; ".join(shown),
+        hint,
+    )

@@ -8,7 +8,7 @@ applies, and plans again from fresh reads when it had to wait for the cluster's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -329,6 +329,35 @@ def plan_machines(
         warnings=[w for w in warnings if w],
         owned=before,
     )
+
+
+def check_dropped(planned: MachinesPlan, named: Iterable[str], removed: Iterable[str]) -> None:
+    """Refuse a plan that deletes machines of a pool the spec no longer names (by the pool their marker names)
+    unless the spec asks for it (``removed``, its ``remove_pools``), naming every such pool and its machines: a
+    spec that leaves a pool out (a list given on the command line for one pool) never deletes the others by
+    accident.  A machine whose marker names no pool is no pool's (pure)."""
+    keep, gone = set(named), set(removed)
+    dropped: dict[str, list[str]] = {}
+    for vm in planned.deletes:
+        pool = vm.get("pool")
+        if pool is not None and pool not in keep and pool not in gone:
+            dropped.setdefault(pool, []).append(vm["name"])
+    if dropped:
+        listed = "; ".join("%s (%s)" % (p, ", ".join(sorted(ns))) for p, ns in sorted(dropped.items()))
+        raise InputError(
+            "the spec no longer names pool(s) %s, whose machines this run would delete: %s; nothing was changed. "
+            "List the pool in pools to keep it (the pool_scale playbook changes one pool's count and keeps the "
+            "others), set its replicas to 0, or name it in remove_pools to delete its machines"
+            % (", ".join(sorted(dropped)), listed),
+            {"dropped_pools": {p: sorted(ns) for p, ns in sorted(dropped.items())}},
+        )
+
+
+def outside_pool(planned: MachinesPlan, pool: str) -> list[str]:
+    """The machines a plan creates or deletes that are not of ``pool`` (created for another pool, or deleted while
+    their marker names another pool or none): what a scale of one pool must not touch (pure)."""
+    out = [n for q, n in planned.creates if q["name"] != pool]
+    return sorted(out + [v["name"] for v in planned.deletes if v.get("pool") != pool])
 
 
 def apply_machines(

@@ -10,9 +10,12 @@ machine is a cluster's: the marker is (``markers``).  A creator torn down while 
 hands the cloudspace over (:func:`handover_note`).
 
 A cluster's run also records its pools on the cloudspace (:func:`pools_note`, ``pools cluster=<cluster> ...``: each
-pool's replicas, size and vGPUs, one note per cluster and cloudspace, updated in place), so that the inventory can
-show a pool with no machine (scaled to zero) and its price per machine.  That note is information, never proof:
-nothing is deleted or released because of it, and one that does not parse whole (:func:`note_pools`) is nothing.
+pool's replicas, size, image and vGPUs, and what a new machine's first boot installs; one note per cluster and
+cloudspace, updated in place), so that the inventory can show a pool with no machine (scaled to zero) and its price
+per machine, and a scale of one pool (``cluster`` with ``scale``, the pool_scale playbook) keeps the others as the
+cluster's last converge left them.  That note is information, never proof: no machine is deleted or reservation
+released because of it (a scale changes the one pool it names), and one that does not parse whole
+(:func:`note_pools`) is nothing.
 """
 
 from __future__ import annotations
@@ -100,19 +103,38 @@ POOL_NAME_MAX = 20
 GPU_TYPE_MAX = 64
 #: The longest cluster name a pools note carries (a spec's is at most 32).
 CLUSTER_MAX = 64
-#: The longest pools note read: one of the most pools, each at its longest, is shorter (about 5,000 characters).
-POOLS_NOTE_MAX = 8192
+#: The longest pools note read: one of the most pools, each at its longest, with the longest first boot (100
+#: packages of 128 characters, each quoted at its longest), is shorter (about 44,000 characters; a spec's is
+#: rarely above a few hundred).
+POOLS_NOTE_MAX = 49152
+#: The most packages, and the longest package, a first boot records, and its attempts, delay and lock's wait (the
+#: spec's bounds).
+BOOT_PACKAGES = 100
+PACKAGE_MAX = 128
+BOOT_ATTEMPTS = (1, 20)
+BOOT_DELAY = (0, 600)
+BOOT_LOCK = (0, 7200)
+#: The longest driver version and GPU profile a pool records (the spec's), the image ids and the disk sizes.
+DRIVER_MAX = 32
+PROFILE_MAX = 64
+IMAGE = (1, 10**12 - 1)
+DISK = (1, 65536)
+_BOOT_HEAD = " boot="
 
 _POOLS_HEAD = "pools cluster="
 _POOL_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")  # the spec's LABEL
 _GPU_TYPE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?")  # the spec's GPU_TYPE
-_COUNT = re.compile(r"0|[1-9][0-9]{0,6}")
+_COUNT = re.compile(r"0|[1-9][0-9]{0,11}")
+_PROFILE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # the spec's GPU_PROFILE
+_DRIVER = re.compile(r"([0-9]+(\.[0-9]+)*)?")  # the spec's DRIVER_VERSION
+_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.:=~*-]*")  # the spec's PACKAGE
 
 
 class NotedPool(NamedTuple):
     """One pool as a pools note records it: its name, how many machines the spec asks for (0 included), each
     machine's vCPUs and memory (MiB), and its vGPUs per machine by type (``gpu_type`` None and ``gpu_count`` 0 for
-    a pool without GPUs)."""
+    a pool without GPUs); then what its machines are made from: the image id and the boot disk (GiB; None: not
+    given), the driver version its first boot installs (``""``: none) and its ``gpu.profile`` (None: any)."""
 
     name: str
     replicas: int
@@ -120,6 +142,29 @@ class NotedPool(NamedTuple):
     memory: int
     gpu_type: str | None
     gpu_count: int
+    image: int | None = None
+    disk_size: int | None = None
+    driver_version: str = ""
+    profile: str | None = None
+
+
+class NotedBoot(NamedTuple):
+    """What a pools note records of the cluster's first boot (the spec's ``first_boot``): the packages, the
+    attempts of each install, the first retry's delay and the dpkg lock's wait, in seconds."""
+
+    packages: tuple[str, ...]
+    attempts: int
+    delay: int
+    lock_timeout: int
+
+
+class NotedCluster(NamedTuple):
+    """A pools note read whole (:func:`note_record`): its cluster, its pools and its first boot (None: the
+    note records none, the spec's defaults)."""
+
+    cluster: str
+    pools: tuple[NotedPool, ...]
+    boot: NotedBoot | None
 
 
 def _within(value: int, bounds: tuple[int, int]) -> bool:
@@ -151,11 +196,57 @@ def _pool_problem(pool: NotedPool) -> str | None:
     return None
 
 
-def pools_note(cluster: str, pools: Iterable[NotedPool]) -> tuple[str, str]:
+def _is_int(value: object, low: int, high: int, none: bool = False) -> bool:
+    if value is None:
+        return none
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _made_problem(pool: NotedPool) -> str | None:
+    """Why what a pool's machines are made from cannot be written in a pools note (None: it can)."""
+    if not _is_int(pool.image, *IMAGE, none=True):
+        return "image %r" % (pool.image,)
+    if not _is_int(pool.disk_size, *DISK, none=True):
+        return "disk size %r" % (pool.disk_size,)
+    driver, profile = pool.driver_version, pool.profile
+    if not isinstance(driver, str) or len(driver) > DRIVER_MAX or not _DRIVER.fullmatch(driver):
+        return "driver version %r" % (driver,)
+    if profile is not None and (
+        not isinstance(profile, str) or len(profile) > PROFILE_MAX or not _PROFILE.fullmatch(profile)
+    ):
+        return "gpu profile %r" % (profile,)
+    return None
+
+
+def _boot_problem(boot: NotedBoot) -> str | None:
+    """Why a first boot cannot be written in a pools note (None: it can)."""
+    packages = boot.packages
+    if not isinstance(packages, tuple) or len(packages) > BOOT_PACKAGES:
+        return "packages %r" % (packages,)
+    if any(not isinstance(p, str) or len(p) > PACKAGE_MAX or not _PACKAGE.fullmatch(p) for p in packages):
+        return "packages %r" % (packages,)
+    for what, value, bounds in (
+        ("attempts", boot.attempts, BOOT_ATTEMPTS),
+        ("delay", boot.delay, BOOT_DELAY),
+        ("lock_timeout", boot.lock_timeout, BOOT_LOCK),
+    ):
+        if not _is_int(value, *bounds):
+            return "%s %r" % (what, value)
+    return None
+
+
+def _opt(value: object) -> str:
+    return "-" if value is None else quote(str(value), safe="")
+
+
+def pools_note(cluster: str, pools: Iterable[NotedPool], boot: NotedBoot | None = None) -> tuple[str, str]:
     """``(title, content)`` of the note that records ``cluster``'s pools on its cloudspace:
-    ``pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...``, the GPU type
-    URL-quoted (``NVIDIA%20A100``), ``-`` with a count of 0 for a pool without GPUs.  Information only (what the
-    inventory shows of a pool with no machine), never proof of anything."""
+    ``pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>[:<image>:<disk>:<driver>:
+    <profile>];... [boot=<attempts>:<delay>:<lock timeout>:<package>,...]``, the GPU type, driver, profile and each
+    package URL-quoted (``NVIDIA%20A100``), ``-`` for what is not given (a pool without GPUs has a count of 0); the
+    four fields of what a pool's machines are made from only when one is given, the first boot only when ``boot``
+    is.  Information only (what the inventory shows of a pool with no machine, what a scale of one pool keeps of
+    the others), never proof of anything."""
     check_name("cluster", cluster)
     if len(cluster) > CLUSTER_MAX:
         raise InputError("cluster name %r is longer than %d characters" % (cluster, CLUSTER_MAX))
@@ -165,12 +256,29 @@ def pools_note(cluster: str, pools: Iterable[NotedPool]) -> tuple[str, str]:
         raise InputError("a pools note holds 1 to %d pools of distinct names, got %r" % (POOLS_MAX, names))
     parts = []
     for pool in pools:
-        problem = _pool_problem(pool)
+        problem = _pool_problem(pool) or _made_problem(pool)
         if problem is not None:
             raise InputError("pool %r cannot be recorded in a pools note: %s" % (pool.name, problem))
         kind = quote(pool.gpu_type, safe="") if pool.gpu_type is not None else "-"
-        parts.append("%s:%d:%d:%d:%d:%s" % (pool.name, pool.replicas, pool.vcpus, pool.memory, pool.gpu_count, kind))
-    return NOTE_TITLE, "%s%s %s" % (_POOLS_HEAD, cluster, ";".join(parts))
+        part = "%s:%d:%d:%d:%d:%s" % (pool.name, pool.replicas, pool.vcpus, pool.memory, pool.gpu_count, kind)
+        made = (pool.image, pool.disk_size, pool.driver_version or None, pool.profile)
+        if any(v is not None for v in made):
+            part += ":%s:%s:%s:%s" % (_opt(pool.image), _opt(pool.disk_size), quote(pool.driver_version, safe=""),
+                                      _opt(pool.profile))  # fmt: skip
+        parts.append(part)
+    content = "%s%s %s" % (_POOLS_HEAD, cluster, ";".join(parts))
+    if boot is not None:
+        problem = _boot_problem(boot)
+        if problem is not None:
+            raise InputError("the first boot cannot be recorded in a pools note: %s" % problem)
+        content += "%s%d:%d:%d:%s" % (
+            _BOOT_HEAD,
+            boot.attempts,
+            boot.delay,
+            boot.lock_timeout,
+            ",".join(quote(p, safe="") for p in boot.packages),
+        )
+    return NOTE_TITLE, content
 
 
 def pools_note_cluster(title: object, content: object) -> str | None:
@@ -182,18 +290,30 @@ def pools_note_cluster(title: object, content: object) -> str | None:
     return cluster if len(cluster) <= CLUSTER_MAX and NAME.fullmatch(cluster) else None
 
 
-def _number(text: str, bounds: tuple[int, int]) -> int | None:
-    if not _COUNT.fullmatch(text):
+def _number(text: str, bounds: tuple[int, int], digits: int = 7) -> int | None:
+    if not _COUNT.fullmatch(text) or len(text) > digits:
         return None
     value = int(text)
     return value if _within(value, bounds) else None
 
 
+class _Bad(ValueError):
+    """A field of a pools note that is not as its writer writes it."""
+
+
+def _text(text: str, longest: int) -> str:
+    """A quoted field as the writer writes it (one spelling only, at most ``longest`` characters), or :class:`_Bad`."""
+    value = unquote(text)
+    if quote(value, safe="") != text or len(value) > longest:
+        raise _Bad(text)
+    return value
+
+
 def _noted_pool(part: str) -> NotedPool | None:
     fields = part.split(":")
-    if len(fields) != 6:
+    if len(fields) not in (6, 10):
         return None
-    name, replicas_text, vcpus_text, memory_text, count_text, kind = fields
+    name, replicas_text, vcpus_text, memory_text, count_text, kind = fields[:6]
     replicas, vcpus = _number(replicas_text, REPLICAS), _number(vcpus_text, VCPUS)
     memory, gpu_count = _number(memory_text, MEMORY), _number(count_text, (0, GPU_COUNT[1]))
     if replicas is None or vcpus is None or memory is None or gpu_count is None:
@@ -202,20 +322,53 @@ def _noted_pool(part: str) -> NotedPool | None:
     if gpu_type is not None and quote(gpu_type, safe="") != kind:  # one spelling only: the writer's
         return None
     pool = NotedPool(name, replicas, vcpus, memory, gpu_type, gpu_count)
-    return pool if _pool_problem(pool) is None else None
+    if len(fields) == 10:
+        image_text, disk_text, driver_text, profile_text = fields[6:]
+        image = None if image_text == "-" else _number(image_text, IMAGE, 12)
+        disk = None if disk_text == "-" else _number(disk_text, DISK)
+        if (image is None) != (image_text == "-") or (disk is None) != (disk_text == "-"):
+            return None
+        try:
+            driver = _text(driver_text, DRIVER_MAX)
+            profile = None if profile_text == "-" else _text(profile_text, PROFILE_MAX)
+        except _Bad:
+            return None
+        if image is None and disk is None and not driver and profile is None:
+            return None  # the writer says nothing of what is not given: one spelling only
+        pool = pool._replace(image=image, disk_size=disk, driver_version=driver, profile=profile)
+    return pool if _pool_problem(pool) is None and _made_problem(pool) is None else None
 
 
-def note_pools(title: object, content: object) -> tuple[str, tuple[NotedPool, ...]] | None:
-    """``(cluster, pools)`` of a pools note (:func:`pools_note`), or None: the whole note must match, every number
-    within the spec's bounds, every name and type the spec's, each pool once, at most :data:`POOLS_MAX` of them.
-    Anyone may write a note: what does not parse is nothing."""
+def _noted_boot(text: str) -> NotedBoot | None:
+    fields = text.split(":")
+    if len(fields) != 4:
+        return None
+    attempts, delay, lock_timeout = (_number(f, (0, 7200)) for f in fields[:3])
+    if attempts is None or delay is None or lock_timeout is None:
+        return None
+    try:
+        packages = tuple(_text(p, PACKAGE_MAX) for p in fields[3].split(",")) if fields[3] else ()
+    except _Bad:
+        return None
+    boot = NotedBoot(packages, attempts, delay, lock_timeout)
+    return boot if _boot_problem(boot) is None else None
+
+
+def note_record(title: object, content: object) -> NotedCluster | None:
+    """A pools note (:func:`pools_note`) read whole: its cluster, pools and first boot, or None: the whole note
+    must match, every number within the spec's bounds, every name and type the spec's, each pool once, at most
+    :data:`POOLS_MAX` of them.  Anyone may write a note: what does not parse is nothing."""
     cluster = pools_note_cluster(title, content)
     if cluster is None or not isinstance(content, str) or len(content) > POOLS_NOTE_MAX:
         return None
     head = "%s%s " % (_POOLS_HEAD, cluster)
     if not content.startswith(head):
         return None
-    parts = content[len(head) :].split(";")
+    body, sep, boot_text = content[len(head) :].partition(_BOOT_HEAD)
+    boot = _noted_boot(boot_text) if sep else None
+    if sep and boot is None:
+        return None
+    parts = body.split(";")
     if len(parts) > POOLS_MAX:
         return None
     pools = []
@@ -226,7 +379,13 @@ def note_pools(title: object, content: object) -> tuple[str, tuple[NotedPool, ..
         pools.append(pool)
     if len({p.name for p in pools}) != len(pools):
         return None
-    return cluster, tuple(pools)
+    return NotedCluster(cluster, tuple(pools), boot)
+
+
+def note_pools(title: object, content: object) -> tuple[str, tuple[NotedPool, ...]] | None:
+    """``(cluster, pools)`` of a pools note (:func:`note_record`), or None when it does not parse whole."""
+    got = note_record(title, content)
+    return (got.cluster, got.pools) if got is not None else None
 
 
 def pools_in(notes: Iterable[object]) -> tuple[dict[str, tuple[NotedPool, ...]], list[str]]:

@@ -10,6 +10,7 @@ a new orphan rule goes here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -72,12 +73,14 @@ def select(
 ) -> tuple[list[Reservation], list[dict[str, Any]]]:
     """``(release, kept)`` among a cluster's (or every cluster's) reservations (pure): all of them for a
     teardown; for ``scope=orphans``, those whose machine is gone and that are older than the grace period.  Each
-    kept one says why."""
+    kept one says why, and when it becomes eligible (``eligible_at``, seconds since the epoch: an orphan within the
+    grace period; None for the others)."""
     chosen: list[Reservation] = []
     kept: list[dict[str, Any]] = []
     for item in candidates:
         owner = owner_of(item)
         age = now - owner.created
+        eligible = None
         if deleted(item) and not permanently:
             why = "already in the recycle bin"
         elif scope == "cluster":
@@ -86,10 +89,11 @@ def select(
             why = "machine %r exists" % owner.machine
         elif not past_grace(owner, grace_period, now):
             why = "within the grace period (age %ds < %ds)" % (age, grace_period)
+            eligible = int(math.ceil(owner.created + grace_period))
         else:
             why = None
         if why is None:
             chosen.append(item)
         else:
-            kept.append(dict(view(item), reason=why))
+            kept.append(dict(view(item), reason=why, eligible_at=eligible))
     return chosen, kept

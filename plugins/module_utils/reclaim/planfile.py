@@ -106,9 +106,20 @@ class PlanSummary(TypedDict):
     currency: str | None
 
 
-class Plan(TypedDict):
-    """A plan file's document."""
+class LeftOut(TypedDict):
+    """The orphans a plan of scope ``orphans`` left out because they were within its grace period (information for
+    the reviewer, outside the digest: nothing is released or kept because of it): how many, when the first and the
+    last of them become eligible (UTC; None: none), and the first :data:`LEFT_OUT_SHOWN` of them by when, each with
+    its ``eligible_at``."""
 
+    count: int
+    grace_period: int
+    first_eligible_at: str | None
+    last_eligible_at: str | None
+    reservations: list[dict[str, Any]]
+
+
+class _Plan(TypedDict):
     format: str
     version: int
     made_by: str
@@ -117,6 +128,16 @@ class Plan(TypedDict):
     summary: PlanSummary
     entries: list[PlanEntry]
     digest: str
+
+
+class Plan(_Plan, total=False):
+    """A plan file's document (``left_out``: a plan of scope ``orphans``, as written; never read back)."""
+
+    left_out: LeftOut
+
+
+#: How many of the orphans left out for the grace period a plan lists by name (the count covers all of them).
+LEFT_OUT_SHOWN = 20
 
 
 class Skipped(TypedDict):
@@ -193,19 +214,51 @@ def summary(entries: Sequence[PlanEntry]) -> PlanSummary:
     }
 
 
-def build(scope: PlanScope, entries: Iterable[PlanEntry], made_by: str, now: float | None = None) -> Plan:
-    """A plan of ``entries`` (ordered by name, then id) made under ``scope``, with its digest."""
-    ordered = sorted(entries, key=lambda e: (e["vgpu_name"], e["vgpu_id"]))
+def _utc(stamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def left_out(kept: Iterable[Mapping[str, Any]], grace_period: int) -> LeftOut:
+    """What a plan of orphans says of those it left out for the grace period: the ``kept`` of ``orphans.select``
+    that have an ``eligible_at`` (pure)."""
+    young = sorted(
+        (k for k in kept if isinstance(k.get("eligible_at"), int)), key=lambda k: (k["eligible_at"], k["vgpu_name"])
+    )
     return {
+        "count": len(young),
+        "grace_period": int(grace_period),
+        "first_eligible_at": _utc(young[0]["eligible_at"]) if young else None,
+        "last_eligible_at": _utc(young[-1]["eligible_at"]) if young else None,
+        "reservations": [
+            {"vgpu_id": k["vgpu_id"], "vgpu_name": k["vgpu_name"], "eligible_at": _utc(k["eligible_at"])}
+            for k in young[:LEFT_OUT_SHOWN]
+        ],
+    }
+
+
+def build(
+    scope: PlanScope,
+    entries: Iterable[PlanEntry],
+    made_by: str,
+    now: float | None = None,
+    kept: Iterable[Mapping[str, Any]] | None = None,
+) -> Plan:
+    """A plan of ``entries`` (ordered by name, then id) made under ``scope``, with its digest; a plan of orphans
+    also says which it left out for the grace period (``kept``, :func:`left_out`)."""
+    ordered = sorted(entries, key=lambda e: (e["vgpu_name"], e["vgpu_id"]))
+    plan: Plan = {
         "format": FORMAT,
         "version": VERSION,
         "made_by": made_by,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now)),
+        "created": _utc(time.time() if now is None else now),
         "scope": scope,
         "summary": summary(ordered),
         "entries": ordered,
         "digest": digest(scope, ordered),
     }
+    if scope["kind"] == "orphans":
+        plan["left_out"] = left_out(kept or (), scope["grace_period"])
+    return plan
 
 
 def dumps(plan: Plan) -> str:

@@ -278,7 +278,7 @@ def reclaim(
     }
     if plan_file is not None:
         planned = planfile.scope_of(scope, location, cluster, grace_period if scope == "orphans" else 0, permanently)
-        result.update(write_plan(client, plan_file, planned, chosen, "whitesky.capvco.vgpu_reclaim"))
+        result.update(write_plan(client, plan_file, planned, chosen, "whitesky.capvco.vgpu_reclaim", kept))
     elif not check_mode and chosen:
         release(client, location, chosen, permanently, parallel)
     return result
@@ -296,21 +296,24 @@ def write_plan(
     scope: planfile.PlanScope,
     items: Sequence[Reservation],
     made_by: str,
+    kept: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Write the plan of releasing ``items`` (owned reservations) under ``scope`` to the file ``path``, each with
-    its cost (one read of the consumption report and the prices); ``{plan_file, reclaim_plan}`` for the result."""
+    its cost (one read of the consumption report and the prices), and, for a plan of orphans, those of ``kept``
+    left out for the grace period; ``{plan_file, reclaim_plan}`` for the result."""
     now = time.time()
     billed = [Billed(i["vgpu_id"], attached_to(i), None, owner_of(i).created) for i in items]
     figures, currency, per_hour = costs(client, scope["location"], billed, now)
     entries = [planfile.entry(i, figures.get(i["vgpu_id"]), per_hour, currency) for i in items]
-    plan = planfile.build(scope, entries, made_by, now)
+    plan = planfile.build(scope, entries, made_by, now, kept)
     written = planfile.write(path, plan)
     return {"plan_file": written, "reclaim_plan": _plan_view(written, plan)}
 
 
 def _plan_view(path: str, plan: planfile.Plan) -> dict[str, Any]:
-    """What a result says of a plan file: where, its digest, when and under what it was made, its totals."""
-    return {
+    """What a result says of a plan file: where, its digest, when and under what it was made, its totals, and (a
+    plan of orphans as written) the orphans it left out for the grace period."""
+    out = {
         "path": path,
         "digest": plan["digest"],
         "created": plan["created"],
@@ -318,6 +321,9 @@ def _plan_view(path: str, plan: planfile.Plan) -> dict[str, Any]:
         "scope": dict(plan["scope"]),
         "summary": dict(plan["summary"]),
     }
+    if "left_out" in plan:
+        out["left_out"] = dict(plan["left_out"])
+    return out
 
 
 def apply_plan(

@@ -14,7 +14,6 @@ goes into :data:`SPEC`, and, when the cluster core reads it, into the records be
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.render import RETRIES
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import (
     CLOUDSPACE,
@@ -35,8 +35,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import
     Field,
     copy_value,
     int_field,
+    misspelt,
     parse,
-    suggest,
 )
 
 CONTROL_PLANE = "cp"
@@ -201,7 +201,9 @@ SPEC = Field(
         ),
         "pools": Field(
             "list",
-            "The worker pools; a pool that is no longer listed is scaled to zero (its machines deleted).",
+            "The worker pools. A pool at replicas 0 keeps its definition and has no machine. A pool that is no longer "
+            "listed while it has machines is refused (naming them) unless remove_pools names it: a spec that leaves a "
+            "pool out never deletes its machines by accident (the pool_scale playbook changes one pool's count).",
             default=[],
             max_items=MAX_POOLS,
             items=Field(
@@ -216,6 +218,14 @@ SPEC = Field(
                     gpu=_GPU,
                 ),
             ),
+        ),
+        "remove_pools": Field(
+            "list",
+            "Pools no longer listed in pools whose machines (those whose marker names the pool) this run deletes, "
+            "with their vGPUs released first. A pool named here and in pools, or cp, is refused.",
+            default=[],
+            max_items=MAX_POOLS,
+            items=Field("str", "A pool's name.", pattern=LABEL, max_length=20),
         ),
         "sriov": Field("object", "The SR-IOV add-on.", default={}, fields=SRIOV),
         "first_boot": Field("object", "What every machine's first boot installs.", default={}, fields=FIRST_BOOT),
@@ -232,10 +242,8 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
     see, and is refused the same way.
     """
     errors = Errors()
-    for name in sorted(set(variables or ())):
-        hint = suggest(name, SPEC.fields) if name not in SPEC.fields else None
-        if hint and _near(name, hint):
-            errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
+    for name, hint in misspelt(variables or (), SPEC.fields):
+        errors.add(name, "unknown variable of the cluster spec; did you mean %s?" % hint)
     out: dict[str, Any] = parse(spec if spec is not None else {}, SPEC, "", errors)
     if out is not MISSING and not errors:
         _cross_checks(out, errors, "control_plane" in spec if isinstance(spec, Mapping) else False)
@@ -245,12 +253,6 @@ def check(spec: Mapping[str, Any] | None, variables: Iterable[str] | None = ()) 
             {"spec_errors": list(errors)},
         )
     return _typed(out)
-
-
-def _near(name: str, key: str) -> bool:
-    """A variable's name is a spec key misspelt: the same once case, '_' and '-' are set aside, or very close."""
-    fold = name.lower().replace("_", "").replace("-", "")
-    return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
 
 
 def secrets(raw: object) -> list[str]:
@@ -287,15 +289,7 @@ def _cross_checks(spec: dict[str, Any], errors: Errors, control_plane: bool) -> 
                 "is required to create its %d machine(s): the id of the image they boot, from location %r (%s)"
                 % (pool["replicas"], cluster["location"], IMAGE_HINT),
             )
-    taken = {CONTROL_PLANE: "control_plane"}
-    for i, pool in enumerate(spec["pools"]):
-        name = pool["name"]
-        if name in taken:
-            errors.add(
-                "pools[%d].name" % i,
-                "%r is taken (by %s); pool names are unique and cp is the control plane's" % (name, taken[name]),
-            )
-        taken[name] = "pools[%d]" % i
+    _pool_names(spec, errors)
     sriov = spec["sriov"]
     seen: dict[tuple[str | None, str], int] = {}
     for i, net in enumerate(sriov["networks"]):
@@ -308,6 +302,26 @@ def _cross_checks(spec: dict[str, Any], errors: Errors, control_plane: bool) -> 
             errors.add("sriov.networks", "is required (at least one network) when sriov.enabled is true")
         if bool(sriov.get("credential")) == bool(sriov.get("credentialSecretRef")):
             errors.add("sriov", "give one of credential and credentialSecretRef when sriov.enabled is true")
+
+
+def _pool_names(spec: dict[str, Any], errors: Errors) -> None:
+    """Each pool's name once (cp is the control plane's), and a pool removed only when the spec no longer lists it."""
+    taken = {CONTROL_PLANE: "control_plane"}
+    for i, pool in enumerate(spec["pools"]):
+        name = pool["name"]
+        if name in taken:
+            errors.add(
+                "pools[%d].name" % i,
+                "%r is taken (by %s); pool names are unique and cp is the control plane's" % (name, taken[name]),
+            )
+        taken[name] = "pools[%d]" % i
+    for i, name in enumerate(spec["remove_pools"]):
+        if name in taken:
+            errors.add(
+                "remove_pools[%d]" % i,
+                "%r is %s: a pool removed is one the spec no longer lists"
+                % (name, "the control plane" if name == CONTROL_PLANE else "listed in " + taken[name]),
+            )
 
 
 def pools(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -360,6 +374,8 @@ class ClusterSpec:
     pools: tuple[PoolSpec, ...]
     first_boot: Mapping[str, Any]
     document: Mapping[str, Any]
+    #: ``remove_pools``: the pools no longer listed whose machines a converge deletes
+    remove_pools: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -394,4 +410,60 @@ def _typed(doc: dict[str, Any]) -> ClusterSpec:
         pools=tuple(out),
         first_boot=MappingProxyType(copy_value(doc["first_boot"])),
         document=MappingProxyType(doc),
+        remove_pools=tuple(doc.get("remove_pools") or ()),
     )
+
+
+# --- what a cluster records of its spec (its pools note), and the spec made from that record ---
+
+
+def record(spec: ClusterSpec) -> notes.NotedCluster:
+    """What the cluster's pools note records of ``spec``: every pool (the control plane first) with what its
+    machines are made from, and the first boot when it is not the default one (``notes.pools_note``)."""
+    pools = tuple(
+        notes.NotedPool(
+            p.name,
+            len(p.names),
+            p.vcpus,
+            p.memory,
+            p.gpu.type if p.gpu else None,
+            p.gpu.count if p.gpu else 0,
+            p.image,
+            p.disk_size,
+            p.gpu.driver_version if p.gpu else "",
+            p.gpu.profile if p.gpu else None,
+        )
+        for p in spec.pools
+    )
+    fb = spec.first_boot
+    defaults = {k: f.default for k, f in FIRST_BOOT.items()}
+    boot = None
+    if any(fb.get(k) != v for k, v in defaults.items()):
+        boot = notes.NotedBoot(tuple(fb["packages"]), fb["attempts"], fb["delay"], fb["lock_timeout"])
+    return notes.NotedCluster(spec.name, pools, boot)
+
+
+def from_record(cluster: Mapping[str, Any], recorded: notes.NotedCluster) -> dict[str, Any]:
+    """The spec (as a user writes it, to :func:`check`) of ``cluster`` (its ``cluster`` key) that its pools note
+    ``recorded``: the control plane and every pool as the cluster's last converge left them, and its first boot."""
+    out: dict[str, Any] = {"cluster": dict(cluster), "pools": []}
+    for p in recorded.pools:
+        pool: dict[str, Any] = {"replicas": p.replicas, "vcpus": p.vcpus, "memory": p.memory}
+        pool.update({k: v for k, v in (("image", p.image), ("diskSize", p.disk_size)) if v is not None})
+        if p.gpu_type is not None:
+            pool["gpu"] = {"type": p.gpu_type, "count": p.gpu_count, "driverVersion": p.driver_version}
+            if p.profile is not None:
+                pool["gpu"]["profile"] = p.profile
+        if p.name == CONTROL_PLANE:
+            out["control_plane"] = pool
+        else:
+            out["pools"].append(dict(name=p.name, **pool))
+    if recorded.boot is not None:
+        b = recorded.boot
+        out["first_boot"] = {
+            "packages": list(b.packages),
+            "attempts": b.attempts,
+            "delay": b.delay,
+            "lock_timeout": b.lock_timeout,
+        }
+    return out

@@ -93,6 +93,26 @@ def suggest(key: object, known: Iterable[str]) -> str | None:
     return close[0] if close else None
 
 
+def near(name: str, key: str) -> bool:
+    """``name`` is ``key`` misspelt: the same once case, ``_`` and ``-`` are set aside, or very close."""
+    fold = name.lower().replace("_", "").replace("-", "")
+    return fold == key.replace("_", "") or difflib.SequenceMatcher(None, name.lower(), key).ratio() >= 0.8
+
+
+def misspelt(names: Iterable[str], known: Iterable[str], exempt: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """``[(name, the known name it is close to)]``, sorted: each of ``names`` that is neither known nor exempt but
+    :func:`near` one that is (:func:`suggest`): a variable a typo made (``max_hourly_cots``, ``pool``), which its
+    reader would not see.  The one check of it, for the cluster spec's variables and for every playbook's."""
+    wanted = [k for k in known if isinstance(k, str)]
+    skip = set(wanted) | {e for e in exempt if isinstance(e, str)}
+    out: list[tuple[str, str]] = []
+    for name in sorted({n for n in names if isinstance(n, str)} - skip):
+        hint = suggest(name, wanted)
+        if hint and near(name, hint):
+            out.append((name, hint))
+    return out
+
+
 def _parse_int(value: Any, field: Field, path: str, errors: Errors) -> Any:
     if isinstance(value, bool):
         errors.add(path, "must be an integer, got %s %s" % (_kind_name(value), _show(value)))
