@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
@@ -30,7 +30,7 @@ from capvco_controller.context import Settings
 from capvco_controller.controller import Controller
 from capvco_controller.kube import Kube
 from capvco_controller.leader import LeaderElector
-from capvco_controller.metrics import Gauge, Registry, Server
+from capvco_controller.metrics import METRICS, PROBES, Gauge, Registry, Server
 
 log = logging.getLogger("capvco_controller")
 #: Measured (docs/controller.md, "Sizing"): 4 workers create 50 machines well within the 2 minutes of the goal.
@@ -120,14 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def ready() -> bool:
         return controller.ready() or (elector is not None and not elector.leading.is_set() and not stop.is_set())
 
-    servers = [
-        Server(address, registry, lambda: (not controller.started) or controller.healthy(), ready)
-        for address in dict.fromkeys([args.health_probe_bind_address, args.metrics_bind_address])
-        if address and address != "0"
-    ]
-    for server in servers:
-        server.start()
-        log.info("serving /metrics, /healthz and /readyz on port %d", server.port)
+    servers = serve(
+        args.health_probe_bind_address,
+        args.metrics_bind_address,
+        registry,
+        lambda: (not controller.started) or controller.healthy(),
+        ready,
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: stopping", signum)
@@ -149,6 +148,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for server in servers:
             server.stop()
     return 1 if lost.is_set() else 0
+
+
+def serve(
+    probe_address: str, metrics_address: str, registry: Registry, healthy: Callable[[], bool], ready: Callable[[], bool]
+) -> list[Server]:
+    """The probes (``/healthz``, ``/readyz``) on ``probe_address`` and ``/metrics`` on ``metrics_address``, each
+    only there (one server for both when the two are the same address, not a free port's ``:0``); ``"0"`` or an
+    empty address turns that one off.  Started, each logged with its port."""
+    wanted: list[tuple[str, tuple[str, ...]]] = []
+    pairs: tuple[tuple[str, tuple[str, ...]], ...] = ((probe_address, PROBES), (metrics_address, METRICS))
+    for address, paths in pairs:
+        if not address or address == "0":
+            continue
+        if wanted and wanted[0][0] == address and not address.endswith(":0"):
+            wanted[0] = (address, wanted[0][1] + paths)
+        else:
+            wanted.append((address, paths))
+    servers = []
+    for address, paths in wanted:
+        server = Server(address, registry, healthy, ready, paths).start()
+        log.info("serving %s on port %d", ", ".join(p for p in paths if p != "/livez"), server.port)
+        servers.append(server)
+    return servers
 
 
 def _leader_gauge(elector: LeaderElector | None, name: str) -> Gauge:

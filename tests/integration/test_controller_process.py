@@ -12,9 +12,12 @@ import base64
 import email
 import os
 import signal
+import socket
 import sqlite3
 import sys
 import threading
+
+import httpx
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
@@ -65,6 +68,12 @@ def user_data(emulator, vm_name):
         for p in email.message_from_string(raw).walk()
         if not p.is_multipart()
     }
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def ops(emulator):
@@ -149,6 +158,29 @@ def test_create_idle_drift_and_delete(kube, emulator, tmp_path):
         assert ctl.probe("/healthz") == 200 and ctl.probe("/readyz") == 200
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_metrics_are_served_on_the_metrics_address_only(kube, emulator, tmp_path):
+    """The probe address (the pod's IP, for the kubelet) serves /healthz and /readyz and nothing else; /metrics is
+    served on the metrics address alone (127.0.0.1 in the Deployment), which serves no probe; the same address for
+    both serves all three on one port."""
+    ctl = Controller(kube, emulator, tmp_path).start()
+    try:
+        assert ctl.port != ctl.metrics_port
+        assert [ctl.probe(p) for p in ("/healthz", "/readyz", "/metrics")] == [200, 200, 404]
+        assert [ctl.probe(p, ctl.metrics_port) for p in ("/metrics", "/healthz", "/readyz")] == [200, 404, 404]
+        assert "controller_runtime_reconcile_total" in httpx.get("http://127.0.0.1:%d/metrics" % ctl.metrics_port).text
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+    port = free_port()
+    both = Controller(kube, emulator, tmp_path, "--health-probe-bind-address", "127.0.0.1:%d" % port)
+    both.args += ["--metrics-bind-address", "127.0.0.1:%d" % port]
+    both.start()
+    try:
+        assert both.port == both.metrics_port == port
+        assert [both.probe(p) for p in ("/healthz", "/readyz", "/metrics")] == [200, 200, 200]
+    finally:
+        assert both.stop() == 0, both.text()[-3000:]
 
 
 def test_force_delete_is_reported_by_the_drift_pass_and_swept_by_the_cluster_finalizer(kube, emulator, tmp_path):
