@@ -43,7 +43,7 @@ class Retry(Exception):
 class Settings:
     """The controller's own settings (``main`` reads them from the command line)."""
 
-    drift_period: float = 600.0
+    drift_period: float = 540.0
     driver_poll: float = 60.0
     addon_resync: float = 3600.0
     ansible_playbook: str = "ansible-playbook"

@@ -115,8 +115,16 @@ def read_location(client: WhiteskyClient, location: str) -> LocationWorld:
     return world
 
 
+def next_pass(period: float, took: float) -> float:
+    """How long after a pass's end the next one starts (pure): the passes are timed from their starts, one period
+    apart, so a pass's own duration does not add to the next one's wait; a pass that took longer than the period is
+    followed at once."""
+    return max(0.0, period - took)
+
+
 def run(ctx: Context, location: str) -> Result:
-    """One pass over ``location``; it comes back after the drift period."""
+    """One pass over ``location``; the next one starts one drift period after this one started
+    (:func:`next_pass`)."""
     started = time.monotonic()
     here = [c for c in (VCOCluster.read(o) for o in ctx.items("VCOCluster")) if c.location == location]
     here = [c for c in here if not c.deleting]
@@ -125,17 +133,18 @@ def run(ctx: Context, location: str) -> Result:
     client = ctx.client()
     world = read_location(client, location)
     woken = wake_machines(ctx, location, here, world) + wake_clusters(ctx, client, location, here, world)
-    ctx.metrics.drift_pass.observe(time.monotonic() - started, location=location)
+    took = time.monotonic() - started
+    ctx.metrics.drift_pass.observe(took, location=location)
     log.info(
-        "drift pass of %s: %d cluster(s), %d VM(s), %d reservation(s), %d woken, %.2f s",
+        "drift pass of %s: %d cluster(s), %d VM(s), %d reservation(s), %d woken, %.3f s",
         location,
         len(here),
         len(world.names),
         len(world.items),
         woken,
-        time.monotonic() - started,
+        took,
     )
-    return Result(requeue_after=ctx.settings.drift_period)
+    return Result(requeue_after=next_pass(ctx.settings.drift_period, took))
 
 
 def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationWorld) -> str | None:

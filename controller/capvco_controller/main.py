@@ -3,7 +3,7 @@
     capvco-controller [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
                       [--leader-elect] [--leader-election-id NAME] [--leader-election-namespace NS]
                       [--health-probe-bind-address :6789] [--metrics-bind-address 127.0.0.1:8080]
-                      [--drift-period 600] [--driver-poll 60] [--addon-resync 3600]
+                      [--drift-period 540] [--driver-poll 60] [--addon-resync 3600]
 
 The platform credential comes from the environment (``WHITESKY_API_URL``, ``WHITESKY_CUSTOMER_ID``,
 ``WHITESKY_API_TOKEN``, and the collection's other connection variables); Kubernetes from ``--kubeconfig``,
@@ -67,7 +67,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "capvco-system")
     p.add_argument("--health-probe-bind-address", default=":6789")
     p.add_argument("--metrics-bind-address", default="127.0.0.1:8080", help='"0" turns the metrics endpoint off')
-    p.add_argument("--drift-period", type=_positive, default=600.0, help="seconds between drift passes of a location")
+    p.add_argument(
+        "--drift-period",
+        type=_positive,
+        default=540.0,
+        help="seconds from one drift pass of a location to the start of the next (the drift delay is at most this "
+        "plus one pass's duration)",
+    )
     p.add_argument("--driver-poll", type=_positive, default=60.0, help="seconds between reads of a first boot's report")
     p.add_argument(
         "--addon-resync", type=_positive, default=3600.0, help="seconds between applies of the SR-IOV add-on"

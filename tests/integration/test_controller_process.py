@@ -9,13 +9,16 @@ within a test.
 from __future__ import annotations
 
 import base64
+import datetime
 import email
 import os
+import re
 import signal
 import socket
 import sqlite3
 import sys
 import threading
+import time
 
 import httpx
 
@@ -181,6 +184,55 @@ def test_metrics_are_served_on_the_metrics_address_only(kube, emulator, tmp_path
         assert [both.probe(p) for p in ("/healthz", "/readyz", "/metrics")] == [200, 200, 200]
     finally:
         assert both.stop() == 0, both.text()[-3000:]
+
+
+#: The drift pass's log line: its end (the record's time) and its duration.
+PASS_LINE = re.compile(r"^(\S+ \S+) INFO capvco_controller\.drift drift pass of be-gen-1: .*, ([0-9.]+) s$", re.M)
+
+
+def pass_times(ctl):
+    """``[(start, duration)]`` of the drift passes of be-gen-1 the controller logged, in wall-clock seconds."""
+    out = []
+    for stamp, took in PASS_LINE.findall(ctl.text()):
+        end = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        out.append((end - float(took), float(took)))
+    return out
+
+
+def test_drift_passes_are_timed_from_their_starts(kube, emulator, tmp_path):
+    """Every request waits 0.5 s (the platform's reads are slower than the emulator's), so a pass takes about 1.5 s:
+    the next pass still starts one period after the last one started, not one period after it ended; and a VM
+    deleted right after a pass ended is found within one period (the deletion's own call took 0.5 s of it), not a
+    period plus a pass's duration."""
+    period = 3.0
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", str(period)).start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-dt")
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        emulator.faults(latency_ms=500)
+        seen = len(pass_times(ctl))
+        assert wait_for(lambda: len(pass_times(ctl)) >= seen + 4, 60), ctl.text()[-3000:]
+        slow = pass_times(ctl)[seen:]
+        assert all(took >= 1.0 for _start, took in slow), slow
+        for (start, took), (after, _) in zip(slow, slow[1:], strict=False):
+            assert period - 0.05 <= after - start < period + took / 2, (after - start, took, slow)
+
+        # a VM deleted right after a pass ended: the pass that finds it gone ends one period after the deletion
+        found = ctl.metrics().get('capvco_drift_found_total{kind="VCOMachine"}', 0)
+        done = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) > done, 30, interval=0.02)
+        obj = kube.get(vm)
+        with emulator.client(timeout=30) as client:
+            client.delete_vm(obj["spec"]["providerID"].split("/")[3], obj["status"]["vmID"], permanently=True)
+        deleted = time.monotonic()
+        woken = lambda: ctl.metrics().get('capvco_drift_found_total{kind="VCOMachine"}', 0) > found  # noqa: E731
+        assert wait_for(woken, 30, interval=0.02), ctl.text()[-3000:]
+        delay = time.monotonic() - deleted
+        assert delay < period, (delay, pass_times(ctl)[-1][1])
+    finally:
+        emulator.faults()
+        assert ctl.stop() == 0, ctl.text()[-3000:]
 
 
 def test_force_delete_is_reported_by_the_drift_pass_and_swept_by_the_cluster_finalizer(kube, emulator, tmp_path):
