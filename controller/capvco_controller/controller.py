@@ -22,11 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller import drift, objects, vcocluster, vcomachine, vcomachinetemplate
 from capvco_controller.context import DONE, Context, Key, Result, Retry, Settings
+from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Informer
 from capvco_controller.kube import WATCHED, Kube
 from capvco_controller.metrics import Gauge, Registry
@@ -74,7 +73,7 @@ class Controller:
     def __init__(
         self,
         kube: Kube,
-        connection: Connection,
+        credentials: Credentials,
         settings: Settings,
         workers: int = 4,
         metrics: Registry | None = None,
@@ -93,7 +92,7 @@ class Controller:
         self.ctx = Context(
             kube,
             {kind: inf.store for kind, inf in self.informers.items()},
-            connection,
+            credentials,
             settings,
             self.metrics,
             enqueue=self.queue.add,
@@ -277,7 +276,7 @@ class Controller:
                 result = "error"
                 self.metrics.platform_errors.inc(controller=controller)
                 delay = self.queue.add_rate_limited(key)
-                log.warning("%s %s/%s: %s; again in %.0f s", key[0], key[1], key[2], scrub(str(exc), 2048), delay)
+                log.warning("%s %s/%s: %s; again in %.0f s", key[0], key[1], key[2], self.ctx.say(exc, 2048), delay)
             except Exception:  # a bug: logged with its trace, retried with backoff, never the end of the worker
                 result = "error"
                 delay = self.queue.add_rate_limited(key)

@@ -1,12 +1,14 @@
 """``capvco-controller``: the command line of the controller (the flags controller-runtime managers take).
 
-    capvco-controller [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
+    capvco-controller [--credentials-dir DIR] [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
                       [--leader-elect] [--leader-election-id NAME] [--leader-election-namespace NS]
                       [--health-probe-bind-address :6789] [--metrics-bind-address 127.0.0.1:8080]
                       [--drift-period 540] [--driver-poll 60] [--addon-resync 3600]
 
-The platform credential comes from the environment (``WHITESKY_API_URL``, ``WHITESKY_CUSTOMER_ID``,
-``WHITESKY_API_TOKEN``, and the collection's other connection variables); Kubernetes from ``--kubeconfig``,
+The platform credential comes from ``--credentials-dir`` (the files ``api_url``, ``customer_id`` and ``api_token`` of
+a mounted Secret, read again when they change: ``credentials.py``), else from the environment (``WHITESKY_API_URL``,
+``WHITESKY_CUSTOMER_ID``, ``WHITESKY_API_TOKEN``, read once); ``WHITESKY_VALIDATE_CERTS`` and ``WHITESKY_TIMEOUT``
+from the environment in both cases.  Kubernetes from ``--kubeconfig``,
 ``KUBECONFIG`` or the pod's service account.  ``SIGTERM`` stops it cleanly: the reconciles under way finish, the
 Lease is given up.
 """
@@ -23,11 +25,11 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller.context import Settings
 from capvco_controller.controller import Controller
+from capvco_controller.credentials import Credentials
 from capvco_controller.kube import Kube
 from capvco_controller.leader import LeaderElector
 from capvco_controller.metrics import METRICS, PROBES, Gauge, Registry, Server
@@ -53,6 +55,13 @@ def _workers(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="capvco-controller", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--credentials-dir",
+        default=os.environ.get("CAPVCO_CREDENTIALS_DIR") or None,
+        help="a folder with the files api_url, customer_id and api_token (a mounted Secret), read again when they "
+        "change (default: CAPVCO_CREDENTIALS_DIR; without either: WHITESKY_API_URL, WHITESKY_CUSTOMER_ID and "
+        "WHITESKY_API_TOKEN, read once)",
+    )
     p.add_argument("--kubeconfig", default=None)
     p.add_argument("--context", default=None)
     p.add_argument(
@@ -93,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("httpx", "httpcore", "urllib3", "kubernetes"):  # one line per request: only their warnings
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
-        connection = Connection.from_options({}, os.environ, where=" in the controller's environment")
+        credentials = Credentials(args.credentials_dir, os.environ)
         kube = Kube.connect(args.kubeconfig, args.context)
     except WhiteskyError as exc:
         log.error("%s", scrub(str(exc), 2048))
@@ -107,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespaces=namespaces,
     )
     registry = Registry()
-    controller = Controller(kube, connection, settings, workers=args.max_concurrent_reconciles, metrics=registry)
+    controller = Controller(kube, credentials, settings, workers=args.max_concurrent_reconciles, metrics=registry)
     stop = controller.stop
     lost = threading.Event()
     elector: LeaderElector | None = None

@@ -17,7 +17,6 @@ from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from capvco_controller import addon, objects
 from capvco_controller.context import DONE, Context, Result, Retry
@@ -146,7 +145,7 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     try:
         cs = cloudspaces.ensure(client, name=c.cloudspace, location=c.location, cluster=c.cluster)
     except WhiteskyError as exc:
-        message = scrub(str(exc), MESSAGE_LIMIT)
+        message = ctx.say(exc, MESSAGE_LIMIT)
         ctx.status(
             KIND,
             obj,

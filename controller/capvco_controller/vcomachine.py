@@ -238,13 +238,13 @@ def failed(
     """Record a failure and every reservation owned for the machine so far.  Invalid input is terminal
     (``failureReason``); anything else raises :class:`Retry`, and the key comes back with backoff."""
     terminal = isinstance(exc, InputError)
-    message = scrub(str(exc), MESSAGE_LIMIT)
+    message = ctx.say(exc, MESSAGE_LIMIT)
     owned: list[dict[str, Any]] | None = None
     if location:
         try:
             owned = sweep.info(ctx.client(), location=location, cluster=m.cluster, machine=m.vm_name)["reservations"]
         except WhiteskyError as again:
-            log.warning("%s/%s: reading its reservations after a failure: %s", m.namespace, m.name, again)
+            log.warning("%s/%s: reading its reservations after a failure: %s", m.namespace, m.name, ctx.say(again))
     reason = "InvalidConfiguration" if terminal else "ReconcileFailed"
     ctx.status(
         KIND,

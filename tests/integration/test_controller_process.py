@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import threading
 import time
+import uuid
 
 import httpx
 
@@ -26,6 +27,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cl
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
+from capvco_lab.emulator import CUSTOMER
 
 from capi import (
     MUTATING_K8S,
@@ -232,6 +234,61 @@ def test_drift_passes_are_timed_from_their_starts(kube, emulator, tmp_path):
         assert delay < period, (delay, pass_times(ctl)[-1][1])
     finally:
         emulator.faults()
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def mount_credential(folder, emulator, token):
+    """The credentials Secret as the kubelet mounts it, and updates it: a new folder of its keys' files, swapped in
+    whole through ``..data`` (each key a link into it)."""
+    folder.mkdir(exist_ok=True)
+    version = folder / ("..%s" % uuid.uuid4().hex)
+    version.mkdir()
+    env = emulator.env()
+    for key, value in (("api_url", env["WHITESKY_API_URL"]), ("customer_id", env["WHITESKY_CUSTOMER_ID"])):
+        (version / key).write_text(value)
+    (version / "api_token").write_text(token + "\n")
+    os.symlink(version.name, folder / "..data_tmp")
+    os.replace(folder / "..data_tmp", folder / "..data")
+    for key in ("api_url", "customer_id", "api_token"):
+        if not (folder / key).is_symlink():
+            os.symlink(os.path.join("..data", key), folder / key)
+
+
+def test_a_rotated_credential_reaches_the_running_controller(kube, emulator, tmp_path):
+    """The controller reads its credential from the mounted Secret's folder. The customer's token is rotated on the
+    platform (the old one refused from then on) and a GPU machine is deleted: its finalizer fails with a 401 that
+    names the credential and where it comes from (never a token); once the Secret holds the new token, the running
+    controller reads it, the finalizer's next try releases the machine's vGPUs and deletes its VM."""
+    folder = tmp_path / "credentials"
+    old, new = emulator.token, "rotated-token-%s" % uuid.uuid4().hex
+    mount_credential(folder, emulator, old)
+    # the environment's token is not the controller's: it is never used when the folder is given
+    env = {"WHITESKY_API_TOKEN": "not-the-controllers-token"}
+    ctl = Controller(kube, emulator, tmp_path, "--credentials-dir", str(folder), "--drift-period", "2", env=env)
+    ctl.start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-rot", gpu=A100x2)
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        assert len(live(emulator, "gpu1")) == 2
+
+        emulator.rotate(new)
+        assert kube.delete(vm)[0] == 200
+        assert wait_for(lambda: "DeleteFailed" in reasons(kube), 60), ctl.text()[-3000:]
+        (failed, *_) = [e for e in kube.events() if e["reason"] == "DeleteFailed"]
+        message = failed["message"]
+        assert "HTTP 401" in message and "the platform refused the controller's platform credential" in message
+        assert "api_token in %s" % folder in message and "for customer " + CUSTOMER in message, message
+        assert "WHITESKY_API_TOKEN" not in message, "the controller does not read it: no hint to check it"
+        assert kube.get(vm) is not None and len(live(emulator, "gpu1")) == 2, "held by the finalizer, still billed"
+
+        mount_credential(folder, emulator, new)  # the Secret updated: the kubelet swaps the folder's contents
+        assert wait_for(lambda: kube.get(vm) is None, 60), ctl.text()[-3000:]
+        assert live(emulator, "gpu1") == [] and emulator.ledger()["accruing"] == 0
+        assert "the platform credential in %s changed" % folder in ctl.text()
+        for where, text in [("the log", ctl.text()), ("the Events", str(kube.events()))]:
+            assert old not in text and new not in text and "not-the-controllers-token" not in text, where
+    finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
 
