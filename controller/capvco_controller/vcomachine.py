@@ -3,7 +3,8 @@
 It waits for the cluster label, the owner Machine, the Cluster and its ready VCOCluster, and the bootstrap data;
 creates the VM with the retried first boot wrapped around that data; reserves and attaches the vGPUs by type (each
 reservation names its owner the moment it exists); sets ``spec.providerID`` and ``status.ready``; and records
-``GPUDriverReady`` from what the first boot reports.  A terminal error goes to ``status.failureReason``.  The
+``GPUDriverReady`` from what the first boot reports.  A terminal error goes to ``status.failureReason``; so does a
+VM lost behind the controller's back, which is never made again (:func:`lost`).  The
 platform work is the collection's core (``machines.machine.ensure``, ``gpu.vgpus.ensure``,
 ``firstboot.status.info``, ``cluster.run.run`` for the deletion), the same the modules call.
 """
@@ -11,7 +12,7 @@ platform work is the collection's core (``machines.machine.ensure``, ``gpu.vgpus
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as first_boot
@@ -21,14 +22,22 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import ma
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, machines_in_location
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, attached_to, owner_of
 from capvco_controller import objects
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.kube import VCOMACHINE
 from capvco_controller.objects import VCOMachine
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+
 log = logging.getLogger(__name__)
 KIND = "VCOMachine"
 MESSAGE_LIMIT = 4096
+#: ``failureReason`` of a machine whose VM was lost: Cluster API's ``UpdateError`` (capierrors.UpdateMachineError,
+#: what other providers report for an instance deleted behind their back); the conditions say ``VMDeleted``.
+VM_DELETED_FAILURE = "UpdateError"
 
 
 def provider_id(location: str, cloudspace_id: str, vm_name: str) -> str:
@@ -124,9 +133,11 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     location, cs_id = vcc.location, vcc.cloudspace_id
     provider = provider_id(location, cs_id, m.vm_name)
     is_converged = False
-    if m.ready and m.vm_id is not None:  # an idle reconcile: one read, the VM the status records
-        seen = machines.info(ctx.client(), cloudspace_id=cs_id, vm_id=m.vm_id, name=m.vm_name, cluster=m.cluster)
-        is_converged = converged(m, seen["machines"], provider)
+    if m.vm_id is not None:  # the VM the status records: one read, by its id (an idle reconcile's only one)
+        seen = machines.info(ctx.client(), cloudspace_id=cs_id, vm_id=m.vm_id)["machines"]
+        if not (seen and seen[0].get("name") == m.vm_name and seen[0].get("owner") == m.cluster):
+            return lost(ctx, obj, m, location, seen)
+        is_converged = m.ready and converged(m, seen, provider)
     vm_id = m.vm_id
     if not is_converged:
         bootstrap: str | None = None
@@ -155,22 +166,26 @@ def converge(
     client = ctx.client()
     condition, step = "VMProvisioned", "The VM, created with the retried first boot wrapped around the bootstrap data"
     try:
-        size = objects.snake(m.spec)
-        vm = machines.ensure(
-            client,
-            cloudspace_id=cs_id,
-            name=m.vm_name,
-            vcpus=size.get("vcpus"),
-            memory=size.get("memory"),
-            image_id=size.get("image"),
-            disk_size=size.get("disk_size"),
-            cluster=m.cluster,
-            first_boot=first_boot_options(m),
-            bootstrap_data=bootstrap,
-            provider_id=provider,
-            node_labels=render.gpu_node_labels(str(m.gpu.get("type") or "") if m.gpu_count > 0 else None),
-        )
-        vm_id = int(vm["machine"]["vm_id"])
+        created = False
+        if m.vm_id is None:
+            size = objects.snake(m.spec)
+            vm = machines.ensure(
+                client,
+                cloudspace_id=cs_id,
+                name=m.vm_name,
+                vcpus=size.get("vcpus"),
+                memory=size.get("memory"),
+                image_id=size.get("image"),
+                disk_size=size.get("disk_size"),
+                cluster=m.cluster,
+                first_boot=first_boot_options(m),
+                bootstrap_data=bootstrap,
+                provider_id=provider,
+                node_labels=render.gpu_node_labels(str(m.gpu.get("type") or "") if m.gpu_count > 0 else None),
+            )
+            vm_id, created = int(vm["machine"]["vm_id"]), bool(vm.get("changed"))
+        else:  # read by its id just now: never made again here (a lost one is reported, :func:`lost`)
+            vm_id = m.vm_id
         ctx.status(
             KIND,
             obj,
@@ -185,7 +200,7 @@ def converge(
                     "message": "VM %s (%s)" % (m.vm_name, vm_id),
                 }
             ],
-            event={"reason": "VMCreated", "message": "created VM " + m.vm_name} if vm.get("changed") else None,
+            event={"reason": "VMCreated", "message": "created VM " + m.vm_name} if created else None,
         )
         condition, step = "GPUsReserved", "Reserve and attach the vGPUs by type"
         reservations: list[dict[str, Any]] = []
@@ -224,6 +239,68 @@ def converge(
     except WhiteskyError as exc:
         failed(ctx, obj, m, location, condition, step, exc)  # raises Retry unless the input is at fault
         return None
+
+
+def lost(ctx: Context, obj: dict[str, Any], m: VCOMachine, location: str, seen: list[dict[str, Any]]) -> Result:
+    """The VM the status records is gone (or its id is now another VM's): it is not made again (a VM made again
+    would boot without its bootstrap data, which was for one boot, and never become a Node), as Cluster API expects
+    of an infrastructure provider: ``Ready`` False, reason ``VMDeleted``, and the v1beta1 contract's
+    ``failureReason``, so that the Machine's owner replaces it (a MachineHealthCheck).  The vGPU reservations it held
+    are released at once (a reservation without its VM still bills): those the orphan rule finds without their
+    machine and attached to no VM.  A failure to release is retried with backoff."""
+    what = "VM %s (%s)" % (m.vm_name, m.vm_id)
+    why = (
+        "is gone from the platform"
+        if not seen
+        else "is now %r of %s, not this machine" % (seen[0].get("name"), seen[0].get("owner") or "no cluster")
+    )
+    try:
+        released, kept = release_lost(ctx.client(), location, m.cluster, m.vm_name)
+    except WhiteskyError as exc:
+        failed(ctx, obj, m, location, "GPUsReserved", "Release the vGPUs of the lost %s" % what, exc)  # Retry
+        return DONE
+    message = (
+        "%s %s (deleted behind the controller's back); a lost VM is not made again: delete the Machine or let a "
+        "MachineHealthCheck replace it" % (what, why)
+    )
+    if released:
+        message += "; its %d vGPU reservation(s) were released: %s" % (
+            len(released),
+            ", ".join(sorted(str(i["vgpu_name"]) for i in released)),
+        )
+    if kept:
+        message += "; %d reservation(s) attached to another VM are left: %s" % (
+            len(kept),
+            ", ".join(sorted(str(i["vgpu_name"]) for i in kept)),
+        )
+    message = scrub(message, MESSAGE_LIMIT)
+    down = {"status": "False", "severity": "Error", "reason": "VMDeleted", "message": message}
+    conditions = [dict(down, type="Ready"), dict(down, type="VMProvisioned")]
+    if m.gpu_count > 0:
+        conditions.append(dict(down, type="GPUsReserved"))
+    ctx.status(
+        KIND,
+        obj,
+        status={"ready": False, "failureReason": VM_DELETED_FAILURE, "failureMessage": message},
+        gpu_reservations=kept,
+        conditions=conditions,
+        event={"type": "Warning", "reason": "VMDeleted", "message": message},
+    )
+    return DONE
+
+
+def release_lost(client: WhiteskyClient, location: str, cluster: str, vm_name: str) -> tuple[list[Any], list[Any]]:
+    """``(released, kept)`` of the reservations a lost machine owns: those whose machine the orphan rule finds gone
+    from the location (listed before its VMs, so that one made meanwhile is never taken for an orphan) and that are
+    attached to no VM are released, permanently; the others are kept."""
+    owned = Inventory(client, location).owned(cluster, vm_name)
+    if not owned:
+        return [], []
+    orphan = OrphanCheck(machines_in_location(client, location))
+    going = [i for i in owned if orphan(owner_of(i)) and attached_to(i) is None]
+    if going:
+        sweep.release(client, location, going, permanently=True, parallel=4)
+    return going, [i for i in owned if i not in going]
 
 
 def failed(
@@ -276,7 +353,9 @@ def driver(ctx: Context, obj: dict[str, Any], m: VCOMachine, cs_id: str, vm_id: 
     if cond.get("status") == "False" and cond.get("message") != before.get("message"):
         event = {"type": "Warning", "reason": "GPUDriverFailed", "message": cond.get("message")}
     ctx.status(KIND, obj, conditions=[cond], event=event)
-    if cond.get("status") == "True" or cond.get("reason") == "MachineNotFound":
+    if cond.get("reason") == "MachineNotFound":
+        return Result(requeue_after=0.0)  # at once: the reconcile reads the VM by its id and reports it lost
+    if cond.get("status") == "True":
         return DONE
     return Result(requeue_after=ctx.settings.driver_poll)
 

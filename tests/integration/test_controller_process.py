@@ -292,6 +292,47 @@ def test_a_rotated_credential_reaches_the_running_controller(kube, emulator, tmp
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
 
+def test_a_vm_deleted_behind_the_controllers_back_is_reported_not_made_again(kube, emulator, tmp_path):
+    """The VM of a ready GPU machine is deleted on the platform (its vGPUs detached, still reserved and billed): the
+    drift pass finds it gone and the machine says so (Ready False, VMDeleted, and the v1beta1 failureReason for the
+    Machine's owner to replace it), its reservations are released at once, and no VM is made again (one made again
+    would boot without its bootstrap data and never join)."""
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1").start()
+    try:
+        make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-lost", gpu=A100x2)
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        obj = kube.get(vm)
+        cs, vm_id = obj["spec"]["providerID"].split("/")[3], obj["status"]["vmID"]
+        assert len(live(emulator, "gpu1")) == 2
+        made = emulator.op_count("createVirtualMachine")
+        with emulator.client() as client:
+            client.delete_vm(cs, vm_id, permanently=True, detach_gpu=True)
+        assert wait_for(lambda: status(kube, vm).get("failureReason"), 30), ctl.text()[-3000:]
+        got = status(kube, vm)
+        assert (got["ready"], got["failureReason"]) == (False, "UpdateError")
+        assert got["failureMessage"].startswith("VM gpu1-md-0-lost (%d) is gone from the platform" % vm_id)
+        for ctype in ("Ready", "VMProvisioned", "GPUsReserved"):
+            c = cond(kube, vm, ctype)
+            assert (c["status"], c["reason"], c["severity"]) == ("False", "VMDeleted", "Error"), (ctype, c)
+        assert "its 2 vGPU reservation(s) were released" in got["failureMessage"]
+        assert live(emulator, "gpu1") == [] and emulator.ledger()["accruing"] == 0, "released at once"
+        assert got["gpu"]["reservations"] == []
+        assert "VMDeleted" in reasons(kube)
+        # never made again, by the drift passes that follow either
+        before = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) >= before + 2, 30)
+        assert emulator.op_count("createVirtualMachine") == made
+        with emulator.client() as client:
+            assert client.vms(cs) == []
+        # the Machine's owner deletes it: the finalizer lets it go
+        assert kube.delete(vm)[0] == 200
+        assert wait_for(lambda: kube.get(vm) is None, 60), ctl.text()[-3000:]
+        assert emulator.op_count("createVirtualMachine") == made
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
 def test_force_delete_is_reported_by_the_drift_pass_and_swept_by_the_cluster_finalizer(kube, emulator, tmp_path):
     ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1").start()
     try:
@@ -531,8 +572,8 @@ def test_gpu_driver_ready_follows_the_first_boots_report(kube, emulator, tmp_pat
 def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator, tmp_path):
     """The VM is deleted on the platform behind the controller's back while a driver poll is under way: its read of
     the first boot finds no file, and then no VM, and GPUDriverReady says MachineNotFound (once: one Event, and no
-    more polls). That is the only way the process can see it: a reconcile that starts with the VM gone makes it
-    again (as the playbook did), which is what a restarted controller does here.
+    more polls); the reconcile that follows at once reads the VM by its id, reports it lost (VMDeleted) and releases
+    its reservations, and never makes it again: not this process, nor a restarted one.
 
     The moment is made with the emulator's latency: every API request waits LATENCY seconds before it is answered,
     so a delete sent once the poll's readFile has arrived is answered after the poll's read of the VM (which came
@@ -560,8 +601,10 @@ def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator, tmp_path
         assert (got["status"], got["severity"], got["reason"]) == ("False", "Error", "MachineNotFound")
         assert got["message"].startswith("VM %d does not exist in cloudspace " % vm_id), got
         assert reasons(kube).count("GPUDriverFailed") == 1
+        # at once (no drift pass runs here: the period is the shipped one): reported lost, its vGPUs released
+        assert wait_for(lambda: status(kube, vm).get("failureReason") == "UpdateError", 30), ctl.text()[-3000:]
+        assert cond(kube, vm, "Ready")["reason"] == "VMDeleted" and live(emulator, "gpu1") == []
         # no more polls of a machine that is gone: nothing waits in the queue but the location's next drift pass
-        # (which is what looks at the machine again)
         emulator.reset_stats()
         assert wait_for(lambda: ctl.metrics()['workqueue_depth{name="capvco"}'] == 0, 30)
         assert ctl.metrics()["capvco_workqueue_delayed"] == 1
@@ -570,22 +613,17 @@ def test_gpu_driver_ready_says_when_the_machine_is_gone(kube, emulator, tmp_path
         emulator.faults()
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
-    # a reconcile that finds the VM gone makes it again (a new VM, its reservations attached to it), and waits for
-    # its first boot
-    again = Controller(kube, emulator, tmp_path, "--driver-poll", "1").start()
+    # a restarted controller makes nothing again either: the machine's failure is terminal, its owner replaces it
+    made = emulator.op_count("createVirtualMachine")
+    again = Controller(kube, emulator, tmp_path, "--driver-poll", "1", "--drift-period", "1").start()
     try:
-        assert wait_for(lambda: status(kube, vm).get("vmID") not in (None, vm_id), 90), again.text()[-3000:]
-        assert wait_for(lambda: cond(kube, vm, "GPUDriverReady").get("reason") == "WaitingForFirstBoot", 60)
-        obj = kube.get(vm)
-        assert obj["status"]["ready"] is True and reasons(kube).count("VMCreated") == 2
-        reservations = obj["status"]["gpu"]["reservations"]
-        assert len(reservations) == 2 and all(r["attached"] for r in reservations)
+        before = drift_passes(again)
+        assert wait_for(lambda: drift_passes(again) >= before + 2, 30), again.text()[-3000:]
+        assert emulator.op_count("createVirtualMachine") == made and reasons(kube).count("VMCreated") == 1
         with emulator.client() as client:
-            (seen,) = [machines.vm_view(v) for v in client.vms(cs)]
-        assert seen["vm_id"] == obj["status"]["vmID"] and seen["name"] == "gpu1-md-0-gone"
-        assert sorted(seen["vgpus"]) == sorted(r["vgpuID"] for r in reservations)
-        assert len(live(emulator, "gpu1")) == 2 and emulator.ledger()["double_reservations"] == 0
-        assert reasons(kube).count("GPUDriverFailed") == 1
+            assert client.vms(cs) == []
+        assert status(kube, vm)["failureReason"] == "UpdateError" and live(emulator, "gpu1") == []
+        assert emulator.ledger()["double_reservations"] == 0
     finally:
         assert again.stop() == 0, again.text()[-3000:]
 
