@@ -155,11 +155,12 @@ def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationW
         key = (naming.cluster_part(m.cluster), naming.machine_part(m.cluster, m.vm_name))
     except InputError:
         return None
+    cs_id = str(m.placement["cloudspaceID"]) if m.placed else c.cloudspace_id  # a machine never moves
     why = machine_drift(
         m,
-        world.listed.get(c.cloudspace_id),
+        world.listed.get(cs_id),
         world.by_machine.get(key, []),
-        provider_id(location, c.cloudspace_id, m.vm_name),
+        provider_id(location, cs_id, m.vm_name),
     )
     if why is None and m.gpu_count > 0 and not m.driver_verified:
         why = "its GPU driver is not verified yet"
@@ -191,6 +192,7 @@ def wake_clusters(
     woken = 0
     orphan = OrphanCheck(world.names)
     price: tuple[float | None, str | None] | None = None
+    known: dict[tuple[str, str], set[str]] | None = None  # the VMs the VCOMachines account for, read once a pass
     now = time.time()
     for c in here:
         key = ("VCOCluster", c.namespace, c.name)
@@ -203,7 +205,12 @@ def wake_clusters(
         if late and price is None:
             got = billing.fetch(client, location, min(now - r["age"] for r in late), now).price
             price = (billing.price_per_hour(got), billing.currency_of(got))
-        report: dict[str, Any] = {"reservations": late, "at": time.monotonic()}
+        if known is None:
+            known = vcocluster.accounted(ctx)
+        vms = vcocluster.unaccounted_vms(
+            client, c, c.cloudspace_id, world.listed.get(c.cloudspace_id) or [], known.get((c.namespace, c.cluster), ())
+        )
+        report: dict[str, Any] = {"reservations": late, "vms": vms, "at": time.monotonic()}
         if late and price is not None:
             report["cost_per_hour"] = billing.times(len(late), price[0])
             report["currency"] = price[1]
@@ -222,7 +229,12 @@ def _differs(c: VCOCluster, update: Mapping[str, Any]) -> bool:
     """Whether the orphan report says something the cluster's status does not."""
     obj = {"metadata": {"name": c.name, "namespace": c.namespace}, "spec": c.spec, "status": c.status}
     _set, patch, _after = seam.plan_write(
-        obj, "VCOCluster", seam.now_iso(), conditions=update["conditions"], gpu_orphans=update["gpu_orphans"]
+        obj,
+        "VCOCluster",
+        seam.now_iso(),
+        status=update.get("status"),
+        conditions=update["conditions"],
+        gpu_orphans=update["gpu_orphans"],
     )
     return patch is not None
 

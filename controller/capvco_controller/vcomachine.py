@@ -130,13 +130,25 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     vcc = infrastructure(ctx, obj, m)
     if isinstance(vcc, Result):
         return vcc
-    location, cs_id = vcc.location, vcc.cloudspace_id
+    return provision(ctx, obj, m, vcc)
+
+
+def provision(ctx: Context, obj: dict[str, Any], m: VCOMachine, vcc: objects.VCOCluster) -> Result:
+    """The machine of a ready cluster: its VM read by the id the status records (reported when lost), else made,
+    its vGPUs, then its driver's report."""
+    if m.placed:  # a machine never moves: its recorded cluster, location and cloudspace, whatever changed since
+        location, cs_id = str(m.placement["location"]), str(m.placement["cloudspaceID"])
+        ctx.status(KIND, obj, **label_check(m))
+    else:
+        location, cs_id = vcc.location, vcc.cloudspace_id
     provider = provider_id(location, cs_id, m.vm_name)
     is_converged = False
     if m.vm_id is not None:  # the VM the status records: one read, by its id (an idle reconcile's only one)
         seen = machines.info(ctx.client(), cloudspace_id=cs_id, vm_id=m.vm_id)["machines"]
         if not (seen and seen[0].get("name") == m.vm_name and seen[0].get("owner") == m.cluster):
             return lost(ctx, obj, m, location, seen)
+        if not m.placed:  # made by a controller that recorded no placement: recorded now, from what it is
+            place(ctx, obj, m, vcc)
         is_converged = m.ready and converged(m, seen, provider)
     vm_id = m.vm_id
     if not is_converged:
@@ -146,10 +158,68 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
             if isinstance(got, Result):
                 return got
             bootstrap = got
+            if not m.placed:  # recorded before the VM is made: from then on the machine is the cluster's
+                place(ctx, obj, m, vcc)
         vm_id = converge(ctx, obj, m, location, cs_id, provider, bootstrap)
     if m.gpu_count > 0 and vm_id is not None and not (is_converged and m.driver_verified):
         return driver(ctx, obj, m, cs_id, vm_id)
     return DONE
+
+
+def place(ctx: Context, obj: dict[str, Any], m: VCOMachine, vcc: objects.VCOCluster) -> None:
+    """Record where the machine's VM is (``status.placement``), before it is made: its cluster, location,
+    cloudspace and VM name. From then on the controller acts for that cluster and in that cloudspace only (a
+    changed label is reported, never followed; an edited VCOCluster never moves it), and the finalizer releases
+    and deletes what it records."""
+    placement = {
+        "cluster": m.cluster,
+        "location": vcc.location,
+        "cloudspace": vcc.cloudspace,
+        "cloudspaceID": vcc.cloudspace_id,
+        "vmName": m.vm_name,
+    }
+    recorded = VCOMachine.read(dict(obj, status=dict(m.status, placement=placement)))
+    ctx.status(KIND, obj, status={"placement": placement}, **label_check(recorded))
+
+
+def label_check(m: VCOMachine) -> dict[str, Any]:
+    """The ``ClusterLabelUnchanged`` condition of a placed machine (pure, as ``ctx.status``'s arguments): True while
+    the ``cluster.x-k8s.io/cluster-name`` label names the recorded cluster; False (a Warning Event when it becomes
+    so) when it names another one, or none: the controller keeps acting for the recorded cluster."""
+    if m.label_cluster == m.cluster:
+        cond = {
+            "type": "ClusterLabelUnchanged",
+            "status": "True",
+            "reason": "AsRecorded",
+            "message": "cluster %s, as recorded before its VM was made" % m.cluster,
+        }
+        return {"conditions": [cond]}
+    message = (
+        "the label %s says %r, but this machine is cluster %s's: recorded before its VM %s was made in cloudspace "
+        "%s (%s). A machine never moves to another cluster: the controller acts for %s only, and its finalizer "
+        "deletes what it recorded. Put the label back, or delete the machine and make one in the other cluster"
+        % (
+            objects.CLUSTER_NAME_LABEL,
+            m.label_cluster,
+            m.cluster,
+            m.vm_name,
+            m.placement.get("cloudspace"),
+            m.placement.get("cloudspaceID"),
+            m.cluster,
+        )
+    )
+    cond = {
+        "type": "ClusterLabelUnchanged",
+        "status": "False",
+        "severity": "Warning",
+        "reason": "ClusterLabelChanged",
+        "message": message,
+    }
+    was = m.condition("ClusterLabelUnchanged")
+    event = None
+    if was.get("status") != "False" or was.get("message") != message:
+        event = {"type": "Warning", "reason": "ClusterLabelChanged", "message": message}
+    return {"conditions": [cond], "event": event}
 
 
 def converge(
@@ -362,14 +432,17 @@ def driver(ctx: Context, obj: dict[str, Any], m: VCOMachine, cs_id: str, vm_id: 
 
 def finalize(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result:
     """Release the machine's vGPUs, then delete its VM (with the force annotation: delete it with its vGPUs
-    attached, release nothing: the cluster's sweep and the orphan check pick those up); then drop the finalizer."""
+    attached, release nothing: the cluster's sweep and the orphan check pick those up), where ``status.placement``
+    records them; then drop the finalizer."""
     if objects.MACHINE_FINALIZER not in m.finalizers:
         return DONE
     capi = ctx.cached("Cluster", m.namespace, m.cluster) if m.cluster else None
     vcc_obj = ctx.cached("VCOCluster", m.namespace, objects.infrastructure_name(capi, m.cluster)) if m.cluster else None
     if vcc_obj is not None:  # without the cluster's infrastructure there is nothing to delete (its sweep has run)
         vcc = objects.VCOCluster.read(vcc_obj)
-        spec = {"cluster": {"name": m.cluster, "location": vcc.location, "cloudspace": vcc.cloudspace}}
+        where = m.placement if m.placed else {"location": vcc.location, "cloudspace": vcc.cloudspace}
+        # what it recorded (the recorded cluster's, whatever the label says now), else its cluster's
+        spec = {"cluster": {"name": m.cluster, "location": where["location"], "cloudspace": where["cloudspace"]}}
         done = ctx.teardown(KIND, obj, "VM " + m.vm_name, spec=spec, machine=m.vm_name, force=m.force_delete)
         for warning in done.get("warnings") or []:
             log.warning("%s/%s: %s", m.namespace, m.name, scrub(warning, MESSAGE_LIMIT))

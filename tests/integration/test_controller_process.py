@@ -23,6 +23,7 @@ import uuid
 
 import httpx
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
@@ -329,6 +330,106 @@ def test_a_vm_deleted_behind_the_controllers_back_is_reported_not_made_again(kub
         assert kube.delete(vm)[0] == 200
         assert wait_for(lambda: kube.get(vm) is None, 60), ctl.text()[-3000:]
         assert emulator.op_count("createVirtualMachine") == made
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_a_relabelled_machine_stays_in_its_cluster_and_its_finalizer_deletes_what_it_recorded(kube, emulator, tmp_path):
+    """A live GPU machine of gpu1 relabelled to gpu2: the controller never acts on the changed label (no VM in gpu2's
+    cloudspace, nothing terminal), a condition and a Warning say so, and the finalizer releases and deletes the VM
+    and vGPUs it recorded in gpu1's cloudspace: nothing is left billed."""
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1").start()
+    try:
+        one, two = make_cluster(kube), make_cluster(kube, name="gpu2")
+        assert wait_for(lambda: status(kube, one).get("ready") and status(kube, two).get("ready"), 60)
+        vm, _ = make_machine(kube, "gpu1-md-0-rl", gpu=A100x2)
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        cs1, cs2 = status(kube, one)["cloudspaceID"], status(kube, two)["cloudspaceID"]
+        placement = status(kube, vm)["placement"]
+        assert placement == {
+            "cluster": "gpu1",
+            "location": "be-gen-1",
+            "cloudspace": "gpu1-cs",
+            "cloudspaceID": cs1,
+            "vmName": "gpu1-md-0-rl",
+        }
+        assert cond(kube, vm, "ClusterLabelUnchanged")["status"] == "True"
+        made = emulator.op_count("createVirtualMachine")
+
+        kube.merge(vm, {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "gpu2"}}})
+        assert wait_for(lambda: cond(kube, vm, "ClusterLabelUnchanged").get("reason") == "ClusterLabelChanged", 30)
+        got = cond(kube, vm, "ClusterLabelUnchanged")
+        assert got["status"] == "False" and "says 'gpu2', but this machine is cluster gpu1's" in got["message"]
+        assert "ClusterLabelChanged" in reasons(kube)
+        before = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) >= before + 3, 30)
+        assert emulator.op_count("createVirtualMachine") == made, "no VM for the new label"
+        with emulator.client() as client:
+            assert client.vms(cs2) == [] and [v["name"] for v in client.vms(cs1)] == ["gpu1-md-0-rl"]
+        got = status(kube, vm)
+        assert got["ready"] is True and "failureReason" not in got and got["placement"] == placement
+        assert reasons(kube).count("ClusterLabelChanged") == 1, "one Warning, not one per pass"
+
+        assert kube.delete(vm)[0] == 200
+        assert wait_for(lambda: kube.get(vm) is None, 60), ctl.text()[-3000:]
+        with emulator.client() as client:
+            assert client.vms(cs1) == [] and client.vms(cs2) == []
+        assert live(emulator, "gpu1") == [] and live(emulator, "gpu2") == []
+        assert emulator.ledger()["accruing"] == 0
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_the_orphan_check_finds_a_vm_with_the_clusters_marker_that_no_machine_accounts_for(kube, emulator, tmp_path):
+    """A live VM with gpu1's marker and 2 vGPUs attached, in gpu1's cloudspace, that no VCOMachine accounts for
+    (what a machine moved to another cluster left behind): the orphan check reports it with its vGPUs and their
+    price, and says clean again once it is gone; a VM of a VCOMachine is never reported."""
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1").start()
+    try:
+        vc = make_cluster(kube, spec={"gpuOrphanGracePeriod": 0})
+        vm, _ = make_machine(kube, "gpu1-md-0-ok", gpu={"type": "NVIDIA A100", "count": 1})
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        assert wait_for(lambda: cond(kube, vc, "GPUReservationsClean").get("reason") == "NoOrphans", 30)
+        cs = status(kube, vc)["cloudspaceID"]
+        with emulator.client() as client:
+            stray = machines.ensure(
+                client, cloudspace_id=cs, name="gpu1-md-0-stray", cluster="gpu1", vcpus=2, memory=2048, image_id=12
+            )["machine"]
+            vgpus.ensure(
+                client,
+                location="be-gen-1",
+                cloudspace_id=cs,
+                cluster="gpu1",
+                machines=["gpu1-md-0-stray"],
+                gpu_type="NVIDIA A100",
+                count=2,
+            )
+
+        def reported():
+            return [v["name"] for v in status(kube, vc).get("gpu", {}).get("unaccountedVMs") or []]
+
+        assert wait_for(lambda: reported() == ["gpu1-md-0-stray"], 30), ctl.text()[-3000:]
+        (row,) = status(kube, vc)["gpu"]["unaccountedVMs"]
+        assert row == {
+            "name": "gpu1-md-0-stray",
+            "vmID": stray["vm_id"],
+            "cloudspaceID": cs,
+            "vgpus": 2,
+            "costPerHour": "2.0 EUR",
+        }
+        got = cond(kube, vc, "GPUReservationsClean")
+        assert (got["status"], got["reason"]) == ("False", "UnaccountedVMs")
+        assert "gpu1-md-0-stray (%d, 2 vGPU(s), 2.0 EUR)" % stray["vm_id"] in got["message"]
+        assert "gpu1-md-0-ok" not in got["message"]
+        assert "GPUOrphansFound" in reasons(kube)
+
+        with emulator.client() as client:
+            machines.ensure(
+                client, cloudspace_id=cs, name="gpu1-md-0-stray", cluster="gpu1", state="absent", force=True
+            )
+        # deleted by force: gone from the report; its two vGPUs, left reserved, are orphans now
+        assert wait_for(lambda: cond(kube, vc, "GPUReservationsClean").get("reason") == "OrphansFound", 30)
+        assert reported() == [] and status(kube, vc)["gpu"]["orphans"] == 2
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
