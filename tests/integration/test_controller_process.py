@@ -380,6 +380,44 @@ def test_a_relabelled_machine_stays_in_its_cluster_and_its_finalizer_deletes_wha
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
 
+def test_a_clusters_cloudspace_and_location_cannot_change_and_a_machine_never_moves(kube, emulator, tmp_path):
+    """Editing a live VCOCluster's spec.cloudspace or spec.location is refused by the API server (the CRD), and a
+    machine stays in the cloudspace it recorded even when the VCOCluster's status names another one: a reconcile
+    (woken by an edit of the machine) makes no VM there."""
+    ctl = Controller(kube, emulator, tmp_path, "--drift-period", "1").start()
+    try:
+        vc = make_cluster(kube)
+        vm, _ = make_machine(kube, "gpu1-md-0-mv", gpu={"type": "NVIDIA A100", "count": 1})
+        assert wait_for(lambda: status(kube, vm).get("ready") is True, 60), ctl.text()[-3000:]
+        cs = status(kube, vc)["cloudspaceID"]
+        for edit in ({"cloudspace": "gpu1-cs-2"}, {"location": "nl-ams-1"}):
+            code, out = kube.merge(vc, {"spec": edit})
+            assert code == 422 and "cannot change once set" in out["message"], (edit, code, out)
+        assert kube.get(vc)["spec"] == dict(kube.get(vc)["spec"], location="be-gen-1", cloudspace="gpu1-cs")
+        # the VCOCluster's status says another cloudspace (as if its own were made anew): the machine stays put
+        with emulator.client() as client:
+            other = client.create_cloudspace(name="gpu1-other", location="be-gen-1")
+        code, _ = kube.call(
+            "PATCH",
+            object_path(vc) + "/status",
+            {"status": {"cloudspaceID": str(other)}},
+            "application/merge-patch+json",
+        )
+        assert code == 200
+        made, woken = emulator.op_count("createVirtualMachine"), reconciles(ctl, "vcomachine")
+        kube.merge(vm, {"metadata": {"annotations": {"example.com/poke": "1"}}})  # a reconcile
+        assert wait_for(lambda: reconciles(ctl, "vcomachine") > woken, 30)
+        before = drift_passes(ctl)
+        assert wait_for(lambda: drift_passes(ctl) >= before + 3, 30)
+        assert emulator.op_count("createVirtualMachine") == made
+        with emulator.client() as client:
+            assert client.vms(str(other)) == [] and [v["name"] for v in client.vms(cs)] == ["gpu1-md-0-mv"]
+        got = status(kube, vm)
+        assert got["ready"] is True and "failureReason" not in got and got["placement"]["cloudspaceID"] == cs
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
 def test_the_orphan_check_finds_a_vm_with_the_clusters_marker_that_no_machine_accounts_for(kube, emulator, tmp_path):
     """A live VM with gpu1's marker and 2 vGPUs attached, in gpu1's cloudspace, that no VCOMachine accounts for
     (what a machine moved to another cluster left behind): the orphan check reports it with its vGPUs and their
