@@ -9,8 +9,9 @@ Which changes wake what (an idle object wakes nothing; the drift pass looks at i
 - a VCOCluster's status (ready, its cloudspace): the machines of its cluster that are not ready yet;
 - a Cluster: its VCOCluster and the machines not ready yet (it appeared, was paused or resumed);
 - a Machine: its VCOMachine, while that has no VM yet (the bootstrap data arrived);
-- a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); a GPU template is
-  looked at again every drift period (its type's availability), and when its cluster's VCOCluster appears.
+- a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); it is looked at again
+  every drift period (its image in the location, a GPU type's availability), and when its cluster's VCOCluster
+  appears.
 """
 
 from __future__ import annotations
@@ -187,11 +188,11 @@ class Controller:
         self.queue.add(self._key(vcomachinetemplate.KIND, new))
 
     def _wake_templates(self, namespace: str) -> None:
-        """The GPU templates of a namespace whose location is not known yet (their cluster's VCOCluster arrived)."""
+        """The templates of a namespace whose location is not known yet (their cluster's VCOCluster arrived)."""
         for obj in self.ctx.items(vcomachinetemplate.KIND):
             if (obj.get("metadata") or {}).get("namespace") != namespace:
                 continue
-            if objects.condition(obj, vcomachinetemplate.CONDITION).get("reason") == "WaitingForCluster":
+            if objects.condition(obj, vcomachinetemplate.CONFIG).get("reason") == "WaitingForCluster":
                 self.queue.add(self._key(vcomachinetemplate.KIND, obj))
 
     def _on_cluster(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -24,7 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub imp
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, machines_in_location
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, attached_to, owner_of
-from capvco_controller import objects
+from capvco_controller import objects, precheck
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.kube import VCOMACHINE
 from capvco_controller.objects import VCOMachine
@@ -234,10 +234,16 @@ def converge(
     """The VM, then its vGPUs; the VM's id (None after a terminal failure).  A failure is recorded with what is
     reserved so far."""
     client = ctx.client()
-    condition, step = "VMProvisioned", "The VM, created with the retried first boot wrapped around the bootstrap data"
+    make = "The VM, created with the retried first boot wrapped around the bootstrap data"
+    condition, step = "VMProvisioned", make
     try:
         created = False
         if m.vm_id is None:
+            # what the VM is made from, and the vGPUs it will hold, checked before it is made (and billed)
+            precheck.machine_config(client, location, m.spec, m.vm_name)  # an image the location lacks: terminal
+            condition, step = "GPUsReserved", "Check the location's free vGPUs before the VM is made"
+            precheck.gpus_now(client, location, m.spec, m.vm_name)  # too few now: retried, and no VM made meanwhile
+            condition, step = "VMProvisioned", make
             size = objects.snake(m.spec)
             vm = machines.ensure(
                 client,

@@ -525,17 +525,27 @@ def test_terminal_input_and_a_platform_error_retried_with_backoff(kube, emulator
         assert "failureReason" not in status(kube, flaky)
         assert len(status(kube, flaky)["gpu"]["reservations"]) == 1
 
-        # too few GPUs now: retried with backoff, never terminal, and nothing is left reserved for the machine
+        # too few GPUs now: retried with backoff, never terminal, nothing is left reserved for the machine, and its
+        # VM is not made (checked before: a VM waiting for its vGPUs would bill its compute)
         retries = ctl.metrics().get('workqueue_retries_total{name="capvco"}', 0)
+        made = emulator.op_count("createVirtualMachine")
         big, _ = make_machine(kube, "gpu1-md-0-big", gpu={"type": "NVIDIA A100", "count": 15})
         assert wait_for(lambda: "not enough NVIDIA A100" in cond(kube, big, "GPUsReserved").get("message", ""), 60)
         assert cond(kube, big, "GPUsReserved")["reason"] == "ReconcileFailed"
         assert wait_for(lambda: ctl.metrics()['workqueue_retries_total{name="capvco"}'] >= retries + 2, 60)
         obj = kube.get(big)
         assert "failureReason" not in obj["status"] and obj["status"].get("ready") is not True
-        assert obj["status"]["gpu"]["reservations"] == []
+        assert obj["status"]["gpu"]["reservations"] == [] and "vmID" not in obj["status"]
+        assert emulator.op_count("createVirtualMachine") == made, "no VM for a machine whose vGPUs cannot be had"
         held = sorted(r["vgpu_name"] for r in live(emulator, "gpu1"))
         assert held == sorted(r["name"] for r in status(kube, flaky)["gpu"]["reservations"]), "none of big's"
+
+        # an image the location lacks: terminal at once (not a 404 retried forever), naming the images there
+        noimg, _ = make_machine(kube, "gpu1-md-0-img", image=999)
+        assert wait_for(lambda: status(kube, noimg).get("failureReason") == "InvalidConfiguration", 60)
+        message = status(kube, noimg)["failureMessage"]
+        assert "image 999" in message and "location 'be-gen-1' has no such image" in message, message
+        assert emulator.op_count("createVirtualMachine") == made
     finally:
         ctl.stop()
 
