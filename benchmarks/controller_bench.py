@@ -207,8 +207,8 @@ class Seeder:
 
     def template(self, cluster, name):
         """A GPU VCOMachineTemplate of the cluster (2 x NVIDIA A100 a machine): the controller publishes its capacity
-        and checks its type's availability every drift period."""
-        spec = {"vcpus": 16, "memory": 65536, "diskSize": 100, "gpu": {"type": "NVIDIA A100", "count": 2}}
+        and checks its image and its type's availability every drift period."""
+        spec = {"vcpus": 16, "memory": 65536, "image": 12, "diskSize": 100, "gpu": {"type": "NVIDIA A100", "count": 2}}
         self.post(
             "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/default/vcomachinetemplates",
             {

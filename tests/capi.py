@@ -49,7 +49,7 @@ def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", la
     )
 
 
-def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=True):
+def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=True, image=12):
     machine = kube.create(
         {
             "apiVersion": CV,
@@ -83,7 +83,7 @@ def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=Tru
         meta["ownerReferences"] = [
             {"apiVersion": CV, "kind": "Machine", "name": name, "uid": machine["metadata"]["uid"]}
         ]
-    spec = {"vcpus": 4, "memory": 8192, "image": 12}
+    spec = {"vcpus": 4, "memory": 8192, "image": image}
     if gpu:
         spec["gpu"] = gpu
     return kube.create({"apiVersion": IV, "kind": "VCOMachine", "metadata": meta, "spec": spec}), machine

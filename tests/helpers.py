@@ -236,13 +236,14 @@ class Controller:
         self.env = env
         self.proc = None
         self.port = None
+        self.metrics_port = None
 
     def start(self, wait_ready=True):
         env = dict(os.environ, **(self.emulator.env() if self.emulator is not None else {}))
         env.pop("K8S_AUTH_KUBECONFIG", None)
         env.update(self.env or {})
         argv = self.command(env) + ["--kubeconfig", self.kube.kubeconfig]
-        argv += ["--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0"] + self.args
+        argv += ["--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0"] + self.args
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
         if not wait_for(lambda: self._port() is not None or self.proc.poll() is not None, 60):
@@ -254,24 +255,29 @@ class Controller:
         return self
 
     def _port(self):
-        found = re.findall(r"serving /metrics, /healthz and /readyz on port (\d+)", self.text())
-        if found:
-            self.port = int(found[-1])
+        """The probes' port and the metrics' (each served only on its own address), once both are logged."""
+        text = self.text()
+        served = re.findall(r"serving ([/a-z, ]+) on port (\d+)", text)
+        probes = [s for s in served if "/healthz" in s[0]]
+        metrics = [s for s in served if "/metrics" in s[0]]
+        if probes and metrics:
+            self.port, self.metrics_port = int(probes[-1][1]), int(metrics[-1][1])
         return self.port
 
     def text(self):
         with open(self.log, encoding="utf-8", errors="replace") as fh:
             return fh.read()
 
-    def probe(self, path):
+    def probe(self, path, port=None):
+        """The status of GET ``path`` on the probes' port (or ``port``); None when nothing answers."""
         try:
-            return httpx.get("http://127.0.0.1:%d%s" % (self.port, path), timeout=5).status_code
+            return httpx.get("http://127.0.0.1:%d%s" % (port or self.port, path), timeout=5).status_code
         except httpx.HTTPError:
             return None
 
     def metrics(self):
         """``{name{labels}: value}`` of /metrics."""
-        text = httpx.get("http://127.0.0.1:%d/metrics" % self.port, timeout=10).text
+        text = httpx.get("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10).text
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):

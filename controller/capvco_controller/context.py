@@ -13,7 +13,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Store
 from capvco_controller.kube import WATCHED, Kind, Kube
 from capvco_controller.metrics import Registry
@@ -43,7 +43,7 @@ class Retry(Exception):
 class Settings:
     """The controller's own settings (``main`` reads them from the command line)."""
 
-    drift_period: float = 600.0
+    drift_period: float = 540.0
     driver_poll: float = 60.0
     addon_resync: float = 3600.0
     ansible_playbook: str = "ansible-playbook"
@@ -55,14 +55,14 @@ class Context:
         self,
         kube: Kube,
         stores: Mapping[str, Store],
-        connection: Connection,
+        credentials: Credentials,
         settings: Settings,
         metrics: Registry,
         enqueue: Callable[[Key], None] | None = None,
     ) -> None:
         self.kube = kube
         self.stores = stores
-        self.connection = connection
+        self.credentials = credentials
         self.settings = settings
         self.metrics = metrics
         self.enqueue: Callable[[Key], None] = enqueue or (lambda key: None)
@@ -77,13 +77,26 @@ class Context:
         self.addons: dict[Key, tuple[str, float]] = {}
 
     # the platform
+    @property
+    def connection(self) -> Connection:
+        """The platform credential now (``credentials.Credentials``: a mounted Secret's change is read)."""
+        return self.credentials.connection
+
     def client(self) -> WhiteskyClient:
-        """This worker thread's platform client (one per thread, kept for the process's life)."""
+        """This worker thread's platform client (one per thread, made anew when the credential changed)."""
+        connection, generation = self.credentials.current()
         got: WhiteskyClient | None = getattr(self._local, "client", None)
-        if got is None:
-            got = WhiteskyClient.connect(self.connection)
-            self._local.client = got
+        if got is None or self._local.generation != generation:
+            if got is not None:
+                got.close()
+            got = WhiteskyClient.connect(connection)
+            self._local.client, self._local.generation = got, generation
         return got
+
+    def say(self, exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
+        """An error fit for a condition, an Event or the log: scrubbed of every token the process held, and a
+        refused credential named with where it comes from (``Credentials.say``)."""
+        return self.credentials.say(exc, limit)
 
     # the caches
     def cached(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -168,7 +181,7 @@ class Context:
             # a finalizer deletes what its resource recorded: it never searches the customer's other cloudspaces
             return cluster_run.run(self.client(), state="absent", look_elsewhere=False, **options)
         except WhiteskyError as exc:
-            message = "deleting %s: %s" % (what, scrub(str(exc), MESSAGE_LIMIT))
+            message = "deleting %s: %s" % (what, self.say(exc))
             self.status(kind, obj, event={"type": "Warning", "reason": "DeleteFailed", "message": message})
             raise Retry(message) from None
 

@@ -9,8 +9,9 @@ Which changes wake what (an idle object wakes nothing; the drift pass looks at i
 - a VCOCluster's status (ready, its cloudspace): the machines of its cluster that are not ready yet;
 - a Cluster: its VCOCluster and the machines not ready yet (it appeared, was paused or resumed);
 - a Machine: its VCOMachine, while that has no VM yet (the bootstrap data arrived);
-- a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); a GPU template is
-  looked at again every drift period (its type's availability), and when its cluster's VCOCluster appears.
+- a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); it is looked at again
+  every drift period (its image in the location, a GPU type's availability), and when its cluster's VCOCluster
+  appears.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller import drift, objects, vcocluster, vcomachine, vcomachinetemplate
 from capvco_controller.context import DONE, Context, Key, Result, Retry, Settings
+from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Informer
 from capvco_controller.kube import WATCHED, Kube
 from capvco_controller.metrics import Gauge, Registry
@@ -74,7 +74,7 @@ class Controller:
     def __init__(
         self,
         kube: Kube,
-        connection: Connection,
+        credentials: Credentials,
         settings: Settings,
         workers: int = 4,
         metrics: Registry | None = None,
@@ -93,7 +93,7 @@ class Controller:
         self.ctx = Context(
             kube,
             {kind: inf.store for kind, inf in self.informers.items()},
-            connection,
+            credentials,
             settings,
             self.metrics,
             enqueue=self.queue.add,
@@ -188,11 +188,11 @@ class Controller:
         self.queue.add(self._key(vcomachinetemplate.KIND, new))
 
     def _wake_templates(self, namespace: str) -> None:
-        """The GPU templates of a namespace whose location is not known yet (their cluster's VCOCluster arrived)."""
+        """The templates of a namespace whose location is not known yet (their cluster's VCOCluster arrived)."""
         for obj in self.ctx.items(vcomachinetemplate.KIND):
             if (obj.get("metadata") or {}).get("namespace") != namespace:
                 continue
-            if objects.condition(obj, vcomachinetemplate.CONDITION).get("reason") == "WaitingForCluster":
+            if objects.condition(obj, vcomachinetemplate.CONFIG).get("reason") == "WaitingForCluster":
                 self.queue.add(self._key(vcomachinetemplate.KIND, obj))
 
     def _on_cluster(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -277,7 +277,7 @@ class Controller:
                 result = "error"
                 self.metrics.platform_errors.inc(controller=controller)
                 delay = self.queue.add_rate_limited(key)
-                log.warning("%s %s/%s: %s; again in %.0f s", key[0], key[1], key[2], scrub(str(exc), 2048), delay)
+                log.warning("%s %s/%s: %s; again in %.0f s", key[0], key[1], key[2], self.ctx.say(exc, 2048), delay)
             except Exception:  # a bug: logged with its trace, retried with backoff, never the end of the worker
                 result = "error"
                 delay = self.queue.add_rate_limited(key)

@@ -115,8 +115,16 @@ def read_location(client: WhiteskyClient, location: str) -> LocationWorld:
     return world
 
 
+def next_pass(period: float, took: float) -> float:
+    """How long after a pass's end the next one starts (pure): the passes are timed from their starts, one period
+    apart, so a pass's own duration does not add to the next one's wait; a pass that took longer than the period is
+    followed at once."""
+    return max(0.0, period - took)
+
+
 def run(ctx: Context, location: str) -> Result:
-    """One pass over ``location``; it comes back after the drift period."""
+    """One pass over ``location``; the next one starts one drift period after this one started
+    (:func:`next_pass`)."""
     started = time.monotonic()
     here = [c for c in (VCOCluster.read(o) for o in ctx.items("VCOCluster")) if c.location == location]
     here = [c for c in here if not c.deleting]
@@ -125,17 +133,18 @@ def run(ctx: Context, location: str) -> Result:
     client = ctx.client()
     world = read_location(client, location)
     woken = wake_machines(ctx, location, here, world) + wake_clusters(ctx, client, location, here, world)
-    ctx.metrics.drift_pass.observe(time.monotonic() - started, location=location)
+    took = time.monotonic() - started
+    ctx.metrics.drift_pass.observe(took, location=location)
     log.info(
-        "drift pass of %s: %d cluster(s), %d VM(s), %d reservation(s), %d woken, %.2f s",
+        "drift pass of %s: %d cluster(s), %d VM(s), %d reservation(s), %d woken, %.3f s",
         location,
         len(here),
         len(world.names),
         len(world.items),
         woken,
-        time.monotonic() - started,
+        took,
     )
-    return Result(requeue_after=ctx.settings.drift_period)
+    return Result(requeue_after=next_pass(ctx.settings.drift_period, took))
 
 
 def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationWorld) -> str | None:
@@ -146,11 +155,12 @@ def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationW
         key = (naming.cluster_part(m.cluster), naming.machine_part(m.cluster, m.vm_name))
     except InputError:
         return None
+    cs_id = str(m.placement["cloudspaceID"]) if m.placed else c.cloudspace_id  # a machine never moves
     why = machine_drift(
         m,
-        world.listed.get(c.cloudspace_id),
+        world.listed.get(cs_id),
         world.by_machine.get(key, []),
-        provider_id(location, c.cloudspace_id, m.vm_name),
+        provider_id(location, cs_id, m.vm_name),
     )
     if why is None and m.gpu_count > 0 and not m.driver_verified:
         why = "its GPU driver is not verified yet"
@@ -182,6 +192,7 @@ def wake_clusters(
     woken = 0
     orphan = OrphanCheck(world.names)
     price: tuple[float | None, str | None] | None = None
+    known: dict[tuple[str, str], set[str]] | None = None  # the VMs the VCOMachines account for, read once a pass
     now = time.time()
     for c in here:
         key = ("VCOCluster", c.namespace, c.name)
@@ -194,7 +205,12 @@ def wake_clusters(
         if late and price is None:
             got = billing.fetch(client, location, min(now - r["age"] for r in late), now).price
             price = (billing.price_per_hour(got), billing.currency_of(got))
-        report: dict[str, Any] = {"reservations": late, "at": time.monotonic()}
+        if known is None:
+            known = vcocluster.accounted(ctx)
+        vms = vcocluster.unaccounted_vms(
+            client, c, c.cloudspace_id, world.listed.get(c.cloudspace_id) or [], known.get((c.namespace, c.cluster), ())
+        )
+        report: dict[str, Any] = {"reservations": late, "vms": vms, "at": time.monotonic()}
         if late and price is not None:
             report["cost_per_hour"] = billing.times(len(late), price[0])
             report["currency"] = price[1]
@@ -213,7 +229,12 @@ def _differs(c: VCOCluster, update: Mapping[str, Any]) -> bool:
     """Whether the orphan report says something the cluster's status does not."""
     obj = {"metadata": {"name": c.name, "namespace": c.namespace}, "spec": c.spec, "status": c.status}
     _set, patch, _after = seam.plan_write(
-        obj, "VCOCluster", seam.now_iso(), conditions=update["conditions"], gpu_orphans=update["gpu_orphans"]
+        obj,
+        "VCOCluster",
+        seam.now_iso(),
+        status=update.get("status"),
+        conditions=update["conditions"],
+        gpu_orphans=update["gpu_orphans"],
     )
     return patch is not None
 

@@ -1,12 +1,14 @@
 """``capvco-controller``: the command line of the controller (the flags controller-runtime managers take).
 
-    capvco-controller [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
+    capvco-controller [--credentials-dir DIR] [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
                       [--leader-elect] [--leader-election-id NAME] [--leader-election-namespace NS]
                       [--health-probe-bind-address :6789] [--metrics-bind-address 127.0.0.1:8080]
-                      [--drift-period 600] [--driver-poll 60] [--addon-resync 3600]
+                      [--drift-period 540] [--driver-poll 60] [--addon-resync 3600]
 
-The platform credential comes from the environment (``WHITESKY_API_URL``, ``WHITESKY_CUSTOMER_ID``,
-``WHITESKY_API_TOKEN``, and the collection's other connection variables); Kubernetes from ``--kubeconfig``,
+The platform credential comes from ``--credentials-dir`` (the files ``api_url``, ``customer_id`` and ``api_token`` of
+a mounted Secret, read again when they change: ``credentials.py``), else from the environment (``WHITESKY_API_URL``,
+``WHITESKY_CUSTOMER_ID``, ``WHITESKY_API_TOKEN``, read once); ``WHITESKY_VALIDATE_CERTS`` and ``WHITESKY_TIMEOUT``
+from the environment in both cases.  Kubernetes from ``--kubeconfig``,
 ``KUBECONFIG`` or the pod's service account.  ``SIGTERM`` stops it cleanly: the reconciles under way finish, the
 Lease is given up.
 """
@@ -21,16 +23,16 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller.context import Settings
 from capvco_controller.controller import Controller
+from capvco_controller.credentials import Credentials
 from capvco_controller.kube import Kube
 from capvco_controller.leader import LeaderElector
-from capvco_controller.metrics import Gauge, Registry, Server
+from capvco_controller.metrics import METRICS, PROBES, Gauge, Registry, Server
 
 log = logging.getLogger("capvco_controller")
 #: Measured (docs/controller.md, "Sizing"): 4 workers create 50 machines well within the 2 minutes of the goal.
@@ -53,6 +55,13 @@ def _workers(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="capvco-controller", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--credentials-dir",
+        default=os.environ.get("CAPVCO_CREDENTIALS_DIR") or None,
+        help="a folder with the files api_url, customer_id and api_token (a mounted Secret), read again when they "
+        "change (default: CAPVCO_CREDENTIALS_DIR; without either: WHITESKY_API_URL, WHITESKY_CUSTOMER_ID and "
+        "WHITESKY_API_TOKEN, read once)",
+    )
     p.add_argument("--kubeconfig", default=None)
     p.add_argument("--context", default=None)
     p.add_argument(
@@ -67,7 +76,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE") or "capvco-system")
     p.add_argument("--health-probe-bind-address", default=":6789")
     p.add_argument("--metrics-bind-address", default="127.0.0.1:8080", help='"0" turns the metrics endpoint off')
-    p.add_argument("--drift-period", type=_positive, default=600.0, help="seconds between drift passes of a location")
+    p.add_argument(
+        "--drift-period",
+        type=_positive,
+        default=540.0,
+        help="seconds from one drift pass of a location to the start of the next (the drift delay is at most this "
+        "plus one pass's duration)",
+    )
     p.add_argument("--driver-poll", type=_positive, default=60.0, help="seconds between reads of a first boot's report")
     p.add_argument(
         "--addon-resync", type=_positive, default=3600.0, help="seconds between applies of the SR-IOV add-on"
@@ -87,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("httpx", "httpcore", "urllib3", "kubernetes"):  # one line per request: only their warnings
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
-        connection = Connection.from_options({}, os.environ, where=" in the controller's environment")
+        credentials = Credentials(args.credentials_dir, os.environ)
         kube = Kube.connect(args.kubeconfig, args.context)
     except WhiteskyError as exc:
         log.error("%s", scrub(str(exc), 2048))
@@ -101,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespaces=namespaces,
     )
     registry = Registry()
-    controller = Controller(kube, connection, settings, workers=args.max_concurrent_reconciles, metrics=registry)
+    controller = Controller(kube, credentials, settings, workers=args.max_concurrent_reconciles, metrics=registry)
     stop = controller.stop
     lost = threading.Event()
     elector: LeaderElector | None = None
@@ -120,14 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def ready() -> bool:
         return controller.ready() or (elector is not None and not elector.leading.is_set() and not stop.is_set())
 
-    servers = [
-        Server(address, registry, lambda: (not controller.started) or controller.healthy(), ready)
-        for address in dict.fromkeys([args.health_probe_bind_address, args.metrics_bind_address])
-        if address and address != "0"
-    ]
-    for server in servers:
-        server.start()
-        log.info("serving /metrics, /healthz and /readyz on port %d", server.port)
+    servers = serve(
+        args.health_probe_bind_address,
+        args.metrics_bind_address,
+        registry,
+        lambda: (not controller.started) or controller.healthy(),
+        ready,
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: stopping", signum)
@@ -149,6 +163,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for server in servers:
             server.stop()
     return 1 if lost.is_set() else 0
+
+
+def serve(
+    probe_address: str, metrics_address: str, registry: Registry, healthy: Callable[[], bool], ready: Callable[[], bool]
+) -> list[Server]:
+    """The probes (``/healthz``, ``/readyz``) on ``probe_address`` and ``/metrics`` on ``metrics_address``, each
+    only there (one server for both when the two are the same address, not a free port's ``:0``); ``"0"`` or an
+    empty address turns that one off.  Started, each logged with its port."""
+    wanted: list[tuple[str, tuple[str, ...]]] = []
+    pairs: tuple[tuple[str, tuple[str, ...]], ...] = ((probe_address, PROBES), (metrics_address, METRICS))
+    for address, paths in pairs:
+        if not address or address == "0":
+            continue
+        if wanted and wanted[0][0] == address and not address.endswith(":0"):
+            wanted[0] = (address, wanted[0][1] + paths)
+        else:
+            wanted.append((address, paths))
+    servers = []
+    for address, paths in wanted:
+        server = Server(address, registry, healthy, ready, paths).start()
+        log.info("serving %s on port %d", ", ".join(p for p in paths if p != "/livez"), server.port)
+        servers.append(server)
+    return servers
 
 
 def _leader_gauge(elector: LeaderElector | None, name: str) -> Gauge:

@@ -7,6 +7,10 @@ and alerts a cluster operator has for Go providers apply), and the health endpoi
 ``workqueue_queue_duration_seconds``, ``leader_election_master_status``, the drift pass's own
 (``capvco_drift_pass_seconds``, ``capvco_drift_found_total{kind}``), and the process's CPU and memory.
 ``/healthz``: the process's threads are alive.  ``/readyz``: ready to reconcile (standing by counts as ready).
+
+The probes and the metrics are served on two addresses (``--health-probe-bind-address``, which the kubelet reaches
+on the pod's IP, and ``--metrics-bind-address``, 127.0.0.1 by default): a :class:`Server` serves only the paths it is
+given, so the probe address never serves ``/metrics`` to the pods that reach the controller's pod IP.
 """
 
 from __future__ import annotations
@@ -156,19 +160,33 @@ class Registry:
         return "\n".join(line for m in self.metrics for line in m.lines()) + "\n"
 
 
+#: What a server serves: the metrics, the probes.
+METRICS = ("/metrics",)
+PROBES = ("/healthz", "/livez", "/readyz")
+
+
 class Server:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on one address (``host:port``; an empty host is every address)."""
+    """``paths`` (of ``/metrics``, ``/healthz``, ``/livez`` and ``/readyz``) on one address (``host:port``; an empty
+    host is every address); any other path is a 404."""
 
     def __init__(
-        self, address: str, registry: Registry, healthy: Callable[[], bool], ready: Callable[[], bool]
+        self,
+        address: str,
+        registry: Registry,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool],
+        paths: Iterable[str] = METRICS + PROBES,
     ) -> None:
         host, _, port = address.rpartition(":")
         outer = self
+        self.paths = tuple(paths)
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
                 path = self.path.split("?")[0]
-                if path == "/metrics":
+                if path not in outer.paths:
+                    code, body, ctype = 404, "not found\n", "text/plain"
+                elif path == "/metrics":
                     code, body, ctype = 200, outer.registry.render(), "text/plain; version=0.0.4"
                 elif path in ("/healthz", "/livez"):
                     ok = outer.healthy()

@@ -88,18 +88,38 @@ class Common:
 
 @dataclass(frozen=True)
 class VCOMachine(Common):
+    #: the machine's cluster: the one ``status.placement`` records once it has (or is making) a VM, else its label's
     cluster: str
     owner_machine: str
+    #: what the ``cluster.x-k8s.io/cluster-name`` label says now (the controller never acts on a change of it)
+    label_cluster: str = ""
 
     @classmethod
     def read(cls, obj: Mapping[str, Any]) -> VCOMachine:
         f = cls.fields(obj)
         meta = _dict(obj.get("metadata"))
-        return cls(cluster=f["labels"].get(CLUSTER_NAME_LABEL, ""), owner_machine=owner(meta, "Machine"), **f)
+        label = f["labels"].get(CLUSTER_NAME_LABEL, "")
+        recorded = _str(_dict(f["status"].get("placement")).get("cluster"))
+        return cls(cluster=recorded or label, owner_machine=owner(meta, "Machine"), label_cluster=label, **f)
+
+    @property
+    def placement(self) -> dict[str, Any]:
+        """``status.placement``: the cluster, location, cloudspace (name and id) and VM name recorded before its VM
+        was made ({} before); a machine never moves from them."""
+        return _dict(self.status.get("placement"))
+
+    @property
+    def placed(self) -> bool:
+        p = self.placement
+        return bool(p.get("cluster") and p.get("location") and p.get("cloudspace") and p.get("cloudspaceID"))
 
     @property
     def vm_name(self) -> str:
-        """The VM's (and Node's) name: the object's, prefixed with the cluster's unless it starts with it."""
+        """The VM's (and Node's) name: the recorded one, else the object's, prefixed with the cluster's unless it
+        starts with it."""
+        recorded = _str(self.placement.get("vmName"))
+        if recorded:
+            return recorded
         return self.name if self.name.startswith(self.cluster + "-") else "%s-%s" % (self.cluster, self.name)
 
     @property

@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import vm_view
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import marker_view
 from capvco_controller import addon, objects
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.kube import VCOCLUSTER
-from capvco_controller.objects import VCOCluster
+from capvco_controller.objects import VCOCluster, VCOMachine
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM
 
 log = logging.getLogger(__name__)
 KIND = "VCOCluster"
@@ -31,51 +39,113 @@ MESSAGE_LIMIT = 4096
 REPORT_FRESH = 120.0
 
 
-def orphan_report(ctx: Context, c: VCOCluster) -> dict[str, Any]:
+def orphan_report(ctx: Context, c: VCOCluster, cs_id: str) -> dict[str, Any]:
     """The cluster's orphans past its grace period, with their cost per hour when all of them are (the platform's
-    figures), as ``vgpu_info orphans_only=true with_cost=true`` gives them."""
-    got = sweep.info(ctx.client(), location=c.location, cluster=c.cluster, orphans_only=True, with_cost=True)
+    figures), as ``vgpu_info orphans_only=true with_cost=true`` gives them; and the VMs of its cloudspace that carry
+    its marker and no VCOMachine accounts for (:func:`unaccounted_vms`)."""
+    client = ctx.client()
+    got = sweep.info(client, location=c.location, cluster=c.cluster, orphans_only=True, with_cost=True)
     rows = list(got.get("reservations") or [])
     late = [r for r in rows if int(r.get("age") or 0) >= c.grace]
     return {
         "reservations": late,
         "cost_per_hour": got.get("cost_per_hour") if len(late) == len(rows) else None,
         "currency": got.get("currency"),
+        "vms": unaccounted_vms(
+            client, c, cs_id, client.vms(cs_id), accounted(ctx).get((c.namespace, c.cluster), set())
+        ),
     }
+
+
+def accounted(ctx: Context) -> dict[tuple[str, str], set[str]]:
+    """``{(namespace, cluster): names}`` of the VMs the VCOMachines account for (their recorded or would-be VM
+    names; a machine whose VM is being made is among them, since it was in the cache before its VM was made)."""
+    names: dict[tuple[str, str], set[str]] = {}
+    for obj in ctx.items("VCOMachine"):
+        m = VCOMachine.read(obj)
+        names.setdefault((m.namespace, m.cluster), set()).add(m.vm_name)
+    return names
+
+
+def unaccounted_vms(
+    client: WhiteskyClient, c: VCOCluster, cs_id: str, vms: Iterable[VM], known: Collection[str]
+) -> list[dict[str, Any]]:
+    """The live VMs of the cluster's cloudspace that carry its marker and that no VCOMachine of the cluster
+    (``known``: their VM names) accounts for, nor a pool (a marker that names a pool is a playbook's cluster pool):
+    each with its vGPUs and their price per hour (the location's vGPU price; absent when unknown, never 0).  The
+    marker is read (``getVirtualMachineInfo``, now) only for the VMs whose names may be the cluster's and that no
+    machine accounts for: none, in the steady state."""
+    candidates = [v for v in vms if markers.may_own(c.cluster, v.get("name")) and v.get("name") not in known]
+    rows: list[dict[str, Any]] = []
+    per_hour: tuple[float | None, str | None] | None = None
+    for vm in candidates:
+        full = missing_is_none(client.get_vm, cs_id, vm["vm_id"])  # now, not a marker read before: it may be gone
+        got = marker_view(full.get("description")) if full is not None else None
+        if got is None or got["owner"] != c.cluster or got["pool"]:
+            continue
+        vgpus = sorted(str(g) for g in vm_view(vm)["vgpus"])
+        row: dict[str, Any] = {"name": vm["name"], "vmID": vm["vm_id"], "cloudspaceID": cs_id, "vgpus": len(vgpus)}
+        if vgpus:
+            if per_hour is None:
+                price = client.prices(c.location)
+                per_hour = (billing.price_per_hour(price), billing.currency_of(price))
+            cost = billing.times(len(vgpus), per_hour[0])
+            if cost is not None:
+                row["costPerHour"] = ("%s %s" % (cost, per_hour[1] or "")).strip()
+        rows.append(row)
+    return rows
 
 
 def orphan_update(c: VCOCluster, report: dict[str, Any]) -> dict[str, Any]:
     """The status write of an orphan report (pure): ``status.gpu``, ``GPUReservationsClean``, and an Event (a
     Warning while there are orphans, on every pass; one when they are gone)."""
     late = list(report.get("reservations") or [])
+    vms = list(report.get("vms") or [])
     was_dirty = objects.condition({"status": c.status}, "GPUReservationsClean").get("status") == "False"
+    said = []
     if late:
         names = ", ".join(str(r.get("vgpu_name")) for r in late)
-        message = (
+        said.append(
             "%d orphaned vGPU reservation(s) still billed: %s; release them with whitesky.capvco.gpu_orphans "
             "-e reclaim=true" % (len(late), names)
         )
-    else:
-        message = "no orphaned vGPU reservations"
+    if vms:
+        said.append(
+            "%d VM(s) carry the cluster's marker but no VCOMachine of it accounts for them, billed: %s; delete them "
+            "with whitesky.capvco.machine_delete"
+            % (
+                len(vms),
+                ", ".join(
+                    "%s (%s, %d vGPU(s)%s)"
+                    % (v["name"], v["vmID"], v["vgpus"], ", " + v["costPerHour"] if v.get("costPerHour") else "")
+                    for v in vms
+                ),
+            )
+        )
+    message = "; ".join(said) or "no orphaned vGPU reservations, and no VM without its VCOMachine"
     orphans: dict[str, Any] = {"reservations": late}
     if report.get("cost_per_hour") is not None:
         orphans["cost_per_hour"] = report["cost_per_hour"]
     if report.get("currency"):
         orphans["currency"] = report["currency"]
+    dirty = bool(late or vms)
     cond: dict[str, Any] = {
         "type": "GPUReservationsClean",
-        "status": "False" if late else "True",
-        "reason": "OrphansFound" if late else "NoOrphans",
+        "status": "False" if dirty else "True",
+        "reason": "OrphansFound" if late else "UnaccountedVMs" if vms else "NoOrphans",
         "message": message,
     }
-    if late:
+    if dirty:
         cond["severity"] = "Warning"
     event = None
-    if late:
+    if dirty:
         event = {"type": "Warning", "reason": "GPUOrphansFound", "message": message}
     elif was_dirty:
         event = {"reason": "GPUOrphansCleared", "message": message}
-    return {"gpu_orphans": orphans, "conditions": [cond], "event": event}
+    update: dict[str, Any] = {"gpu_orphans": orphans, "conditions": [cond], "event": event}
+    if "vms" in report:
+        update["status"] = {"gpu": {"unaccountedVMs": vms}}
+    return update
 
 
 def cloudspace_condition(status: str, reason: str, message: str, severity: str | None = None) -> dict[str, str]:
@@ -146,7 +216,7 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     try:
         cs = cloudspaces.ensure(client, name=c.cloudspace, location=c.location, cluster=c.cluster)
     except WhiteskyError as exc:
-        message = scrub(str(exc), MESSAGE_LIMIT)
+        message = ctx.say(exc, MESSAGE_LIMIT)
         ctx.status(
             KIND,
             obj,
@@ -168,7 +238,7 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     )
     report = ctx.reports.pop(key, None)
     if report is None or time.monotonic() - float(report.get("at", 0)) > REPORT_FRESH:
-        report = orphan_report(ctx, c)
+        report = orphan_report(ctx, c, cs_id)
     ctx.status(KIND, obj, **orphan_update(c, report))
     if c.sriov_enabled:
         addon.ensure(ctx, key, obj, c, cs_id)

@@ -4,26 +4,30 @@ zero (Cluster API's "Opt-in Autoscaling from Zero"), and whether its GPU type ca
 ``status.capacity`` holds ``cpu``, ``memory``, ``ephemeral-storage`` (from ``diskSize``) and, for a GPU template,
 ``nvidia.com/gpu`` (the count), each a quantity string, as the autoscaler's Cluster API provider reads it;
 ``status.nodeInfo`` the architecture and operating system; ``status.nodeLabels`` the labels the first boot gives the
-node (``cluster-api/accelerator``: the GPU type). A GPU template's type is checked against its location's profiles
-every drift period: one the location does not offer, or offers with fewer free instances in one profile than one
-machine needs, is the condition ``GPUsAvailable`` False with a Warning Event, and its capacity is withdrawn, so
-that the autoscaler does not scale up from zero into a machine that fails.  A template's spec never changes (the CRD
-refuses it), so nothing else wakes it.
+node (``cluster-api/accelerator``: the GPU type). Every drift period a template is checked as a machine of it is
+before its VM is made (``precheck``): its size and image against the location's images (``MachineConfigValid``),
+and a GPU template's type and profile against the location's profiles (``GPUsAvailable``: one the location does not
+offer, or offers with fewer free instances in one profile than one machine needs, is False). A condition that is
+False comes with a Warning Event, and the capacity is withdrawn, so that the autoscaler does not scale up from zero
+into a machine that fails.  A template's spec never changes (the CRD refuses it), so nothing else wakes it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller import objects
 from capvco_controller.context import DONE, Context, Result
+from capvco_controller.precheck import availability, gpu_of, machine_config
+
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 
 log = logging.getLogger(__name__)
 KIND = "VCOMachineTemplate"
@@ -32,6 +36,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: Every machine is an x86-64 Linux VM (the platform's images).
 NODE_INFO = {"architecture": "amd64", "operatingSystem": "linux"}
 CONDITION = "GPUsAvailable"
+#: Whether a machine of the template could be made there: its size and image (every template).
+CONFIG = "MachineConfigValid"
 
 
 def machine_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,21 +47,13 @@ def machine_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def gpu_of(spec: Mapping[str, Any]) -> tuple[str, int]:
-    """``(type, count)`` of a machine spec's GPUs; ``("", 0)`` without."""
-    gpu = spec.get("gpu")
-    if not isinstance(gpu, dict) or not gpu.get("type"):
-        return "", 0
-    return str(gpu["type"]), int(gpu.get("count") or 1)
-
-
 def capacity(spec: Mapping[str, Any]) -> dict[str, str]:
     """What one machine brings, as the autoscaler reads it (pure): ``cpu`` and ``memory`` always, ``ephemeral-storage``
     with a ``diskSize``, ``nvidia.com/gpu`` with GPUs; each a Kubernetes quantity string."""
     out = {"cpu": str(int(spec["vcpus"])), "memory": "%dMi" % int(spec["memory"])}
     if spec.get("diskSize"):
         out["ephemeral-storage"] = "%dGi" % int(spec["diskSize"])
-    _gpu_type, count = gpu_of(spec)
+    _gpu_type, count, _profile = gpu_of(spec)
     if count:
         out[GPU_RESOURCE] = str(count)
     return out
@@ -81,43 +79,6 @@ def location_of(ctx: Context, obj: Mapping[str, Any]) -> str:
     return str(((vco or {}).get("spec") or {}).get("location") or "")
 
 
-def availability(
-    profiles: list[Any], gpu_type: str, count: int, location: str, profile: str | None = None
-) -> tuple[bool, str, str, int]:
-    """``(ok, reason, message, free instances in the best profile)`` of ``count`` vGPUs of ``gpu_type`` for one
-    machine (pure): all of one machine's vGPUs come from one profile, as the reservation's allocation takes them,
-    among those ``profile`` (``gpu.profile``) allows."""
-    try:
-        matching = gpu_profiles.profiles_of_type(profiles, gpu_type, location)
-    except InputError as exc:
-        return False, "GPUTypeNotOffered", str(exc), 0
-    try:
-        matching = gpu_profiles.choose(matching, profile, gpu_type, location)
-    except InputError as exc:
-        return False, "GPUProfileNotOffered", str(exc), 0
-    best = max(int(p.get("available_instances") or 0) for p in matching)
-    if best < count:
-        return (
-            False,
-            "InsufficientGPUs",
-            "%d free instance(s) of %s in one profile in location %r, one machine needs %d"
-            % (best, gpu_type, location, count),
-            best,
-        )
-    return (
-        True,
-        "Available",
-        "%d free instance(s) of %s in location %r, %d per machine"
-        % (
-            best,
-            gpu_type,
-            location,
-            count,
-        ),
-        best,
-    )
-
-
 def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     obj = ctx.fresh(KIND, obj)
     spec = machine_spec(obj)
@@ -140,31 +101,35 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         )
         return DONE
     base: dict[str, Any] = {"capacity": capacity(spec), "nodeInfo": dict(NODE_INFO), "nodeLabels": labels or None}
-    gpu_type, count = gpu_of(spec)
-    if not count:
-        ctx.status(KIND, obj, status=base)
-        return DONE
+    gpu_type, count, profile = gpu_of(spec)
     location = location_of(ctx, obj)
     if not location:
+        waiting = {
+            "status": "Unknown",
+            "reason": "WaitingForCluster",
+            "message": "no VCOCluster names this template's location yet (owner Cluster or the "
+            "cluster.x-k8s.io/cluster-name label)",
+        }
+        conditions = [dict(waiting, type=CONFIG)] + ([dict(waiting, type=CONDITION)] if count else [])
+        ctx.status(KIND, obj, status=dict(base, capacity=None, gpu=None), conditions=conditions)
+        return Result(ctx.settings.drift_period)
+    client = ctx.client()
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    config = config_condition(client, location, spec, name)
+    config_ok = config["status"] == "True"
+    events = []
+    if not config_ok and objects.condition(obj, CONFIG).get("message") != config["message"]:
+        events.append({"type": "Warning", "reason": config["reason"], "message": scrub(config["message"], 1024)})
+    if not count:
         ctx.status(
             KIND,
             obj,
-            status=dict(base, capacity=None, gpu=None),
-            conditions=[
-                {
-                    "type": CONDITION,
-                    "status": "Unknown",
-                    "reason": "WaitingForCluster",
-                    "message": "no VCOCluster names this template's location yet (owner Cluster or the "
-                    "cluster.x-k8s.io/cluster-name label)",
-                }
-            ],
+            status=dict(base, capacity=base["capacity"] if config_ok else None),
+            conditions=[config],
+            event=events[0] if events else None,
         )
-        return Result(ctx.settings.drift_period)
-    client = ctx.client()
-    wanted = spec.get("gpu")
-    profile = str(wanted["profile"]) if isinstance(wanted, dict) and wanted.get("profile") else None
-    ok, reason, message, free = availability(client.gpu_profiles(location), gpu_type, count, location, profile)
+        return Result(ctx.settings.drift_period)  # the location's images are looked at again every period
+    ok, reason, message, free = availability(client.gpu_profiles(location), gpu_type, count, location, profile, name)
     price = client.prices(location)
     cost = billing.times(count, billing.price_per_hour(price))
     gpu: dict[str, Any] = {
@@ -175,17 +140,41 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         "costPerMachineHour": cost,
         "currency": billing.currency_of(price) if cost is not None else None,
     }
-    event = None
     if not ok and objects.condition(obj, CONDITION).get("reason") != reason:
-        event = {"type": "Warning", "reason": reason, "message": scrub(message, 1024)}
+        events.append({"type": "Warning", "reason": reason, "message": scrub(message, 1024)})
     condition = {"type": CONDITION, "status": "True" if ok else "False", "reason": reason, "message": message}
     if not ok:
         condition["severity"] = "Warning"
+    for event in events[:-1]:  # one write carries one Event
+        ctx.status(KIND, obj, event=event)
     ctx.status(
         KIND,
         obj,
-        status=dict(base, capacity=base["capacity"] if ok else None, gpu=gpu),
-        conditions=[condition],
-        event=event,
+        status=dict(base, capacity=base["capacity"] if ok and config_ok else None, gpu=gpu),
+        conditions=[config, condition],
+        event=events[-1] if events else None,
     )
     return Result(ctx.settings.drift_period)
+
+
+def config_condition(client: WhiteskyClient, location: str, spec: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``MachineConfigValid``: whether a machine of the template could be made in ``location`` (its size and image,
+    checked as a machine's are: ``precheck.machine_config``); False with ``InvalidConfiguration`` and the reason
+    (no image, an image the location lacks, naming its images)."""
+    try:
+        machine_config(client, location, spec, name)
+    except InputError as exc:
+        return {
+            "type": CONFIG,
+            "status": "False",
+            "severity": "Error",
+            "reason": "InvalidConfiguration",
+            "message": scrub(str(exc), 1024),
+        }
+    return {
+        "type": CONFIG,
+        "status": "True",
+        "reason": "Valid",
+        "message": "image %s in location %r, %s vCPU(s), %s MiB"
+        % (spec.get("image"), location, spec.get("vcpus"), spec.get("memory")),
+    }

@@ -57,8 +57,14 @@ def test_the_controller_image_reconciles_and_applies_the_addon(kube, emulator, t
         argv += ["-v", "%s:%s:ro" % (kube.kubeconfig, kube.kubeconfig)]
         for key, value in dict(plain, POD_NAMESPACE="capvco-system").items():
             argv += ["-e", "%s=%s" % (key, value)]
-        for key in ("WHITESKY_API_URL", "WHITESKY_API_TOKEN", "WHITESKY_CUSTOMER_ID"):  # the Secret's keys
-            argv += ["-e", "%s=%s" % (key, env[key])]
+        # the credentials Secret, mounted where the Deployment mounts it: a file per key
+        (mount,) = [m for m in manager["volumeMounts"] if m.get("readOnly")]
+        secret = tmp_path / "credentials"
+        secret.mkdir(exist_ok=True)
+        for key, var in (("api_url", "WHITESKY_API_URL"), ("customer_id", "WHITESKY_CUSTOMER_ID")):
+            (secret / key).write_text(env[var])
+        (secret / "api_token").write_text(env["WHITESKY_API_TOKEN"])
+        argv += ["-v", "%s:%s:ro" % (secret, mount["mountPath"])]
         return argv + [image] + manager["args"]
 
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "capvco-system"}})

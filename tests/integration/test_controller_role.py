@@ -83,6 +83,7 @@ def test_rendered_manifests_validate_offline_and_keep_least_privilege(tmp_path):
         "runAsNonRoot": True,
         "runAsUser": 65532,
         "runAsGroup": 65532,
+        "fsGroup": 65532,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     manager = pod["containers"][0]
@@ -94,15 +95,27 @@ def test_rendered_manifests_validate_offline_and_keep_least_privilege(tmp_path):
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    writable = {m["mountPath"] for m in manager["volumeMounts"]}
-    assert writable == {"/tmp", "/home/capvco/.ansible"} and all("emptyDir" in v for v in pod["volumes"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    writable = {m["mountPath"] for m in manager["volumeMounts"] if not m.get("readOnly")}
+    assert writable == {"/tmp", "/home/capvco/.ansible"}
+    assert all("emptyDir" in volumes[m["name"]] for m in manager["volumeMounts"] if not m.get("readOnly"))
     env = {e["name"]: e for e in manager["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     # every flag the Deployment passes is one the controller's command line takes
-    controller_main.parser().parse_args(manager["args"])
-    assert env["WHITESKY_API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
-        "name": "capvco-controller-credentials",
-        "key": "api_token",
+    args = controller_main.parser().parse_args(manager["args"])
+    # the credential is the mounted Secret's files, which the kubelet updates when the Secret changes and the
+    # controller reads again (never an environment variable, which a running pod never sees change)
+    assert not any("WHITESKY" in name for name in env) and not any("secretKeyRef" in str(e) for e in env.values())
+    (mount,) = [m for m in manager["volumeMounts"] if m.get("readOnly")]
+    assert (mount["mountPath"], args.credentials_dir) == ("/etc/capvco/credentials", "/etc/capvco/credentials")
+    assert "subPath" not in mount, "a Secret mounted with subPath is never updated"
+    secret = volumes[mount["name"]]["secret"]
+    assert secret["secretName"] == "capvco-controller-credentials" and secret["defaultMode"] == 0o440
+    assert [i["key"] for i in secret["items"]] == ["api_url", "customer_id", "api_token"]
+    assert by_name[("Secret", "capvco-controller-credentials")]["data"].keys() == {
+        "api_url",
+        "customer_id",
+        "api_token",
     }
 
 
@@ -294,6 +307,8 @@ def test_a_named_credentials_secret_is_checked_and_the_reason_given(tmp_path):
         assert rc == 0, out[-3000:]
         no_secret_in(out)
         assert "Apply the Secret, its data hidden" not in out, "the role makes none"
-        assert kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+        deployment = kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+        volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        assert [v["secret"]["secretName"] for v in volumes if "secret" in v] == ["theirs"], "it mounts the named one"
     finally:
         kube.stop()

@@ -11,7 +11,13 @@ from autoscaler import ANNOTATION, template_node
 from capi import CV, IV, make_cluster
 from helpers import Controller, wait_for
 
-TEMPLATE_GPU = {"vcpus": 16, "memory": 65536, "diskSize": 100, "gpu": {"type": "NVIDIA A100", "count": 2}}
+TEMPLATE_GPU = {
+    "vcpus": 16,
+    "memory": 65536,
+    "image": 12,
+    "diskSize": 100,
+    "gpu": {"type": "NVIDIA A100", "count": 2},
+}
 
 
 def make_template(kube, name, spec, cluster="gpu1", owned=True):
@@ -39,10 +45,14 @@ def test_templates_publish_what_one_machine_brings_and_whether_the_gpu_type_can_
     try:
         make_cluster(kube)
         gpu = make_template(kube, "gpu1-md-gpu", TEMPLATE_GPU)
-        cpu = make_template(kube, "gpu1-md-cpu", {"vcpus": 4, "memory": 8192})
+        cpu = make_template(kube, "gpu1-md-cpu", {"vcpus": 4, "memory": 8192, "image": 12})
         absent = make_template(kube, "gpu1-md-z9", dict(TEMPLATE_GPU, gpu={"type": "NVIDIA Z9000", "count": 1}))
         too_many = make_template(kube, "gpu1-md-16", dict(TEMPLATE_GPU, gpu={"type": "NVIDIA A100", "count": 16}))
+        l4 = dict(TEMPLATE_GPU, gpu={"type": "NVIDIA L4", "count": 1})  # (the A100s are taken below)
+        no_image = make_template(kube, "gpu1-md-noimg", {k: v for k, v in l4.items() if k != "image"})
+        lacking = make_template(kube, "gpu1-md-img999", dict(l4, image=999))
         assert wait_for(lambda: condition(kube, gpu).get("status") == "True", 60), ctl.text()[-3000:]
+        assert condition(kube, gpu, "MachineConfigValid")["status"] == "True"
 
         # a GPU template: its capacity as quantity strings, as the proposal's types require
         got = status(kube, gpu)
@@ -82,6 +92,7 @@ def test_templates_publish_what_one_machine_brings_and_whether_the_gpu_type_can_
         assert wait_for(lambda: status(kube, cpu).get("capacity"), 30)
         got = status(kube, cpu)
         assert got["capacity"] == {"cpu": "4", "memory": "8192Mi"}
+        assert condition(kube, cpu, "MachineConfigValid")["status"] == "True"
         assert "nodeLabels" not in got and "gpu" not in got and condition(kube, cpu) == {}
         assert template_node(kube.get(cpu))[2] and "nvidia.com/gpu" not in template_node(kube.get(cpu))[0]
 
@@ -94,8 +105,24 @@ def test_templates_publish_what_one_machine_brings_and_whether_the_gpu_type_can_
             assert not template_node(kube.get(obj))[2]
         assert "it offers: NVIDIA A100, NVIDIA L4" in condition(kube, absent)["message"]
         assert "one machine needs 16" in condition(kube, too_many)["message"]
+        assert "not enough NVIDIA A100" in condition(kube, too_many)["message"], "the reservation's own allocation"
+
+        # a machine of it would fail: without an image, or with one the location lacks; its GPUs can be had, but it
+        # publishes no capacity (the autoscaler would scale up into machines that fail), and says why
+        for obj, said in ((no_image, "needs image_id"), (lacking, "location 'be-gen-1' has no such image")):
+            assert wait_for(lambda o=obj: condition(kube, o, "MachineConfigValid").get("status") == "False", 30)
+            got = condition(kube, obj, "MachineConfigValid")
+            assert got["reason"] == "InvalidConfiguration" and said in got["message"], got
+            assert condition(kube, obj)["status"] == "True", "its GPUs can be had"
+            assert "capacity" not in status(kube, obj) and not template_node(kube.get(obj))[2]
+        assert "12 'Ubuntu" in condition(kube, lacking, "MachineConfigValid")["message"], "the images there"
         warnings = [(e["involvedObject"]["name"], e["reason"]) for e in kube.events() if e["type"] == "Warning"]
-        assert sorted(warnings) == [("gpu1-md-16", "InsufficientGPUs"), ("gpu1-md-z9", "GPUTypeNotOffered")]
+        assert sorted(warnings) == [
+            ("gpu1-md-16", "InsufficientGPUs"),
+            ("gpu1-md-img999", "InvalidConfiguration"),
+            ("gpu1-md-noimg", "InvalidConfiguration"),
+            ("gpu1-md-z9", "GPUTypeNotOffered"),
+        ]
 
         # the availability is looked at every drift period: the Event is not repeated, and a template whose type
         # becomes short loses its capacity (the location's free A100s taken by someone else)
@@ -108,7 +135,13 @@ def test_templates_publish_what_one_machine_brings_and_whether_the_gpu_type_can_
         assert wait_for(lambda: condition(kube, gpu).get("reason") == "InsufficientGPUs", 30), ctl.text()[-3000:]
         assert kube.get(gpu)["metadata"]["resourceVersion"] != first and "capacity" not in status(kube, gpu)
         warnings = [e["reason"] for e in kube.events() if e["type"] == "Warning"]
-        assert sorted(warnings) == ["GPUTypeNotOffered", "InsufficientGPUs", "InsufficientGPUs"]
+        assert sorted(warnings) == [
+            "GPUTypeNotOffered",
+            "InsufficientGPUs",
+            "InsufficientGPUs",
+            "InvalidConfiguration",
+            "InvalidConfiguration",
+        ]
 
         # templates are immutable in Cluster API: the CRD refuses a change of the spec
         code, body = kube.call(

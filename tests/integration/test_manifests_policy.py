@@ -59,7 +59,6 @@ WAIVED = {
     ("Pod", "capvco-sriov-agent"): {"CKV2_K8S_6"},  # hostNetwork: NetworkPolicy does not apply
     ("Deployment", "capvco-controller"): {
         "CKV_K8S_15",  # imagePullPolicy is a setting
-        "CKV_K8S_35",  # the connection table reads the credential from the environment
         "CKV_K8S_38",  # the controller is an API client
         "CKV_K8S_43",  # the image is a setting (takes a digest)
     },

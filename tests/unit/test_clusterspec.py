@@ -4,6 +4,7 @@ docs.  No server: the checks against the emulator are tests/integration/test_clu
 from __future__ import annotations
 
 import os
+from unittest.mock import ANY
 
 import pytest
 import yaml
@@ -96,6 +97,10 @@ def test_the_crds_agree_with_the_cluster_spec():
     spec = dict(kinds["VCOCluster"])
     spec["properties"] = {k: v for k, v in spec["properties"].items() if k in cluster.fields}
     spec["required"] = [r for r in spec["required"] if r != "cloudspace"]  # the spec defaults it to the name
+    for name in ("location", "cloudspace"):  # immutable once set: a rule of updating an object, which a spec is not
+        prop = dict(spec["properties"][name])
+        assert prop.pop("x-kubernetes-validations") == [{"rule": "self == oldSelf", "message": ANY}]
+        spec["properties"][name] = prop
     sriov = dict(spec["properties"]["sriov"])
     sriov.pop("required")  # the controller takes the credential from a Secret only: stricter than the spec
     sriov["properties"]["networks"] = {k: v for k, v in sriov["properties"]["networks"].items() if k != "minItems"}

@@ -6,7 +6,10 @@ from __future__ import annotations
 import datetime
 import threading
 
-from capvco_controller import controller, drift, leader
+import pytest
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, InputError
+from capvco_controller import controller, credentials, drift, leader
 from capvco_controller.objects import VCOMachine
 from capvco_controller.workqueue import WorkQueue
 
@@ -104,3 +107,44 @@ def test_a_lease_expires_after_its_duration():
     assert leader.expired(spec, now + datetime.timedelta(seconds=16))
     assert leader.expired(dict(spec, holderIdentity=None), now)
     assert leader.expired(dict(spec, renewTime="garbage"), now)
+
+
+def credential_folder(path, token, url="https://portal.example/api/1", customer="acme"):
+    path.mkdir(exist_ok=True)
+    for key, value in (("api_url", url), ("customer_id", customer), ("api_token", token)):
+        (path / key).write_text(value + "\n")
+
+
+def test_the_credential_is_read_again_when_its_files_change(tmp_path):
+    clock = Clock()
+    folder = tmp_path / "credentials"
+    credential_folder(folder, "token-one")
+    got = credentials.Credentials(str(folder), {}, check_every=1.0, clock=clock)
+    assert got.current() == (got.connection, 0) and got.connection.api_token == "token-one"
+    credential_folder(folder, "token-two")
+    assert got.current()[0].api_token == "token-one", "looked at again only once check_every has passed"
+    clock.now = 1.0
+    connection, generation = got.current()
+    assert (connection.api_token, connection.customer_id, generation) == ("token-two", "acme", 1)
+    # a folder that cannot be read keeps the credential it had, and the error names the file, never a value
+    (folder / "api_token").unlink()
+    clock.now = 2.0
+    assert got.current() == (connection, 1)
+    (folder / "api_token").write_text("  \n")
+    assert got.current(force=True) == (connection, 1)
+    refused = ApiError("GET", "/customers/acme/cloudspaces", 401, "Unauthorized: token-two is revoked")
+    said = got.say(refused)
+    assert "token-two" not in said and "token-one" not in said and "WHITESKY_API_TOKEN" not in said
+    assert "refused the controller's platform credential, for customer acme" in said and str(folder) in said
+    assert got.say(ApiError("GET", "/x", 500, "token-one")) == "GET /x failed: HTTP 500: ***"
+
+
+def test_without_a_folder_the_credential_is_the_environment_read_once():
+    env = {"WHITESKY_API_URL": "https://p.example", "WHITESKY_CUSTOMER_ID": "acme", "WHITESKY_API_TOKEN": "t0ken"}
+    got = credentials.Credentials(None, env)
+    env["WHITESKY_API_TOKEN"] = "changed"
+    assert got.current(force=True)[0].api_token == "t0ken"
+    said = got.say(ApiError("GET", "/x", 401, "no"))
+    assert "from its environment (WHITESKY_API_URL" in said and "restart the controller" in said
+    with pytest.raises(InputError, match="cannot read api_url of the controller's credential in /nonexistent"):
+        credentials.Credentials("/nonexistent", {})

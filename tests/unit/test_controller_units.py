@@ -78,6 +78,13 @@ def test_reservations_and_orphans_as_status():
         "costPerHour": "1.5 EUR",
     }
     assert kube.orphan_status([]) == {"orphans": 0, "orphanNames": []}
+    # the orphan check's fields sit beside what the status given says of status.gpu (the unaccounted VMs)
+    obj = {"metadata": {"name": "c", "namespace": "d"}, "status": {}}
+    vms = [{"name": "c-x", "vmID": 7, "cloudspaceID": "cs-1", "vgpus": 2}]
+    _set, patch, _after = kube.plan_write(
+        obj, "VCOCluster", T1, status={"gpu": {"unaccountedVMs": vms}}, gpu_orphans={"reservations": items[:1]}
+    )
+    assert patch["gpu"] == {"unaccountedVMs": vms, "orphans": 1, "orphanNames": ["capvco.c.m.01.x"]}
 
 
 def test_the_first_boot_hands_the_provider_id_to_the_kubelet_before_the_bootstrap():

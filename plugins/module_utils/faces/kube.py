@@ -307,9 +307,10 @@ def _status_input(
     }
     if vm_id is not None:
         status["vmID"] = vm_id
-    if orphans is not None:
-        status["gpu"] = orphan_status(
-            orphans.get("reservations") or [], orphans.get("cost_per_hour"), orphans.get("currency")
+    if orphans is not None:  # beside what ``given`` says of status.gpu
+        status["gpu"] = dict(
+            status.get("gpu") or {},
+            **orphan_status(orphans.get("reservations") or [], orphans.get("cost_per_hour"), orphans.get("currency")),
         )
     if reservations is not None:
         status["gpu"] = dict(status.get("gpu") or {}, reservations=reservation_status(reservations))
