@@ -14,17 +14,15 @@ never with its value: every token the process has held is scrubbed out of what i
 from __future__ import annotations
 
 import logging
-import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.credentials import CHECK_EVERY, SecretFiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     HINTS,
     ApiError,
-    InputError,
     WhiteskyError,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
@@ -32,10 +30,6 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub imp
 log = logging.getLogger(__name__)
 #: The Secret's keys, each a file of the folder it is mounted at.
 FILES = ("api_url", "customer_id", "api_token")
-#: The longest file of the folder read (a JWT is a few KiB).
-FILE_LIMIT = 64 * 1024
-#: How often, at most, the files are looked at (a reconcile asks for its client many times).
-CHECK_EVERY = 1.0
 
 
 def refused(exc: BaseException) -> bool:
@@ -48,7 +42,7 @@ def refused(exc: BaseException) -> bool:
 
 class Credentials:
     """The credential the controller's platform clients use now, read from ``directory`` (again when its files
-    change) or from ``environ`` (once)."""
+    change: the core's ``credentials.SecretFiles``) or from ``environ`` (once)."""
 
     def __init__(
         self,
@@ -59,34 +53,29 @@ class Credentials:
     ) -> None:
         self.directory = directory or None
         self.environ = dict(environ)
-        self.check_every = check_every
-        self.clock = clock
         self._lock = threading.RLock()
-        self._checked = -math.inf
-        self._files: tuple[str, ...] = ()
         #: how many times the credential changed since the start (a thread's client of another one is made anew)
         self.generation = 0
-        self._tokens: list[str] = []
+        self._files: SecretFiles | None = None
         if self.directory is None:
             self._connection = Connection.from_options({}, self.environ, where=" in the controller's environment")
         else:
-            self._files = self._read()
-            self._connection = self._connect(self._files)
-        self._tokens.append(self._connection.api_token)
-        self._checked = self.clock()
+            self._files = SecretFiles(self.directory, FILES, "of the controller's credential", check_every, clock)
+            self._connection = self._connect(self._files.values)
+        self._seen = 0  # the files' generation the connection was made of
+        self._tokens: list[str] = [self._connection.api_token]
 
     def source(self) -> str:
         """Which credential the controller uses, and where it comes from (never its value)."""
-        if self.directory is None:
+        if self._files is None:
             return (
                 "the controller's platform credential, for customer %s, from its environment (WHITESKY_API_URL, "
                 "WHITESKY_CUSTOMER_ID and WHITESKY_API_TOKEN, read once at start: restart the controller after "
                 "changing them)" % self._connection.customer_id
             )
-        return (
-            "the controller's platform credential, for customer %s, from the files api_url, customer_id and "
-            "api_token in %s (the credentials Secret mounted there; a change to the Secret is read from there, "
-            "without a restart)" % (self._connection.customer_id, self.directory)
+        return "the controller's platform credential, for customer %s, from %s" % (
+            self._connection.customer_id,
+            self._files.source(),
         )
 
     def current(self, force: bool = False) -> tuple[Connection, int]:
@@ -94,21 +83,25 @@ class Credentials:
         seconds have passed since they last were (at once with ``force``).  A folder that cannot be read, or holds
         a credential that is not valid, keeps the one the controller has (logged)."""
         with self._lock:
-            if self.directory is not None and (force or self.clock() - self._checked >= self.check_every):
-                self._checked = self.clock()
+            if self._files is None:
+                return self._connection, self.generation
+            values, seen = self._files.current(force)
+            if self._files.error is not None:
+                log.warning("keeping the platform credential read before: %s", self.say(self._files.error))
+            if seen != self._seen:
+                self._seen = seen
                 try:
-                    files = self._read()
-                    if files != self._files:
-                        connection = self._connect(files)
-                        self._files, self._connection = files, connection
-                        self._tokens.append(connection.api_token)
-                        self.generation += 1
-                        log.info(
-                            "the platform credential in %s changed: the reconciles use the new one from now on",
-                            self.directory,
-                        )
+                    connection = self._connect(values)
                 except WhiteskyError as exc:
                     log.warning("keeping the platform credential read before: %s", self.say(exc))
+                else:
+                    self._connection = connection
+                    self._tokens.append(connection.api_token)
+                    self.generation += 1
+                    log.info(
+                        "the platform credential in %s changed: the reconciles use the new one from now on",
+                        self.directory,
+                    )
             return self._connection, self.generation
 
     @property
@@ -128,37 +121,7 @@ class Credentials:
                 text += "; a new credential was found there since, and the next try uses it"
         return scrub(text, limit, secrets=tuple(self._tokens))
 
-    # the folder
-    def _read(self) -> tuple[str, ...]:
-        """The files' contents (stripped), read from one version of a mounted Secret (its ``..data`` folder, which
-        the kubelet swaps in whole); an error names the file, never its content."""
-        assert self.directory is not None
-        base = self.directory
-        data = os.path.join(base, "..data")
-        if os.path.isdir(data):
-            base = os.path.realpath(data)
-        out = []
-        for name in FILES:
-            path = os.path.join(base, name)
-            try:
-                with open(path, "rb") as fh:
-                    raw = fh.read(FILE_LIMIT + 1)
-            except OSError as exc:
-                raise InputError(
-                    "cannot read %s of the controller's credential in %s: %s"
-                    % (name, self.directory, exc.strerror or exc)
-                ) from None
-            if len(raw) > FILE_LIMIT:
-                raise InputError("%s in %s is longer than %d bytes" % (name, self.directory, FILE_LIMIT))
-            try:
-                out.append(raw.decode("utf-8").strip())
-            except UnicodeDecodeError:
-                raise InputError("%s in %s is not UTF-8 text" % (name, self.directory)) from None
-        return tuple(out)
-
     def _connect(self, files: tuple[str, ...]) -> Connection:
-        values = dict(zip(FILES, files, strict=True))
-        for name, value in values.items():
-            if not value:
-                raise InputError("%s in %s is empty" % (name, self.directory))
-        return Connection.from_options(values, self.environ, where=" in %s" % self.directory)
+        return Connection.from_options(
+            dict(zip(FILES, files, strict=True)), self.environ, where=" in %s" % self.directory
+        )

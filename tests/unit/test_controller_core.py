@@ -146,5 +146,5 @@ def test_without_a_folder_the_credential_is_the_environment_read_once():
     assert got.current(force=True)[0].api_token == "t0ken"
     said = got.say(ApiError("GET", "/x", 401, "no"))
     assert "from its environment (WHITESKY_API_URL" in said and "restart the controller" in said
-    with pytest.raises(InputError, match="cannot read api_url of the controller's credential in /nonexistent"):
+    with pytest.raises(InputError, match="cannot read api_url .of the controller's credential. in /nonexistent"):
         credentials.Credentials("/nonexistent", {})
