@@ -17,7 +17,6 @@ its environment variable as the modules' do.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import os
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
     number,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import schema
 
 #: The source's name in a rulebook.
 SOURCE = "whitesky.capvco.vgpu_events"
@@ -110,18 +110,8 @@ def default_cursor(api_url: str, customer_id: str, environ: Mapping[str, str]) -
 
 
 def suggest(name: str) -> str | None:
-    """The argument ``name`` was most likely meant to be: the same once case, ``-`` and ``_`` are set aside, else
-    the shortest that begins with it (``grace``), else the closest in spelling (``intervall``); None when none is
-    close."""
-    fold = name.lower().replace("-", "_")
-    folded = {known.replace("_", ""): known for known in ARGUMENTS}
-    hit = folded.get(fold.replace("_", ""))
-    if hit is None and len(fold) >= 3:
-        hit = min((k for k in ARGUMENTS if k.startswith(fold)), key=len, default=None)
-    if hit is None:
-        close = difflib.get_close_matches(fold, sorted(ARGUMENTS), n=1, cutoff=0.6)
-        hit = close[0] if close else None
-    return hit
+    """The argument ``name`` was most likely meant to be (``schema.suggest``, the collection's one "did you mean")."""
+    return schema.suggest(name, ARGUMENTS)
 
 
 def _unknown(name: str) -> str:

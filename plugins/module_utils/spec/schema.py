@@ -83,13 +83,23 @@ class Errors(list[str]):
 
 
 def suggest(key: object, known: Iterable[str]) -> str | None:
+    """The known name ``key`` was most likely meant to be: the same once case, ``-`` and ``_`` are set aside, else
+    the shortest that begins with it (``grace``: ``grace_period``), else the closest in spelling (``intervall``);
+    None when none is close.  The one "did you mean" of the collection (the spec, the playbooks' variables, the
+    event source's arguments)."""
     if not isinstance(key, str):
         return None
-    folded = {k.lower().replace("_", ""): k for k in known}
-    hit = folded.get(key.lower().replace("_", "").replace("-", ""))
+    names = sorted(k for k in known if isinstance(k, str))
+    fold = key.lower().replace("-", "_")
+    folded = {k.lower().replace("_", ""): k for k in names}
+    hit = folded.get(fold.replace("_", ""))
+    if hit is None and len(fold) >= 3:
+        hit = min((k for k in names if k.startswith(fold)), key=len, default=None)
     if hit:
         return hit
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+        fold, names, n=1, cutoff=0.6
+    )
     return close[0] if close else None
 
 
