@@ -64,11 +64,13 @@ fresh: deps-containers
 consumers: link deps-containers
 	hack/consumers.sh
 
+# Each pytest layer writes its JUnit XML beside its log (.build/logs): `make test` ends with the 20 slowest tests.
+JUNIT = --junitxml=$(CURDIR)/.build/logs/$@.xml -o junit_family=xunit1
 unit: link
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q $(JUNIT) tests/unit
 
 integration: link
-	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) tests/integration
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(JUNIT) tests/integration
 
 # What of the integration layer only a new machine can show (make fresh runs it there; `make integration` runs it all
 # here): the emulator installed and served over real HTTP, a cluster converged and torn down through the playbooks
@@ -99,10 +101,10 @@ image: deps-containers
 
 # Skipped tests in the layers that need root, netns or podman are failures here: their prerequisites were installed.
 e2e: link deps-e2e
-	CAPVCO_REQUIRE_ALL=1 $(BIN)/python -m pytest -q -rs tests/e2e
+	CAPVCO_REQUIRE_ALL=1 $(BIN)/python -m pytest -q -rs $(JUNIT) tests/e2e
 
 containers: link image
-	CAPVCO_REQUIRE_ALL=1 $(BIN)/python -m pytest -q -rs tests/containers
+	CAPVCO_REQUIRE_ALL=1 $(BIN)/python -m pytest -q -rs $(JUNIT) tests/containers
 
 # The scenarios that run the e2e and container suites get CAPVCO_REQUIRE_ALL too.
 molecule: link deps-e2e image

@@ -12,6 +12,7 @@ status=0
 failed=""
 logs="$here/.build/logs"
 mkdir -p "$logs"
+rm -f "$logs"/*.xml  # each pytest layer writes its JUnit XML here: the slowest tests are this run's
 started=$(date +%s)
 for layer in "$@"; do
   names+=("$layer")
@@ -37,6 +38,8 @@ for i in "${!names[@]}"; do
   printf '%-12s %-16s %8s %8s\n' "${names[$i]}" "${results[$i]}" "$s" "$mmss"
 done
 printf '%-12s %-16s %8s %8s\n' total "" "$total" "$(printf '%d:%02d' $((total / 60)) $((total % 60)))"
+echo
+"$here/.venv/bin/python" "$here/hack/slowest.py" 20 || true
 if [ -n "$failed" ]; then
   echo
   echo "=== why $failed failed (lines from .build/logs/$failed.log) ==="
