@@ -1,5 +1,5 @@
-"""The controller: informers for the four kinds, one work queue, a pool of workers, and the drift pass of each
-location as a key of the same queue.
+"""The controller: informers for the five kinds it watches (``kube.WATCHED``), one work queue, a pool of workers,
+and the drift pass of each location as a key of the same queue.
 
 Which changes wake what (an idle object wakes nothing; the drift pass looks at it every period):
 

@@ -1,7 +1,11 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it: a replica takes the
-Lease when it is free or its holder has not renewed it within ``leaseDurationSeconds``, renews it every
-``retry_period``, and gives leadership up (the process exits, as controller-runtime's managers do) when it could not
-renew for ``renew_deadline``.  Each write carries the resourceVersion it read, so two replicas never both win."""
+"""Leader election on a coordination.k8s.io/v1 Lease: a replica takes the Lease when it has no holder or is expired
+(:func:`expired`), renews it every ``retry_period``, and gives leadership up (the process exits, as
+controller-runtime's managers do) when it could not renew for ``renew_deadline``.  Each write carries the
+resourceVersion it read, so two replicas never both win.
+
+Expiry is judged unlike client-go's leaderelection (which times, on its own clock, how long it has seen the same
+record, and compares no clocks): :func:`expired` compares the holder's ``renewTime`` plus ``leaseDurationSeconds``
+with this replica's own clock, so the replicas' clocks must agree to well within the lease's duration."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """``capvco-controller``: the command line of the controller (the flags controller-runtime managers take).
 
-    capvco-controller [--credentials-dir DIR] [--kubeconfig PATH] [--namespace NS ...] [--max-concurrent-reconciles N]
-                      [--leader-elect] [--leader-election-id NAME] [--leader-election-namespace NS]
-                      [--health-probe-bind-address :6789] [--metrics-bind-address 127.0.0.1:8080]
-                      [--drift-period 540] [--driver-poll 60] [--addon-resync 3600]
+    capvco-controller [--credentials-dir DIR] [--kubeconfig PATH] [--context NAME] [--namespace NS ...]
+                      [--max-concurrent-reconciles N] [--leader-elect] [--leader-election-id NAME]
+                      [--leader-election-namespace NS] [--health-probe-bind-address :6789]
+                      [--metrics-bind-address 127.0.0.1:8080] [--drift-period 540] [--driver-poll 60]
+                      [--addon-resync 3600] [--ansible-playbook ansible-playbook]
+                      [--log-level debug|info|warning|error]
 
 The platform credential comes from ``--credentials-dir`` (the files ``api_url``, ``customer_id`` and ``api_token`` of
 a mounted Secret, read again when they change: ``credentials.py``), else from the environment (``WHITESKY_API_URL``,

@@ -4,12 +4,13 @@ As Go's host-device does with its netlink library: each request is one message a
 event loop in between (pyroute2 0.9 runs every request through an asyncio loop of its own, and makes one for each
 socket: about half a millisecond a request and a millisecond a socket, some 20 ms of each ADD and DEL).
 
-:class:`IPRoute` takes the calls, arguments and answers of pyroute2's ``IPRoute`` that ``netlink.py`` uses, so
-that the tests' fault injection wraps either one: ``link("get"|"set", ...)``, ``get_links(index)``,
-``link_lookup(address=|ifname=)``, ``addr("add", ...)``, ``get_addr(index=, family=)``, ``route("add", ...)``,
-``get_routes(family=, table=)``, ``close()``; an answer is a :class:`Message` (``msg["index"]``, ``msg["flags"]``,
-``msg.get_attr("IFLA_IFNAME")``).  A request the kernel refuses raises :class:`NetlinkError` (an ``OSError``
-with the kernel's errno).
+:class:`IPRoute` takes the calls, arguments and answers of pyroute2's ``IPRoute`` that ``netlink.py`` uses (the
+agent ran on pyroute2 before; it no longer imports it), so that ``netlink.py`` and the tests' fault injection
+(``tests/e2e/test_sriov_netlink.py``) call it as they called that one: ``link("get"|"set", ...)``,
+``get_links(index)``, ``link_lookup(address=|ifname=)``, ``addr("add", ...)``, ``get_addr(index=, family=)``,
+``route("add", ...)``, ``get_routes(family=, table=)``, ``close()``; an answer is a :class:`Message`
+(``msg["index"]``, ``msg["flags"]``, ``msg.get_attr("IFLA_IFNAME")``).  A request the kernel refuses raises
+:class:`NetlinkError` (an ``OSError`` with the kernel's errno).
 
 What the kernel answers is parsed with bounds (:func:`parse`): a message or an attribute whose length does not fit
 what is left, or a body shorter than its header, ends the parse with :class:`NetlinkError` (``EBADMSG``), never

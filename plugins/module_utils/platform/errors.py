@@ -11,8 +11,8 @@ package that has errors of its own keeps them in its ``errors.py``: ``ownership.
 ``firstboot.errors`` (a first boot's report, the NVIDIA driver), ``gpu.errors`` (capacity), ``machines.errors`` (a
 NIC's address), ``faces.errors`` (Kubernetes).
 A module that only validates input or parses output imports these, never the HTTP client.  (The governor's
-``Overdue`` is no error of the core: the transport turns it into an :class:`ApiError`, and it never leaves the
-platform.)
+``Overdue`` is no error of the core: the retry loop (``retry.Retry._admit``) turns it into an :class:`ApiError`,
+and it never leaves the platform package.)
 """
 
 from __future__ import annotations
