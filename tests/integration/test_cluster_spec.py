@@ -174,7 +174,11 @@ def test_capacity_is_planned_before_anything_is_created(emulator):
     assert plan["plan"]["capacity"] == {"NVIDIA A100": {"needed": 6, "available": 14}}
     price = plan["plan"]["price"]
     assert price["vgpus_before"] == 0 and price["vgpus_after"] == 6 and price["hourly_added"] > 0
-    assert price["hourly_after"] == pytest.approx(6 * price["per_vgpu_hour"], abs=1e-3)
+    vgu = price["units"]["vgu"]
+    assert vgu["after"] == 6 and vgu["hourly_after"] == pytest.approx(6 * price["per_vgpu_hour"], abs=1e-3)
+    # the whole: the vGPUs and the 4 machines' vCPUs, memory and disks, and the cloudspace's address
+    assert price["hourly_after"] == pytest.approx(sum(u["hourly_after"] for u in price["units"].values()), abs=1e-3)
+    assert price["hourly_after"] > vgu["hourly_after"] and price["units"]["vcu"]["after"] == 2 + 3 * 4
 
 
 def test_a_plan_over_budget_is_refused(emulator):

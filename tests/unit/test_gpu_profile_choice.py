@@ -99,7 +99,8 @@ def _plan(gpu, replicas=2):
     world = {
         "spaces": [],
         "inventory": Inventory(_Listing(), LOC),
-        "price": {"currency": "EUR", "resources": {"vgu": 730.0}},
+        # the vGPUs alone bill here: the other units the plan counts are free at this location
+        "price": {"currency": "EUR", "resources": {"vgu": 730.0, "vcu": 0, "mu": 0, "su": 0, "fsu": 0, "piu": 0}},
         "profiles": OFFERED,
         "images": [{"image_id": 12, "name": "Ubuntu"}],
     }
@@ -120,7 +121,8 @@ def test_the_plan_reserves_the_profile_asked_for_and_its_summary_line_shows_it()
     # a pool at zero says the profile it would take
     zero = summary.converge_lines(_plan({"type": "NVIDIA A100", "count": 2, "profile": "full"}, 0).view(), True)
     assert zero[1] == (
-        "pool gpu at 0 machines: nothing billed; 2.00 EUR/h a machine of 2 x NVIDIA A100 (profile full) when scaled up"
+        "pool gpu at 0 machines: nothing billed; 2.00 EUR/h a machine of 8 vCPUs, 32768 MiB, 2 x NVIDIA A100 "
+        "(profile full) when scaled up"
     )
 
 

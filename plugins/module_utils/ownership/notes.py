@@ -10,9 +10,10 @@ machine is a cluster's: the marker is (``markers``).  A creator torn down while 
 hands the cloudspace over (:func:`handover_note`).
 
 A cluster's run also records its pools on the cloudspace (:func:`pools_note`, ``pools cluster=<cluster> ...``: each
-pool's replicas, size and vGPUs, one note per cluster and cloudspace, updated in place), so that the inventory can
-show a pool with no machine (scaled to zero) and its price per machine.  That note is information, never proof:
-nothing is deleted or released because of it, and one that does not parse whole (:func:`note_pools`) is nothing.
+pool's replicas, size, vGPUs and boot disk, one note per cluster and cloudspace, updated in place), so that the
+inventory can show a pool with no machine (scaled to zero) and its price per machine.  That note is information,
+never proof: nothing is deleted or released because of it, and one that does not parse whole (:func:`note_pools`)
+is nothing.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ REPLICAS = (0, 100)
 VCPUS = (1, 256)
 MEMORY = (512, 4194304)
 GPU_COUNT = (1, 16)
+#: A machine's boot disk in GiB (the spec's ``diskSize``).
+DISK = (1, 65536)
 POOL_NAME_MAX = 20
 GPU_TYPE_MAX = 64
 #: The longest cluster name a pools note carries (a spec's is at most 32).
@@ -111,8 +114,9 @@ _COUNT = re.compile(r"0|[1-9][0-9]{0,6}")
 
 class NotedPool(NamedTuple):
     """One pool as a pools note records it: its name, how many machines the spec asks for (0 included), each
-    machine's vCPUs and memory (MiB), and its vGPUs per machine by type (``gpu_type`` None and ``gpu_count`` 0 for
-    a pool without GPUs)."""
+    machine's vCPUs and memory (MiB), its vGPUs per machine by type (``gpu_type`` None and ``gpu_count`` 0 for
+    a pool without GPUs), and the GiB of each machine's boot disk (None: not recorded; a note written before it
+    was has none)."""
 
     name: str
     replicas: int
@@ -120,6 +124,7 @@ class NotedPool(NamedTuple):
     memory: int
     gpu_type: str | None
     gpu_count: int
+    disk: int | None = None
 
 
 def _within(value: int, bounds: tuple[int, int]) -> bool:
@@ -138,7 +143,7 @@ def _pool_problem(pool: NotedPool) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or not _within(value, bounds):
             return "%s %r" % (what, value)
     if pool.gpu_type is None:
-        return None if pool.gpu_count == 0 else "gpu count %r without a type" % (pool.gpu_count,)
+        return _disk_problem(pool.disk) if pool.gpu_count == 0 else "gpu count %r without a type" % (pool.gpu_count,)
     if (
         not isinstance(pool.gpu_type, str)
         or len(pool.gpu_type) > GPU_TYPE_MAX
@@ -148,14 +153,21 @@ def _pool_problem(pool: NotedPool) -> str | None:
     count = pool.gpu_count
     if isinstance(count, bool) or not isinstance(count, int) or not _within(count, GPU_COUNT):
         return "gpu count %r" % (count,)
-    return None
+    return _disk_problem(pool.disk)
+
+
+def _disk_problem(disk: object) -> str | None:
+    if disk is None or (isinstance(disk, int) and not isinstance(disk, bool) and _within(disk, DISK)):
+        return None
+    return "disk %r" % (disk,)
 
 
 def pools_note(cluster: str, pools: Iterable[NotedPool]) -> tuple[str, str]:
     """``(title, content)`` of the note that records ``cluster``'s pools on its cloudspace:
-    ``pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...``, the GPU type
-    URL-quoted (``NVIDIA%20A100``), ``-`` with a count of 0 for a pool without GPUs.  Information only (what the
-    inventory shows of a pool with no machine), never proof of anything."""
+    ``pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>[:<disk>];...``, the GPU
+    type URL-quoted (``NVIDIA%20A100``), ``-`` with a count of 0 for a pool without GPUs, and the boot disk's GiB
+    when it is known.  Information only (what the inventory shows of a pool with no machine, and prices), never
+    proof of anything."""
     check_name("cluster", cluster)
     if len(cluster) > CLUSTER_MAX:
         raise InputError("cluster name %r is longer than %d characters" % (cluster, CLUSTER_MAX))
@@ -169,7 +181,8 @@ def pools_note(cluster: str, pools: Iterable[NotedPool]) -> tuple[str, str]:
         if problem is not None:
             raise InputError("pool %r cannot be recorded in a pools note: %s" % (pool.name, problem))
         kind = quote(pool.gpu_type, safe="") if pool.gpu_type is not None else "-"
-        parts.append("%s:%d:%d:%d:%d:%s" % (pool.name, pool.replicas, pool.vcpus, pool.memory, pool.gpu_count, kind))
+        part = "%s:%d:%d:%d:%d:%s" % (pool.name, pool.replicas, pool.vcpus, pool.memory, pool.gpu_count, kind)
+        parts.append(part if pool.disk is None else "%s:%d" % (part, pool.disk))
     return NOTE_TITLE, "%s%s %s" % (_POOLS_HEAD, cluster, ";".join(parts))
 
 
@@ -191,9 +204,12 @@ def _number(text: str, bounds: tuple[int, int]) -> int | None:
 
 def _noted_pool(part: str) -> NotedPool | None:
     fields = part.split(":")
-    if len(fields) != 6:
+    if len(fields) not in (6, 7):
         return None
-    name, replicas_text, vcpus_text, memory_text, count_text, kind = fields
+    name, replicas_text, vcpus_text, memory_text, count_text, kind = fields[:6]
+    disk = _number(fields[6], DISK) if len(fields) == 7 else None
+    if len(fields) == 7 and disk is None:
+        return None
     replicas, vcpus = _number(replicas_text, REPLICAS), _number(vcpus_text, VCPUS)
     memory, gpu_count = _number(memory_text, MEMORY), _number(count_text, (0, GPU_COUNT[1]))
     if replicas is None or vcpus is None or memory is None or gpu_count is None:
@@ -201,7 +217,7 @@ def _noted_pool(part: str) -> NotedPool | None:
     gpu_type = None if kind == "-" else unquote(kind)
     if gpu_type is not None and quote(gpu_type, safe="") != kind:  # one spelling only: the writer's
         return None
-    pool = NotedPool(name, replicas, vcpus, memory, gpu_type, gpu_count)
+    pool = NotedPool(name, replicas, vcpus, memory, gpu_type, gpu_count, disk)
     return pool if _pool_problem(pool) is None else None
 
 
