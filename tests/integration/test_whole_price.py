@@ -1,8 +1,10 @@
-"""The price before buying is the whole bill (issue 46, point 10), against the emulator: a plan's price counts every
-unit the platform bills of what the cluster holds (its machines' vCPUs ``vcu``, memory ``mu`` and boot disks ``su``,
-its cloudspace's public address ``piu``, its vGPUs ``vgu``), from the location's price list; ``max_hourly_cost``
-caps the whole; and every place that shows a price says the same figure: the plan, the summary line, the diff,
-check mode, the inventory's cost variables and ``location_info``'s prices per hour."""
+"""The price before buying is the whole bill (issue 46, points 10 and 17), against the emulator: a plan's price
+counts every unit the platform bills of what the cluster holds (its machines' vCPUs ``vcu``, memory ``mu`` and boot
+disks ``su``, its cloudspace's public address ``piu``, its vGPUs ``vgu``), from the location's price list;
+``max_hourly_cost`` caps the whole; and every place that shows a price says the same figure: the plan, the summary
+line, the diff, check mode, the inventory's cost variables and ``location_info``'s prices per hour.  A unit the
+location has no price for is absent from the emulator's answer, as the platform may answer it, and the cap refuses
+a plan that holds some of it (its price unknown, never 0) before anything is made."""
 
 from __future__ import annotations
 
@@ -47,6 +49,29 @@ def with_gpu(name="wg", replicas=2):
         }
     ]
     return s
+
+
+ABSENT = object()
+
+
+def hold_prices(emu, location=LOC, **units):
+    """The location's price list as the emulator's store holds it, each unit given set (``ABSENT``: removed): what
+    a platform without a price for it answers."""
+    import sqlite3
+
+    db = sqlite3.connect(os.path.join(emu.state_dir, "state.db"), timeout=30)
+    try:
+        (text,) = db.execute("SELECT prices FROM locations WHERE name=?", (location,)).fetchone()
+        prices = json.loads(text)
+        for unit, value in units.items():
+            if value is ABSENT:
+                prices.pop(unit, None)
+            else:
+                prices[unit] = value
+        db.execute("UPDATE locations SET prices=? WHERE name=?", (json.dumps(prices), location))
+        db.commit()
+    finally:
+        db.close()
 
 
 def converge(emu, s, check=False, **kw):
@@ -187,3 +212,50 @@ def test_the_awx_budget_question_asks_for_the_whole_price():
     (question,) = [q for q in templates[0]["survey"] if q["variable"] == "max_hourly_cost"]
     assert "whole" in question["question_name"] and "vCPUs" in question["question_name"]
     assert "vGPUs cost more" not in question["question_name"]
+
+
+@pytest.mark.parametrize(
+    ("unit", "make"),
+    [("vgu", lambda: with_gpu("mv")), ("mu", lambda: no_gpu("mm")), ("su", lambda: no_gpu("ms"))],
+    ids=["vgu of a GPU cluster", "mu", "su"],
+)
+def test_a_unit_the_location_has_no_price_for_is_absent_and_the_cap_refuses_a_plan_that_holds_it(emulator, unit, make):
+    """Issue 46, point 17: the emulator filled a unit it had no price for with 0.0, so a location without a vGPU
+    price looked free and the cluster module with max_hourly_cost 0.5 reserved 2 vGPUs and made 3 VMs.  It serves
+    the price list as it holds it: the unit is absent; the plan's price is unknown (never 0), the capped run is
+    refused naming the unit, and nothing is created, through the module and through the playbook."""
+    hold_prices(emulator, **{unit: ABSENT})
+    with emulator.client() as client:
+        assert unit not in client.prices(LOC)["resources"], "absent, not 0.0"
+        (listed,) = [i for i in client.locations()[0] if i["location"] == LOC]
+        assert unit not in listed["resources"]
+    spec = make()
+    plan = converge(emulator, spec, check=True)
+    price = plan["plan"]["price"]
+    assert price["hourly_after"] is None and price["hourly_added"] is None
+    assert price["units"][unit]["per_hour"] is None and price["units"][unit]["hourly_after"] is None
+    assert "unknown price" in plan["summary"][0]
+    before = emulator.snapshot()
+    with pytest.raises(InputError) as refused:
+        converge(emulator, spec, max_hourly_cost=0.5)
+    assert "max_hourly_cost 0.5 cannot be checked: the platform's price list has no %s price" % unit in str(
+        refused.value
+    )
+    assert "nothing was changed" in str(refused.value)
+    assert emulator.snapshot() == before, "a plan whose price is unknown made something"
+    rc, out, _data = run_playbook(
+        os.path.join(ROOT, "playbooks", "cluster_create.yml"), emulator, extra_vars=dict(spec, max_hourly_cost=0.5)
+    )
+    assert rc != 0 and "cannot be checked" in out, out[-3000:]
+    assert emulator.snapshot() == before
+    assert emulator.op_count("createVirtualMachine") == 0 and emulator.op_count("createCloudspace") == 0
+
+
+def test_a_unit_the_cluster_holds_none_of_costs_nothing_whatever_its_price(emulator):
+    """A location without a vGPU price prices a cluster without GPUs: it holds no vGPU, so that price is not
+    needed; the cap checks the rest."""
+    hold_prices(emulator, vgu=ABSENT, fsu=ABSENT)
+    plan = converge(emulator, no_gpu("nv"), check=True)["plan"]
+    assert plan["price"]["hourly_after"] is not None and plan["price"]["units"]["vgu"]["per_hour"] is None
+    done = converge(emulator, no_gpu("nv"), max_hourly_cost=1.0)
+    assert done["created"] == ["nv-cp-0", "nv-w-0", "nv-w-1"]
