@@ -19,7 +19,8 @@ description:
     reservations, GPU profiles and prices) and computes a plan - the cloudspace to create, the machines to create
     and delete, the vGPUs to reserve, attach and release - and checks it whole - the ownership of every machine it
     touches, the GPU types and profiles (C(gpu.profile) - V(full), the type's profile with the most GPU memory,
-    a whole card, or a profile id; one the type does not have at the location is refused, naming those it has), the
+    a whole card, what a pool that names none gets; a profile id; or V(any) of the type's; one the type does not
+    have at the location is refused, naming those it has), the
     location's capacity, each pool's user data against the platform's limit and O(max_hourly_cost). A plan that
     cannot be carried out fails here, and nothing is created.
   - In check mode the module returns that plan (RV(plan)) with its price. The real run applies it and returns what
@@ -205,10 +206,11 @@ plan:
       C(vgpus_after) count the vGPUs alone.
     - C(pools) has one entry per pool of the spec, the control plane (C(cp)) first - C(name), C(replicas),
       C(vcpus), C(memory), C(disk_size) (GiB of each machine's boot disk - its C(diskSize), else its image's;
-      null when neither is known), C(gpu) (C(type), C(count) and C(profile), the pool's C(gpu.profile) or null;
-      or null), C(per_machine_hourly) (one machine of it whole at the location's prices - its vCPUs, memory, boot
-      disk and vGPUs; null when a price is not known, never 0) and C(hourly) (its C(replicas) machines; 0 for a
-      pool at zero). A pool at zero keeps its price per machine - what scaling it up costs.
+      null when neither is known), C(gpu) (C(type), C(count), C(profile) - the profile it takes, its C(gpu.profile)
+      or V(full) when it names none - and C(memory), the GB of GPU memory of each of its vGPUs, the least with
+      V(any), null when not known; or null), C(per_machine_hourly) (one machine of it whole at the location's prices -
+      its vCPUs, memory, boot disk and vGPUs; null when a price is not known, never 0) and C(hourly) (its C(replicas)
+      machines; 0 for a pool at zero). A pool at zero keeps its price per machine - what scaling it up costs.
     - C(pools_note) is the cluster's pools note on its cloudspace (title C(capvco/v1), what the inventory plugin
       reads to show a pool with no machine) - C(content) (C(pools cluster=<cluster>
       <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>[:<disk>];...)), C(write) (V(create), V(update) of
@@ -245,7 +247,8 @@ plan:
       - {name: cp, replicas: 1, vcpus: 2, memory: 4096, disk_size: 10, gpu: null, per_machine_hourly: 0.0534,
          hourly: 0.0534}
       - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, disk_size: 10,
-         gpu: {type: NVIDIA A100, count: 1, profile: full}, per_machine_hourly: 1.2863, hourly: 1.2863}
+         gpu: {type: NVIDIA A100, count: 1, profile: full, memory: 40}, per_machine_hourly: 1.2863,
+         hourly: 1.2863}
     pools_note:
       write: create
       note_id: null

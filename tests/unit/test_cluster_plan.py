@@ -185,7 +185,7 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     assert all(r["profile"] == next(pv.plan.alloc[r["machine"]] for pv in p.vgpus if r["machine"] in pv.targets)
                for r in view["reserve"])  # fmt: skip
     # the profile the pool asks for (full: the A100's with the most GPU memory), and every reservation it keeps is one
-    allowed = {None: {"nvidia-a100-20c", "nvidia-a100-40c"}, "full": {"nvidia-a100-40c"}}.get(
+    allowed = {None: {"nvidia-a100-40c"}, "full": {"nvidia-a100-40c"}}.get(
         spec.pools[1].gpu.profile, {str(spec.pools[1].gpu.profile).lower()}
     )
     assert {r["profile"] for r in view["reserve"]} <= allowed
@@ -220,7 +220,11 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     for v, pool in zip(view["pools"], spec.pools, strict=True):
         count = pool.gpu.count if pool.gpu else 0
         assert v["replicas"] == len(pool.names) and (v["vcpus"], v["memory"]) == (pool.vcpus, pool.memory)
-        assert v["gpu"] == ({"type": pool.gpu.type, "count": count, "profile": pool.gpu.profile} if pool.gpu else None)
+        shown = (pool.gpu.profile or "full") if pool.gpu else ""  # a pool without a profile takes whole cards
+        memory = {"full": 40, "nvidia-a100-20c": 20, "nvidia-a100-40c": 40}.get(shown.lower())
+        assert v["gpu"] == (
+            {"type": pool.gpu.type, "count": count, "profile": shown, "memory": memory} if pool.gpu else None
+        )
         one = whole(world, machine(pool.vcpus, pool.memory, disk[pool.name], count))
         assert v["disk_size"] == disk[pool.name]
         assert v["per_machine_hourly"] == (None if one is None else pytest.approx(one, abs=1e-3))

@@ -92,8 +92,12 @@ class Capacity(TypedDict):
 class PoolGpu(TypedDict):
     type: str
     count: int
-    #: the pool's gpu.profile (``full`` or a profile id), None: any of the type's profiles
-    profile: str | None
+    #: the profile the pool takes (``profiles.effective``): its gpu.profile, ``full`` (whole cards) when it names
+    #: none, a profile id, or ``any``
+    profile: str
+    #: GB of GPU memory each of its vGPUs has (at least, with ``any``), from the profiles it takes at the location;
+    #: None when a profile's is not known
+    memory: int | None
 
 
 class PoolView(TypedDict):
@@ -333,10 +337,15 @@ def pool_amounts(pool: Pool, images: Iterable[Mapping[str, Any]] | None, vgpus: 
 
 
 def pool_views(
-    spec: ClusterSpec, wanted: Sequence[Pool], rates: Mapping[str, float | None], images: list[Any] | None
+    spec: ClusterSpec,
+    wanted: Sequence[Pool],
+    rates: Mapping[str, float | None],
+    images: list[Any] | None,
+    gpu_memory: Mapping[str, int | None] | None = None,
 ) -> tuple[PoolView, ...]:
     """Every pool of the spec with its price at the hourly prices ``rates`` (``billing.rates``; None: not known,
-    never free): one machine whole, and all of the pool's machines."""
+    never free): one machine whole, and all of the pool's machines; a GPU pool's profile and the GPU memory of each
+    of its vGPUs (``gpu_memory``, by pool)."""
     out: list[PoolView] = []
     for i, p in enumerate(spec.pools):
         pool = wanted[i]
@@ -348,7 +357,14 @@ def pool_views(
                 "vcpus": p.vcpus,
                 "memory": p.memory,
                 "disk_size": pool_disk(pool, images),
-                "gpu": {"type": p.gpu.type, "count": p.gpu.count, "profile": p.gpu.profile} if p.gpu else None,
+                "gpu": {
+                    "type": p.gpu.type,
+                    "count": p.gpu.count,
+                    "profile": gpu_profiles.effective(p.gpu.profile),
+                    "memory": (gpu_memory or {}).get(p.name),
+                }
+                if p.gpu
+                else None,
                 "per_machine_hourly": billing.cost(one, rates),
                 "hourly": billing.cost(billing.scaled(one, len(p.names)), rates),
             }
@@ -458,14 +474,17 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     #: profile ids its pool's gpu.profile allows})
     needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int], dict[str, set[str]]]] = {}
     per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
+    gpu_memory: dict[str, int | None] = {}  # {pool: GB of GPU memory of each vGPU}
     for pool in wanted:
         g = pool["gpu"]
         type_ids: set[str] = set()
         if g:
             profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
-            # the profiles the pool asks for (all of the type's without gpu.profile): a reservation of another is
-            # replaced, and a profile the type does not have is refused here, before anything is written
-            type_ids = {p["id"] for p in gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)}
+            # the profiles the pool asks for (whole cards without gpu.profile): a reservation of another is replaced,
+            # and a profile the type does not have is refused here, before anything is written
+            chosen = gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)
+            type_ids = {p["id"] for p in chosen}
+            gpu_memory[pool["name"] or ""] = gpu_profiles.least_memory(chosen)
             needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}, {}))
         plans: dict[str, MachinePlan] = {}
         for name in pool["names"]:
@@ -526,6 +545,6 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
         vgpus=pool_vgpus,
         capacity=capacity,
         price=p,
-        pool_views=pool_views(spec, wanted, billing.rates(world.get("price")), images),
+        pool_views=pool_views(spec, wanted, billing.rates(world.get("price")), images, gpu_memory),
         pools_note=pools_note_plan(spec, space, images),
     )

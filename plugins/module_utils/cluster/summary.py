@@ -119,7 +119,7 @@ def converge_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
 
 
 def machine_size(pool: Mapping[str, Any]) -> str:
-    """A pool's machine for a person: ``8 vCPUs, 32768 MiB, 2 x NVIDIA A100 (profile full)``."""
+    """A pool's machine for a person: ``8 vCPUs, 32768 MiB, 10 GiB disk, 2 x NVIDIA A100 (profile full, 40 GB)``."""
     parts = []
     if pool.get("vcpus") is not None:
         parts.append(_count(int(pool["vcpus"]), "vCPU"))
@@ -129,9 +129,9 @@ def machine_size(pool: Mapping[str, Any]) -> str:
         parts.append("%d GiB disk" % pool["disk_size"])
     gpu = pool.get("gpu")
     if gpu:
-        parts.append(
-            "%d x %s%s" % (gpu["count"], gpu["type"], " (profile %s)" % gpu["profile"] if gpu.get("profile") else "")
-        )
+        memory = ", %d GB" % gpu["memory"] if gpu.get("memory") is not None else ""
+        shown = " (profile %s%s)" % (gpu["profile"], memory) if gpu.get("profile") else ""
+        parts.append("%d x %s%s" % (gpu["count"], gpu["type"], shown))
     return ", ".join(parts) or "its size"
 
 
