@@ -103,7 +103,7 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
         "replicas": 2,
         "vcpus": 4,
         "memory": 8192,
-        "gpu": {"type": "NVIDIA A100", "count": 2, "profile": None},
+        "gpu": {"type": "NVIDIA A100", "count": 2, "profile": "full", "memory": 40},  # whole cards: no profile asked
         "disk_size": 10,
         "per_machine_hourly": round(GPU_MACHINE, 4),  # its 2 vGPUs, 2 EUR an hour, and its size
         "hourly": round(2 * GPU_MACHINE, 4),
