@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a person reads of a plan and of a run, at Ansible's default verbosity: one short line of what changes and
 what it costs per hour, whole and by unit of the location's price list, and the pools at zero with their price per
-machine (pure).
+machine (pure); each line scrubbed (``scrub``: a currency, a profile or a name the platform gave is shown with its
+controls escaped).
 
     plan: create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100 (nvidia-a100-40c):
           +2.64 EUR/h, 2.64 EUR/h after (vcu 0.30, mu 0.34, su 0.00, piu 0.00, vgu 2.00)
@@ -14,6 +15,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+
+#: The longest line a person reads of a plan (``scrub``: what the platform said in it has its controls escaped).
+LINE_LIMIT = 2048
 
 #: How many names a line shows before it says "and N more".
 SHOWN = 5
@@ -115,7 +121,7 @@ def converge_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
                 "pool %s at 0 machines: nothing billed; %s a machine of %s when scaled up"
                 % (pool["name"], money(pool.get("per_machine_hourly"), currency), machine_size(pool))
             )
-    return lines
+    return [scrub(line, LINE_LIMIT) for line in lines]
 
 
 def machine_size(pool: Mapping[str, Any]) -> str:
@@ -153,12 +159,12 @@ def teardown_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
             money(price.get("hourly_removed"), currency),
             money(price.get("hourly_after"), currency),
         )
-    return [head]
+    return [scrub(head, LINE_LIMIT)]
 
 
 def left_billed(machine: str, count: int, per_vgpu_hour: float | None, currency: str | None, location: str) -> str:
     """The warning of a machine deleted by force with its vGPUs: they stay reserved, and what they cost."""
-    return (
+    return scrub(
         "machine %s was deleted by force with %s attached: still reserved and billed (%s) until the orphan check "
         "releases %s (ansible-playbook whitesky.capvco.gpu_orphans -e location=%s -e reclaim=true) or the cluster "
         "is deleted"
@@ -168,5 +174,6 @@ def left_billed(machine: str, count: int, per_vgpu_hour: float | None, currency:
             money(None if per_vgpu_hour is None else per_vgpu_hour * count, currency),
             "it" if count == 1 else "them",
             location,
-        )
+        ),
+        LINE_LIMIT,
     )

@@ -40,6 +40,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import m
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import describe
 
@@ -193,7 +194,7 @@ def hostname(host: HostRecord, order: Sequence[str] = ("name",)) -> str | None:
         else:
             raise ValueError("unknown hostname source %r: use %s" % (source, ", ".join(HOSTNAME_SOURCES)))
         if value:
-            return value
+            return scrub(value)  # a VM's name is anyone's: shown (ansible-inventory --graph) with controls escaped
     return None
 
 
@@ -225,8 +226,9 @@ def groups(host: HostRecord) -> list[str]:
 
 
 def host_vars(host: HostRecord) -> dict[str, Any]:
-    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`."""
-    return {VAR_PREFIX + key: value for key, value in host.items()}
+    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`, every string in it scrubbed
+    (``scrub_tree``: what the platform said, a name or a currency, is shown with its controls escaped)."""
+    return {VAR_PREFIX + key: scrub_tree(value) for key, value in host.items()}
 
 
 def pool_group(pool: PoolRecord) -> str:
@@ -238,7 +240,7 @@ def pool_vars(pool: PoolRecord) -> dict[str, Any]:
     """The variables of a pool's group: every key of the record but the pool's name, prefixed with
     :data:`POOL_VAR_PREFIX` (``capvco_pool_replicas``, ``capvco_pool_gpu``, ``capvco_pool_per_machine_hourly``,
     ``capvco_pool_currency``, ...)."""
-    return {POOL_VAR_PREFIX + key: value for key, value in pool.items() if key != "name"}
+    return {POOL_VAR_PREFIX + key: scrub_tree(value) for key, value in pool.items() if key != "name"}
 
 
 def pools_by_group(pools: Iterable[PoolRecord]) -> dict[str, list[PoolRecord]]:
@@ -256,7 +258,7 @@ def cluster_vars(pools: Iterable[PoolRecord]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for pool in pools:
         group = out.setdefault(safe_group("cluster_" + pool["cluster"]), {POOLS_VAR: []})
-        group[POOLS_VAR].append({k: v for k, v in pool.items() if k != "cluster"})
+        group[POOLS_VAR].append({k: scrub_tree(v) for k, v in pool.items() if k != "cluster"})
     return out
 
 

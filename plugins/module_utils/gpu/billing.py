@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -198,9 +199,10 @@ def json_text(value: Any, limit: int = 80) -> str:
 
 
 def currency_of(price: Any) -> str | None:
-    """The price list's currency, when it is a short string."""
+    """The price list's currency, when it is a short string, scrubbed (``scrub``: it is shown wherever a price is,
+    so a control character in it is escaped here, once, for every place)."""
     currency = price.get("currency") if isinstance(price, dict) else None
-    return currency if isinstance(currency, str) and 0 < len(currency) <= 16 else None
+    return scrub(currency) if isinstance(currency, str) and 0 < len(currency) <= 16 else None
 
 
 def times(count: float, per_hour: float | None, digits: int = 4) -> float | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -39,12 +40,20 @@ def display_type(profile: Profile) -> str:
 
 
 def profile_info(client: WhiteskyClient, *, location: str, gpu_type: str | None = None) -> dict[str, Any]:
-    """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type."""
+    """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type, and a line a person
+    reads of each (scrubbed: the platform's id and description may carry anything)."""
     profiles = client.gpu_profiles(location)
     if gpu_type:
         profiles = [p for p in profiles if profile_type(p) == normalise_type(gpu_type)]
     out = [dict(p, type=display_type(p)) for p in profiles]
-    return {"profiles": out, "types": sorted({p["type"] for p in out})}
+    lines = [
+        scrub(
+            "%s: %s (%s), %s available"
+            % (p.get("id"), p["type"], p.get("description") or "", p.get("available_instances", 0))
+        )
+        for p in out
+    ]
+    return {"profiles": out, "types": sorted({p["type"] for p in out}), "lines": lines}
 
 
 def profiles_of_type(profiles: Iterable[Profile], gpu_type: str, location: str) -> list[Profile]:
