@@ -49,7 +49,18 @@ DEFAULT_WORLD: World = {
         {
             "name": "be-gen-1",
             "currency": "EUR",
-            "prices": {"vcu": 12.0, "mu": 3.5, "su": 0.1, "vgu": 730.0},
+            "prices": {
+                "vcu": 12.0,
+                "mu": 3.5,
+                "su": 0.1,
+                "fsu": 0.25,
+                "piu": 5.0,
+                "vgu": 730.0,
+                "ou": 0.02,
+                "tu": 0.0,
+                "nu": 0.0,
+                "wu": 15.0,
+            },
             "images": list(DEFAULT_IMAGES),
             "gpus": [
                 {
@@ -88,7 +99,18 @@ DEFAULT_WORLD: World = {
         {
             "name": "nl-ams-1",
             "currency": "EUR",
-            "prices": {"vcu": 13.0, "mu": 3.8, "su": 0.12, "vgu": 1460.0},
+            "prices": {
+                "vcu": 13.0,
+                "mu": 3.8,
+                "su": 0.12,
+                "fsu": 0.3,
+                "piu": 6.0,
+                "vgu": 1460.0,
+                "ou": 0.025,
+                "tu": 0.0,
+                "nu": 0.0,
+                "wu": 16.0,
+            },
             "images": [image for image in DEFAULT_IMAGES if image["image_id"] in (12, 14)],
             "gpus": [
                 {

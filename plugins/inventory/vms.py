@@ -19,10 +19,12 @@ description:
     Ansible makes them (C(cluster_web-gpu) is C(cluster_web_gpu)).
   - Host variables are prefixed with C(whitesky_) (see the examples for each).
   - A cluster's pools are also read from the pools note its runs keep on its cloudspace (title C(capvco/v1),
-    content C(pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...)), so that a
-    pool scaled to zero, which has no VM, still shows - its group C(pool_<pool>) (empty at zero) has the variables
-    C(capvco_pool_replicas), C(capvco_pool_gpu) (C(type) and C(count), or null), C(capvco_pool_per_machine_hourly)
-    (its vGPUs' price per hour for one machine at the location's price; null when the price is not known),
+    content C(pools cluster=<cluster> <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>[:<disk>];...)), so
+    that a pool scaled to zero, which has no VM, still shows - its group C(pool_<pool>) (empty at zero) has the
+    variables C(capvco_pool_replicas), C(capvco_pool_gpu) (C(type) and C(count), or null),
+    C(capvco_pool_per_machine_hourly) (what one machine of it costs per hour, whole, at the location's prices - its
+    vCPUs, memory, boot disk and vGPUs, as the cluster's plan prices it; null when a unit's price is not known, or
+    the note records no disk), C(capvco_pool_disk) (GiB of each machine's boot disk; null when the note has none),
     C(capvco_pool_currency), C(capvco_pool_cluster), C(capvco_pool_vcpus), C(capvco_pool_memory),
     C(capvco_pool_cloudspace), C(capvco_pool_cloudspace_id) and C(capvco_pool_location), when one pool of the
     inventory has that name (two clusters' C(cp), for example, leave C(pool_cp) without them); the group
@@ -155,6 +157,7 @@ cache_timeout: 300
 #   whitesky_status: RUNNING
 #   whitesky_vcpus: 4
 #   whitesky_memory: 8192
+#   whitesky_storage: 10                  # GiB of its boot disk
 #   whitesky_private_ips: [192.168.103.12]
 #   whitesky_external_ips: [198.51.100.7]
 #   whitesky_cluster: web                 # null for a VM no cluster owns (group unowned)
@@ -166,8 +169,9 @@ cache_timeout: 300
 #       profile: nvidia-a100-40c
 #       type: NVIDIA A100
 #       status: ATTACHED
-#       cost_per_hour: 1.0
-#   whitesky_cost_per_hour: 1.0
+#       cost_per_hour: 1.0                # one vGPU-hour at the location's vgu price
+#   whitesky_cost_per_hour: 1.105479      # the whole VM per hour: vCPUs, memory, boot disk and vGPUs
+#   whitesky_cost_by_unit: {vcu: 0.065753, mu: 0.038356, su: 0.00137, vgu: 1.0}   # null: that unit's price unknown
 #   whitesky_currency: EUR
 # Its groups: cluster_web, pool_gpu, gpu_nvidia_a100
 #
@@ -176,8 +180,9 @@ cache_timeout: 300
 #   capvco_pool_replicas: 0
 #   capvco_pool_vcpus: 4
 #   capvco_pool_memory: 8192
+#   capvco_pool_disk: 10
 #   capvco_pool_gpu: {type: NVIDIA A100, count: 2}
-#   capvco_pool_per_machine_hourly: 2.0     # what one machine of it would cost per hour in vGPUs, scaled up
+#   capvco_pool_per_machine_hourly: 2.105479  # what one machine of it would cost per hour, whole, scaled up
 #   capvco_pool_currency: EUR
 #   capvco_pool_cloudspace: web
 #   capvco_pool_cloudspace_id: cs-5f2a

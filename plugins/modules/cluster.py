@@ -19,7 +19,8 @@ description:
     reservations, GPU profiles and prices) and computes a plan - the cloudspace to create, the machines to create
     and delete, the vGPUs to reserve, attach and release - and checks it whole - the ownership of every machine it
     touches, the GPU types and profiles (C(gpu.profile) - V(full), the type's profile with the most GPU memory,
-    a whole card, or a profile id; one the type does not have at the location is refused, naming those it has), the
+    a whole card, what a pool that names none gets; a profile id; or V(any) of the type's; one the type does not
+    have at the location is refused, naming those it has), the
     location's capacity, each pool's user data against the platform's limit and O(max_hourly_cost). A plan that
     cannot be carried out fails here, and nothing is created.
   - In check mode the module returns that plan (RV(plan)) with its price. The real run applies it and returns what
@@ -102,8 +103,10 @@ options:
     default: true
   max_hourly_cost:
     description:
-      - Refuse a plan whose vGPUs would cost more than this per hour, once applied (in the location's currency),
-        before anything is created.
+      - Refuse a plan that would cost more than this per hour once applied, whole (in the location's currency) - the
+        cluster's machines' vCPUs, memory and boot disks, its cloudspace's public address and its vGPUs, at the
+        location's prices - before anything is created. A plan that holds some of a unit whose price the platform
+        does not give (missing, null, negative or not a number) is refused too - its price is not known, never 0.
     type: float
   parallel:
     description: How many machines are created, read or deleted at once.
@@ -138,7 +141,8 @@ attributes:
     description: Returns the plan, with its price, and fails exactly where the real run would.
     support: full
   diff_mode:
-    description: The cloudspace, the machines and the number of vGPUs, before and after.
+    description: The cloudspace, the machines, the number of vGPUs and the price per hour (whole, then each unit held
+      with its amount), before and after.
     support: full
 seealso:
   - module: whitesky.capvco.machine_pool
@@ -165,7 +169,8 @@ EXAMPLES = r"""
     max_hourly_cost: 10
   check_mode: true
   register: plan
-# plan.plan.price.hourly_after is what the cluster would cost per hour, in plan.plan.price.currency
+# plan.plan.price.hourly_after is what the cluster would cost per hour, whole, in plan.plan.price.currency
+# (plan.plan.price.units: the same by unit - vcu, mu, su, fsu, piu, vgu)
 
 - name: Converge to it (a plan above max_hourly_cost is refused before anything is made)
   whitesky.capvco.cluster:
@@ -207,16 +212,17 @@ spec:
 summary:
   description:
     - What a person reads of the plan (in check mode) or of the run, one line of what changes and what it costs
-      per hour at the location's price (C(unknown price) when the platform's price is not a finite number of 0 or
-      more), then a line for each GPU pool at zero machines with its price per machine if scaled up. The
-      collection's playbooks print it at default verbosity.
+      per hour at the location's prices, whole and by unit (C(unknown price) when a unit's price is not a finite
+      number of 0 or more), then a line for each pool at zero machines with the price of one machine if scaled up.
+      The collection's playbooks print it at default verbosity.
   returned: success
   type: list
   elements: str
   sample:
-    - "plan: create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100 (nvidia-a100-20c):
-      +2.00 EUR/h, 2.00 EUR/h after"
-    - "pool burst at 0 machines: nothing billed; 2.00 EUR/h a machine of 2 x NVIDIA A100 when scaled up"
+    - "plan: create cloudspace web, create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100
+      (nvidia-a100-40c): +2.63 EUR/h, 2.63 EUR/h after (vcu 0.30, mu 0.33, su 0.00, piu 0.01, vgu 2.00)"
+    - "pool burst at 0 machines: nothing billed; 2.29 EUR/h a machine of 8 vCPUs, 32768 MiB, 10 GiB disk,
+      2 x NVIDIA A100 (profile full) when scaled up"
 plan:
   description:
     - What the run changes (in check mode, would change). With O(state=present) - C(cloudspace) (C(name),
@@ -227,18 +233,26 @@ plan:
       pool), C(pools) and C(pools_note). With O(state=absent) - C(cloudspaces) (each with C(delete), why it is
       C(kept), and C(pools_notes), the ids of the cluster's pools notes deleted from a cloudspace that stays),
       C(delete), C(release) and C(price).
-    - C(price) has C(currency), C(per_vgpu_hour), C(vgpus_before), C(vgpus_after), C(hourly_before),
-      C(hourly_added), C(hourly_removed) and C(hourly_after).
+    - C(price) is the whole price per hour of what the cluster holds, at the location's prices (the price list's
+      monthly price of each unit / 730) - C(currency), C(hourly_before) (what it holds now), C(hourly_added) (what
+      the plan creates and reserves), C(hourly_removed) (what it deletes and releases), C(hourly_after) (what
+      O(max_hourly_cost) caps), and C(units), the same by unit - for each of C(vcu) (a vCPU), C(mu) (a GiB of
+      memory), C(su) (a GiB of boot disk), C(fsu) (a GiB of flash storage), C(piu) (a public IP address, the
+      cloudspace's) and C(vgu) (a vGPU) - C(size) (what one unit is), C(per_hour) (null when not known), the
+      amounts C(before), C(added), C(removed) and C(after), and C(hourly_after). A price is null when the cluster
+      holds some of a unit whose price is not known (never 0). C(per_vgpu_hour), C(vgpus_before) and
+      C(vgpus_after) count the vGPUs alone.
     - C(pools) has one entry per pool of the spec, the control plane (C(cp)) first - C(name), C(replicas),
-      C(vcpus), C(memory), C(gpu) (C(type), C(count) and C(profile), the pool's C(gpu.profile) or null; or null),
-      C(per_machine_hourly) (the vGPUs of one machine at the location's price, C(count) x C(per_vgpu_hour); 0
-      without GPUs; null when the price is not known, never 0) and C(hourly) (its C(replicas) machines; 0 for a
-      pool at zero, null when the price is not known). A pool
-      at zero keeps its price per machine - what scaling it up costs.
+      C(vcpus), C(memory), C(disk_size) (GiB of each machine's boot disk - its C(diskSize), else its image's;
+      null when neither is known), C(gpu) (C(type), C(count), C(profile) - the profile it takes, its C(gpu.profile)
+      or V(full) when it names none - and C(memory), the GB of GPU memory of each of its vGPUs, the least with
+      V(any), null when not known; or null), C(per_machine_hourly) (one machine of it whole at the location's prices -
+      its vCPUs, memory, boot disk and vGPUs; null when a price is not known, never 0) and C(hourly) (its C(replicas)
+      machines; 0 for a pool at zero). A pool at zero keeps its price per machine - what scaling it up costs.
     - C(pools_note) is the cluster's pools note on its cloudspace (title C(capvco/v1), what the inventory plugin
       reads to show a pool with no machine) - C(content) (C(pools cluster=<cluster>
-      <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>;...)), C(write) (V(create), V(update) of the note
-      C(note_id), or null when it says so already) and C(remove) (the ids of other pools notes of the cluster
+      <pool>:<replicas>:<vcpus>:<memory>:<gpu count>:<gpu type>[:<disk>];...)), C(write) (V(create), V(update) of
+      the note C(note_id), or null when it says so already) and C(remove) (the ids of other pools notes of the cluster
       there, deleted). It is written last, under the cluster's lease; an idle run writes nothing.
   returned: success
   type: dict
@@ -246,16 +260,38 @@ plan:
     cloudspace: {name: demo, cloudspace_id: null, create: true}
     create: [{name: demo-cp-0, pool: cp}, {name: demo-gpu-0, pool: gpu}]
     reserve: [{machine: demo-gpu-0, slot: 0, type: NVIDIA A100, profile: nvidia-a100-40c}]
-    price: {currency: EUR, per_vgpu_hour: 1.0959, vgpus_before: 0, vgpus_after: 1, hourly_added: 1.0959}
+    price:
+      currency: EUR
+      hourly_before: 0.0
+      hourly_added: 1.3466
+      hourly_removed: 0.0
+      hourly_after: 1.3466
+      per_vgpu_hour: 1.0
+      vgpus_before: 0
+      vgpus_after: 1
+      units:
+        vcu: {size: vCPU, per_hour: 0.016438, before: 0.0, added: 10.0, removed: 0.0, after: 10.0,
+              hourly_after: 0.1644}
+        mu: {size: GiB of memory, per_hour: 0.004795, before: 0.0, added: 36.0, removed: 0.0, after: 36.0,
+             hourly_after: 0.1726}
+        su: {size: GiB of boot disk, per_hour: 0.000137, before: 0.0, added: 20.0, removed: 0.0, after: 20.0,
+             hourly_after: 0.0027}
+        fsu: {size: GiB of flash storage, per_hour: 0.000342, before: 0.0, added: 0.0, removed: 0.0, after: 0.0,
+              hourly_after: 0.0}
+        piu: {size: public IP address, per_hour: 0.006849, before: 0.0, added: 1.0, removed: 0.0, after: 1.0,
+              hourly_after: 0.0068}
+        vgu: {size: vGPU, per_hour: 1.0, before: 0.0, added: 1.0, removed: 0.0, after: 1.0, hourly_after: 1.0}
     pools:
-      - {name: cp, replicas: 1, vcpus: 2, memory: 4096, gpu: null, per_machine_hourly: 0.0, hourly: 0.0}
-      - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, gpu: {type: NVIDIA A100, count: 1, profile: full},
-         per_machine_hourly: 1.0959, hourly: 1.0959}
+      - {name: cp, replicas: 1, vcpus: 2, memory: 4096, disk_size: 10, gpu: null, per_machine_hourly: 0.0534,
+         hourly: 0.0534}
+      - {name: gpu, replicas: 1, vcpus: 8, memory: 32768, disk_size: 10,
+         gpu: {type: NVIDIA A100, count: 1, profile: full, memory: 40}, per_machine_hourly: 1.2863,
+         hourly: 1.2863}
     pools_note:
       write: create
       note_id: null
       remove: []
-      content: "pools cluster=demo cp:1:2:4096:0:-;gpu:1:8:32768:1:NVIDIA%20A100"
+      content: "pools cluster=demo cp:1:2:4096:0:-:10;gpu:1:8:32768:1:NVIDIA%20A100:10"
 cloudspace_id:
   description: With O(state=present), the cluster's cloudspace (null in check mode when it would be created).
   returned: state is present

@@ -90,6 +90,14 @@ types:
   type: list
   elements: str
   sample: ["NVIDIA A100", "NVIDIA L4"]
+lines:
+  description:
+    - One line a person reads per returned profile (its id, type, description and free instances), with every
+      control character the platform's strings carry escaped, as the collection's messages are.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvidia-a100-40c: NVIDIA A100 (NVIDIA A100 40GB, full card (A100-40C)), 6 available"]
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule

@@ -10,9 +10,9 @@ module: location_info
 short_description: List the whitesky.cloud locations of the customer, with the GPU types each offers
 version_added: 0.1.0
 description:
-  - Lists the customer's locations (C(GET /customers/{customer_id}/locations)), by name, with the currency and the
-    monthly price per resource unit of each, and with O(gpus), the GPU types each offers (one read of its GPU
-    profiles per location, as M(whitesky.capvco.gpu_profile_info) does).
+  - Lists the customer's locations (C(GET /customers/{customer_id}/locations)), by name, with the currency, the
+    monthly price per resource unit of each and its price per hour by unit, and with O(gpus), the GPU types each
+    offers (one read of its GPU profiles per location, as M(whitesky.capvco.gpu_profile_info) does).
   - With O(name), a location the customer does not have is refused, naming those it has.
 author:
   - whitesky.capvco contributors (@whitesky)
@@ -68,9 +68,20 @@ locations:
       type: str
       sample: EUR
     prices:
-      description: The monthly price of each resource unit the platform bills (C(vgu) a vGPU's, C(vcu) a vCPU's ...).
+      description:
+        - The monthly price of each resource unit as the platform lists it (what is not a number is left out).
       type: dict
-      sample: {"vgu": 730.0, "vcu": 12.0, "mu": 3.5}
+      sample: {"vgu": 730.0, "vcu": 12.0, "mu": 3.5, "su": 0.1, "fsu": 0.25, "piu": 5.0}
+    hourly:
+      description:
+        - The price per hour of each unit (its monthly price / 730), each unit named; the units a plan's price counts
+          (C(vcu) a vCPU, C(mu) a GiB of memory, C(su) a GiB of boot disk, C(fsu) a GiB of flash storage, C(piu) a
+          public IP address, C(vgu) a vGPU) always, and every other unit the platform lists.
+        - C(per_hour) is null where the platform gives no price of the unit, or one that is not a finite number of
+          0 or more (never shown as free); a plan that holds some of such a unit has no known price.
+      type: dict
+      sample: {"vcu": {"what": "vCPU", "per_hour": 0.016438}, "vgu": {"what": "vGPU", "per_hour": 1.0},
+               "fsu": {"what": "GiB of flash storage", "per_hour": null}}
     gpu_types:
       description: The GPU types the location offers (vendor and model, what a pool's C(gpu.type) takes).
       returned: when O(gpus=true)

@@ -97,8 +97,9 @@ options:
           profile:
             description:
               - Which of the type's profiles, as M(whitesky.capvco.vgpu)'s O(whitesky.capvco.vgpu#module:profile) -
-                V(full), the profile with the most GPU memory (a whole card), or a profile id; unset, any of the
-                type's. One the type does not have at the location fails, naming the type's profiles there.
+                V(full), the profile with the most GPU memory (a whole card; what unset gets), a profile id (a
+                partial card only this way) or V(any) (any of the type's, whichever has room). One the type does
+                not have at the location fails, naming the type's profiles there.
             type: str
           driver_version:
             description:

@@ -66,9 +66,11 @@ options:
     description:
       - Which of the type's profiles the vGPUs come from. V(full) is the profile with the most GPU memory, a whole
         card (its memory as the NVIDIA vGPU type in the profile's id or description says it - C(A100-40C) has 40 GB;
-        a type with a profile whose memory neither says is refused for V(full), naming them). Anything else is a
-        profile id, for example C(nvidia-a100-40c) (M(whitesky.capvco.gpu_profile_info) lists them), case aside.
-      - Unset, any of the type's profiles, whichever has room.
+        a type with a profile whose memory neither says is refused for V(full), naming them). Anything else but
+        V(any) is a profile id, for example C(nvidia-a100-40c) (M(whitesky.capvco.gpu_profile_info) lists them),
+        case aside.
+      - Unset, V(full) - whole cards. V(any) is any of the type's profiles, whichever has room (a partial card
+        included); a partial card is otherwise taken only by its profile id.
       - A held reservation of another profile of the type is released and replaced by one of this profile.
       - A profile the type does not have at the location fails before anything changes, naming the type's
         profiles there (with their GPU memory).

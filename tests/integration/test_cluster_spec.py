@@ -162,19 +162,27 @@ def test_names_are_matched_whole_everywhere():
 
 
 def test_capacity_is_planned_before_anything_is_created(emulator):
-    """Point 4: 8 machines x 2 A100 where the location has 14: refused in check mode and for real, nothing made."""
-    big = spec(pools=[gpu_pool(replicas=8, gpu={"count": 2})])
+    """Point 4: 8 machines x 2 A100 of any profile where the location has 14: refused in check mode and for real,
+    nothing made."""
+    big = spec(pools=[gpu_pool(replicas=8, gpu={"count": 2, "profile": "any"})])
     before = emulator.snapshot()
     for check in (True, False):
         with pytest.raises(InsufficientCapacity, match="not enough NVIDIA A100: need 16 more"):
             converge(emulator, big, check=check)
     assert emulator.snapshot() == before
     # within capacity: the plan says what it takes and what it costs
-    plan = converge(emulator, spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})]), check=True)
+    plan = converge(emulator, spec(pools=[gpu_pool(replicas=3, gpu={"count": 2, "profile": "any"})]), check=True)
     assert plan["plan"]["capacity"] == {"NVIDIA A100": {"needed": 6, "available": 14}}
+    # whole cards, what a pool without a profile takes: the 6 of nvidia-a100-40c
+    whole = converge(emulator, spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})]), check=True)
+    assert whole["plan"]["capacity"] == {"NVIDIA A100": {"needed": 6, "available": 6}}
     price = plan["plan"]["price"]
     assert price["vgpus_before"] == 0 and price["vgpus_after"] == 6 and price["hourly_added"] > 0
-    assert price["hourly_after"] == pytest.approx(6 * price["per_vgpu_hour"], abs=1e-3)
+    vgu = price["units"]["vgu"]
+    assert vgu["after"] == 6 and vgu["hourly_after"] == pytest.approx(6 * price["per_vgpu_hour"], abs=1e-3)
+    # the whole: the vGPUs and the 4 machines' vCPUs, memory and disks, and the cloudspace's address
+    assert price["hourly_after"] == pytest.approx(sum(u["hourly_after"] for u in price["units"].values()), abs=1e-3)
+    assert price["hourly_after"] > vgu["hourly_after"] and price["units"]["vcu"]["after"] == 2 + 3 * 4
 
 
 def test_a_plan_over_budget_is_refused(emulator):

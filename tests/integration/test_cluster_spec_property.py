@@ -170,7 +170,7 @@ def converged(emu, spec):
             NAME,
             tuple(
                 (p["name"], p["replicas"], p["vcpus"], p["memory"], (p.get("gpu") or {}).get("type"),
-                 (p.get("gpu") or {}).get("count", 0))
+                 (p.get("gpu") or {}).get("count", 0), p.get("diskSize") or 10)  # image 12's boot disk: 10 GiB
                 for p in pools
             ),
         )
@@ -182,13 +182,18 @@ def converged(emu, spec):
 
 
 def priced(plan):
-    """Each pool's price is its share of the plan's: a pool at zero costs nothing, and keeps its price per machine."""
-    per_vgpu = plan["price"]["per_vgpu_hour"]
-    assert sum(p["hourly"] for p in plan["pools"]) == pytest.approx(plan["price"]["hourly_after"], abs=1e-3)
+    """Each pool's price is one machine of it whole (its vCPUs, memory, boot disk and vGPUs at the plan's unit
+    prices) times its machines: a pool at zero costs nothing, and keeps its price per machine; the plan's whole price
+    is its units'."""
+    rate = {u: line["per_hour"] for u, line in plan["price"]["units"].items()}
+    price = plan["price"]
+    assert price["hourly_after"] == pytest.approx(sum(u["hourly_after"] for u in price["units"].values()), abs=1e-3)
     for p in plan["pools"]:
         count = (p["gpu"] or {}).get("count", 0)
-        assert p["per_machine_hourly"] == pytest.approx(count * per_vgpu, abs=1e-3)
-        assert p["hourly"] == pytest.approx(p["replicas"] * count * per_vgpu, abs=1e-3)
+        one = p["vcpus"] * rate["vcu"] + p["memory"] / 1024 * rate["mu"] + p["disk_size"] * rate["su"]
+        one += count * rate["vgu"]
+        assert p["per_machine_hourly"] == pytest.approx(one, abs=1e-3)
+        assert p["hourly"] == pytest.approx(p["replicas"] * one, abs=1e-3)
 
 
 def test_specs_drawn_against_a_live_cluster(tmp_path):

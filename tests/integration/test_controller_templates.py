@@ -66,7 +66,7 @@ def test_templates_publish_what_one_machine_brings_and_whether_the_gpu_type_can_
         assert got["nodeLabels"] == {"cluster-api/accelerator": "NVIDIA-A100"}
         assert got["gpu"] == {
             "location": "be-gen-1",
-            "available": 8,
+            "available": 6,  # whole cards (a template without gpu.profile): the 6 of nvidia-a100-40c
             "perMachine": 2,
             "costPerMachineHour": 2.0,
             "currency": "EUR",

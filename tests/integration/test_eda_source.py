@@ -24,7 +24,6 @@ from test_cluster_spec import set_price
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import cursor as cursors
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import events
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import events as orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
@@ -221,19 +220,11 @@ KNOWN_PRICE = 730
 
 
 def unknown_price(emu, monkeypatch, vgu):
-    """Make the location's ``vgu`` price ``vgu`` (the emulator's store, written directly; ``ABSENT``: the emulator
-    always answers one, so the client's reading of the price list is rewritten without it); a function that puts
-    the known price back."""
+    """Make the location's ``vgu`` price ``vgu`` (the emulator's store, written directly; ``ABSENT``: removed, and
+    the emulator's answer then has none, as the platform's may); a function that puts the known price back."""
     if vgu is ABSENT:
-        real = WhiteskyClient.prices
-
-        def without_vgu(self, location):
-            answer = real(self, location)
-            answer.get("resources", {}).pop("vgu", None)
-            return answer
-
-        monkeypatch.setattr(WhiteskyClient, "prices", without_vgu)
-        return lambda: monkeypatch.setattr(WhiteskyClient, "prices", real)
+        set_price(emu, None, drop=True)
+        return lambda: set_price(emu, KNOWN_PRICE)
     set_price(emu, vgu)
     return lambda: set_price(emu, KNOWN_PRICE)
 

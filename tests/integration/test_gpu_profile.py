@@ -8,7 +8,7 @@ from capvco_lab.specs import cluster_spec
 
 from helpers import one_result, play_tasks
 
-VALID = "its profiles: nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB), or 'full'"
+VALID = "its profiles: nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB), 'full' ("
 
 
 def reserved(emulator, cluster):
@@ -18,6 +18,37 @@ def reserved(emulator, cluster):
         for v in emulator.snapshot()["vgpus"]
         if ".%s." % cluster in v["vgpu_name"] and not v.get("deleted_at") and not v.get("soft_deleted_at")
     )
+
+
+def test_a_pool_without_a_profile_gets_whole_cards_even_where_a_half_card_has_more_room(emulator, tmp_path):
+    """Issue 46, point 15: "NVIDIA A100" without gpu.profile got nvidia-a100-20c (half the card's memory) when that
+    profile had the most room (8 free beside 6 whole cards).  It gets whole cards, and the plan shows each pool's
+    profile and the GPU memory of its vGPUs; a partial card only by its id or ``profile: any``."""
+    spec = cluster_spec("wc", "wc-cs", gpu_replicas=1)
+    assert "profile" not in spec["pools"][0]["gpu"]
+    tasks = """
+    - name: converge
+      whitesky.capvco.cluster: {spec: "{{ spec }}"}
+    """
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    assert rc == 0, out[-3000:]
+    done = one_result(data, "converge")
+    assert reserved(emulator, "wc") == ["nvidia-a100-40c"]
+    assert done["plan"]["pools"][1]["gpu"] == {"type": "NVIDIA A100", "count": 1, "profile": "full", "memory": 40}
+    assert done["plan"]["pools"][0]["gpu"] is None
+    # any: whichever has room, the half card here; the plan shows the least GPU memory a vGPU of it may have
+    spec = cluster_spec("wa", "wa-cs", gpu_replicas=1)
+    spec["pools"][0]["gpu"]["profile"] = "any"
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    assert rc == 0, out[-3000:]
+    assert reserved(emulator, "wa") == ["nvidia-a100-20c"]
+    assert one_result(data, "converge")["plan"]["pools"][1]["gpu"]["memory"] == 20
+    # a pool at zero says which profile it would take, and its memory
+    zero = cluster_spec("wz", "wz-cs", gpu_replicas=0)
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, check=True, extra_vars={"spec": zero})
+    assert rc == 0, out[-3000:]
+    line = one_result(data, "converge")["summary"][1]
+    assert line.endswith("1 x NVIDIA A100 (profile full, 40 GB) when scaled up"), line
 
 
 def test_a_pool_that_asks_for_a_whole_card_gets_one_and_the_plan_says_so(emulator, tmp_path):
@@ -36,7 +67,8 @@ def test_a_pool_that_asks_for_a_whole_card_gets_one_and_the_plan_says_so(emulato
     assert rc == 0, out[-3000:]
     assert "reserve 2 x NVIDIA A100 (nvidia-a100-40c)" in one_result(data, "converge")["summary"][0]
     assert reserved(emulator, "fc") == ["nvidia-a100-40c", "nvidia-a100-40c"]
-    # the same spec without a profile keeps them (any A100 profile will do); a half card asked for replaces them
+    # the same spec without a profile keeps them (whole cards is what a pool without one gets); a half card asked for
+    # by its id replaces them
     del spec["pools"][0]["gpu"]["profile"]
     rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
     assert rc == 0 and not one_result(data, "converge")["changed"], out[-3000:]
@@ -44,6 +76,21 @@ def test_a_pool_that_asks_for_a_whole_card_gets_one_and_the_plan_says_so(emulato
     rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
     assert rc == 0, out[-3000:]
     assert reserved(emulator, "fc") == ["nvidia-a100-20c", "nvidia-a100-20c"]
+    # profile any keeps the half cards it holds (any of the type's will do) ...
+    spec["pools"][0]["gpu"]["profile"] = "any"
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    assert rc == 0 and not one_result(data, "converge")["changed"], out[-3000:]
+    assert one_result(data, "converge")["plan"]["pools"][1]["gpu"]["profile"] == "any"
+    # ... and a pool without a profile that holds half cards (as one did before whole cards became the default)
+    # has them replaced by whole cards: the plan says so, releases and reserves
+    del spec["pools"][0]["gpu"]["profile"]
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, check=True, extra_vars={"spec": spec})
+    assert rc == 0, out[-3000:]
+    planned = one_result(data, "converge")["plan"]
+    assert len(planned["release"]) == 2 and {r["profile"] for r in planned["reserve"]} == {"nvidia-a100-40c"}
+    rc, out, data = play_tasks(tmp_path, tasks, emulator, extra_vars={"spec": spec})
+    assert rc == 0, out[-3000:]
+    assert reserved(emulator, "fc") == ["nvidia-a100-40c", "nvidia-a100-40c"]
     rc, out, data = play_tasks(
         tmp_path, "- {name: teardown, whitesky.capvco.cluster: {spec: '{{ spec }}', state: absent}}\n", emulator,
         extra_vars={"spec": spec},

@@ -65,8 +65,12 @@ def test_image_info_lists_a_locations_images_and_location_info_the_customers_loc
     assert be["gpu_types"] == ["NVIDIA A100", "NVIDIA L4"] and ams["gpu_types"] == ["NVIDIA H100"]
     assert be["currency"] == "EUR" and be["prices"]["vgu"] == 730.0 and ams["prices"]["vgu"] == 1460.0
     assert one_result(data, "one location")["locations"] == [
-        {"name": "nl-ams-1", "currency": "EUR", "prices": ams["prices"]}
+        {"name": "nl-ams-1", "currency": "EUR", "prices": ams["prices"], "hourly": ams["hourly"]}
     ]
+    # each unit's price per hour, named: 1460 EUR a vGPU-month is 2 EUR an hour
+    assert ams["hourly"]["vgu"] == {"what": "vGPU", "per_hour": 2.0} and be["hourly"]["vgu"]["per_hour"] == 1.0
+    assert be["hourly"]["vcu"] == {"what": "vCPU", "per_hour": round(12.0 / 730, 6)}
+    assert set(be["hourly"]) == {"vcu", "mu", "su", "fsu", "piu", "vgu", "ou", "tu", "nu", "wu"}
     wrong = one_result(data, "no such name")
     assert wrong["failed"] and "its locations: be-gen-1, nl-ams-1" in wrong["msg"]
     assert emulator.snapshot() == before

@@ -266,7 +266,15 @@ def test_the_sample_groups_the_clusters_machines_by_their_markers_with_bounded_c
     assert vgpu["name"].startswith("capvco.web.web-gpu-0.00.") and vgpu["status"] == "ATTACHED"
     assert vgpu["type"] == "NVIDIA A100" and vgpu["profile"].startswith("nvidia-a100")
     assert vgpu["cost_per_hour"] == 1.0, "730 EUR a month in be-gen-1: 1 EUR per vGPU-hour"
-    assert gpu0["whitesky_cost_per_hour"] == 1.0 and gpu0["whitesky_currency"] == "EUR"
+    # the VM whole: its vCPUs, memory and boot disk at be-gen-1's prices, and its vGPU
+    size = (gpu0["whitesky_vcpus"] * 12.0 + gpu0["whitesky_memory"] / 1024 * 3.5 + gpu0["whitesky_storage"] * 0.1) / 730
+    assert gpu0["whitesky_cost_per_hour"] == round(1.0 + size, 6) and gpu0["whitesky_currency"] == "EUR"
+    assert gpu0["whitesky_cost_by_unit"]["vgu"] == 1.0 and set(gpu0["whitesky_cost_by_unit"]) <= {
+        "vcu",
+        "mu",
+        "su",
+        "vgu",
+    }
     assert hv["handmade-0"]["whitesky_cluster"] is None and hv["handmade-0"]["whitesky_vgpus"] == []
     assert hv["web-gpu-cp-0"]["whitesky_cluster"] == "web-gpu" and hv["web-gpu-cp-0"]["whitesky_pool"] == "cp"
 
@@ -277,7 +285,7 @@ def test_hostnames_in_order_then_compose_groups_and_keyed_groups(world, tmp_path
         tmp_path / "named.whitesky.yml",
         hostnames=["external_ip", "name"],
         compose={"vgpu_count": "whitesky_vgpus | length", "machine": "whitesky_name"},
-        groups={"billed": "whitesky_cost_per_hour > 0"},
+        groups={"billed": "whitesky_cost_per_hour > 1", "gpu_billed": "whitesky_cost_by_unit.vgu | default(0) > 0"},
         keyed_groups=[{"key": "whitesky_pool", "prefix": "in", "default_value": "no_pool"}],
     )
     data, _ = listed(emu, source)
@@ -285,7 +293,7 @@ def test_hostnames_in_order_then_compose_groups_and_keyed_groups(world, tmp_path
     assert sorted(hv) == sorted(["ams-0", ip, *[n for n in SHOP if n != "web-gpu-0"]]), "the external address first"
     assert hv[ip]["whitesky_name"] == "web-gpu-0" and hv[ip]["machine"] == "web-gpu-0"
     assert hv[ip]["vgpu_count"] == 1
-    assert members(data, "billed") == [ip]
+    assert members(data, "billed") == [ip] and members(data, "gpu_billed") == [ip]  # a vGPU is 1 EUR an hour
     assert members(data, "in_gpu") == [ip] and members(data, "in_cp") == ["web-cp-0", "web-gpu-cp-0"]
     assert members(data, "in_no_pool") == ["ams-0", "db-0", "handmade-0", "web-db"]
     assert members(data, "cluster_web") == [ip, "web-cp-0"]
@@ -429,12 +437,14 @@ def host(**kw):
         "status": "RUNNING",
         "vcpus": 4,
         "memory": 8192,
+        "storage": 10,
         "private_ips": [],
         "external_ips": [],
         "cluster": None,
         "pool": None,
         "vgpus": [],
         "cost_per_hour": 0.0,
+        "cost_by_unit": {},
         "currency": "EUR",
     }
     base.update(kw)

@@ -121,7 +121,7 @@ def test_a_cluster_deletes_the_cloudspace_it_created_once_it_is_empty(emulator):
     assert [(n["title"], n["content"]) for n in notes] == [
         ("capvco/v1", "creator cluster=solo"),
         # the cluster's pools (information for the inventory, never proof of ownership), its GPU pool at zero
-        ("capvco/v1", "pools cluster=solo cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:1:NVIDIA%20A100:12:-:550:-"),
+        ("capvco/v1", "pools cluster=solo cp:1:2:2048:0:-:12:10::-;gpu:0:4:8192:1:NVIDIA%20A100:12:10:550:-"),
     ]
     rc, out, data = play(emulator, "cluster_delete.yml", cluster_spec("solo", cloudspace="solo-cs", gpu_replicas=0))
     assert rc == 0, out[-3000:]

@@ -43,20 +43,27 @@ def test_the_plan_and_its_price_show_at_default_verbosity_and_deletes_say_what_t
     rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec, "--check", "--diff")
     assert rc == 0, out[-3000:]
     line = "plan: create cloudspace pw-cs, create 3 machines (pw-cp-0, pw-gpu-0, pw-gpu-1), reserve 2 x NVIDIA A100"
-    assert line in out and ": +2.00 EUR/h, 2.00 EUR/h after" in out, out[-3000:]
-    assert "+price 2.00 EUR/h" in out and "-price 0.00 EUR/h" in out  # --diff carries the price
+    # the whole price (issue 46, point 10): 10 vCPUs, 18 GiB, 3 x 10 GiB of disk, the cloudspace's address and 2 vGPUs
+    # at be-gen-1's prices (12, 3.5, 0.1, 5 and 730 EUR a month), 2.26 EUR an hour, and by unit
+    whole = ": +2.26 EUR/h, 2.26 EUR/h after (vcu 0.16, mu 0.09, su 0.00, piu 0.01, vgu 2.00)"
+    assert line in out and whole in out, out[-3000:]
+    assert "+price 2.26 EUR/h" in out and "-price 0.00 EUR/h" in out  # --diff carries the price
+    assert "+price vcu 10 vCPU 0.16 EUR/h" in out and "+price vgu 2 vGPU 2.00 EUR/h" in out
     assert emulator.snapshot() == before, "check mode bought nothing"
 
     rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec)
     assert rc == 0, out[-3000:]
-    assert "done: create cloudspace pw-cs, create 3 machines" in out and "2.00 EUR/h after" in out
+    assert "done: create cloudspace pw-cs, create 3 machines" in out and "2.26 EUR/h after" in out
     rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", spec)
-    assert rc == 0 and "done: no change: 2 vGPUs, 2.00 EUR/h" in out, out[-3000:]
+    assert rc == 0 and "done: no change: 2 vGPUs, 2.26 EUR/h (vcu 0.16" in out, out[-3000:]
 
     # a pool scaled to zero says what a machine costs when it comes back
     zero = cluster_spec("pw", "pw-cs", gpu_replicas=0, count=1)
     rc, out = default_callback(emulator, "whitesky.capvco.cluster_create", zero, "--check")
-    assert rc == 0 and "pool gpu at 0 machines: nothing billed; 1.00 EUR/h a machine of 1 x NVIDIA A100" in out
+    at_zero = (
+        "pool gpu at 0 machines: nothing billed; 1.11 EUR/h a machine of 4 vCPUs, 8192 MiB, 10 GiB disk, 1 x NVIDIA"
+    )
+    assert rc == 0 and at_zero in out, out[-3000:]
 
     # a machine deleted by force: a warning names the vGPU it leaves billed, and its price
     rc, out = default_callback(emulator, "whitesky.capvco.machine_delete", dict(spec, machine="pw-gpu-1", force=True))

@@ -25,6 +25,12 @@ from test_gpu import live, mutations
 LOC = "be-gen-1"
 CONVERGE = "Converge the cluster to its spec (cloudspace, every pool's machines and GPUs by type)"
 A100x2 = {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}
+#: One machine of each pool per hour, whole, at be-gen-1's prices (12 EUR a vCPU-month, 3.5 a GiB-month of memory,
+#: 0.1 a GiB-month of boot disk, 730 a vGPU-month; an hour is 1/730 of a month): the GPU pool's 4 vCPUs, 8 GiB,
+#: the image's 10 GiB disk and 2 vGPUs; the control plane's 2 vCPUs, 2 GiB and 10 GiB.
+GPU_MACHINE = (4 * 12.0 + 8 * 3.5 + 10 * 0.1) / 730 + 2.0
+CP_MACHINE = (2 * 12.0 + 2 * 3.5 + 10 * 0.1) / 730
+ADDRESS = 5.0 / 730  # the cloudspace's public address
 
 
 def spec(name="pz", gpu_replicas=2, cloudspace=None, cp=1):
@@ -97,9 +103,10 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
         "replicas": 2,
         "vcpus": 4,
         "memory": 8192,
-        "gpu": {"type": "NVIDIA A100", "count": 2, "profile": None},
-        "per_machine_hourly": 2.0,  # 2 x 730 EUR a month: 2 EUR an hour
-        "hourly": 4.0,
+        "gpu": {"type": "NVIDIA A100", "count": 2, "profile": "full", "memory": 40},  # whole cards: no profile asked
+        "disk_size": 10,
+        "per_machine_hourly": round(GPU_MACHINE, 4),  # its 2 vGPUs, 2 EUR an hour, and its size
+        "hourly": round(2 * GPU_MACHINE, 4),
     }
     assert pool_entry(at_two, "cp") == {
         "name": "cp",
@@ -107,14 +114,15 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
         "vcpus": 2,
         "memory": 2048,
         "gpu": None,
-        "per_machine_hourly": 0.0,
-        "hourly": 0.0,
+        "disk_size": 10,
+        "per_machine_hourly": round(CP_MACHINE, 4),
+        "hourly": round(CP_MACHINE, 4),
     }
     assert at_two["plan"]["pools_note"]["write"] == "create"
     ((_id, content),) = pools_notes(emulator, cs)
     assert (
         content
-        == "pools cluster=pz cp:1:2:2048:0:-:12:-::-;gpu:2:4:8192:2:NVIDIA%20A100:12:-:550:-"
+        == "pools cluster=pz cp:1:2:2048:0:-:12:10::-;gpu:2:4:8192:2:NVIDIA%20A100:12:10:550:-"
         == at_two["plan"]["pools_note"]["content"]
     )
 
@@ -126,11 +134,13 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
     assert planned["plan"]["delete"] == ["pz-gpu-0", "pz-gpu-1"]
     assert planned["plan"]["release"] == sorted(r["vgpu_name"] for r in held)
     assert pool_entry(planned) == dict(pool_entry(at_two), replicas=0, hourly=0.0)
-    assert planned["plan"]["price"]["hourly_after"] == 0.0 and planned["plan"]["price"]["vgpus_after"] == 0
+    # what stays billed: the control plane and the cloudspace's address, no vGPU
+    assert planned["plan"]["price"]["hourly_after"] == round(CP_MACHINE + ADDRESS, 4)
+    assert planned["plan"]["price"]["vgpus_after"] == 0 and planned["plan"]["price"]["units"]["vgu"]["after"] == 0
     assert planned["plan"]["pools_note"] == {
         "write": "update",
         "note_id": _id,
-        "content": "pools cluster=pz cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:-:550:-",
+        "content": "pools cluster=pz cp:1:2:2048:0:-:12:10::-;gpu:0:4:8192:2:NVIDIA%20A100:12:10:550:-",
         "remove": [],
     }
 
@@ -160,8 +170,9 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
         "capvco_pool_replicas": 0,
         "capvco_pool_vcpus": 4,
         "capvco_pool_memory": 8192,
+        "capvco_pool_disk": 10,
         "capvco_pool_gpu": {"type": "NVIDIA A100", "count": 2},
-        "capvco_pool_per_machine_hourly": 2.0,
+        "capvco_pool_per_machine_hourly": round(GPU_MACHINE, 6),
         "capvco_pool_currency": "EUR",
     }
     assert [(p["name"], p["replicas"]) for p in data["cluster_pz"]["vars"]["capvco_pools"]] == [("cp", 1), ("gpu", 0)]
@@ -171,7 +182,7 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
     proc = inventory(emulator, src, "--host", "pz-cp-0")
     assert proc.returncode == 0, proc.stderr[-2000:]
     on_cp = json.loads(proc.stdout, object_hook=_plain)
-    assert [p["per_machine_hourly"] for p in on_cp["capvco_pools"] if p["name"] == "gpu"] == [2.0]
+    assert [p["per_machine_hourly"] for p in on_cp["capvco_pools"] if p["name"] == "gpu"] == [round(GPU_MACHINE, 6)]
 
     # back to 2 with the same playbook: new machines, reservations by type again
     back, _stats = create(emulator, spec(gpu_replicas=2))
@@ -189,12 +200,12 @@ def test_a_gpu_pool_goes_to_zero_and_back_through_the_playbook_and_the_inventory
 def test_a_new_cluster_may_start_with_its_gpu_pool_at_zero(emulator):
     made, _stats = create(emulator, spec("p0", gpu_replicas=0))
     assert made["created"] == ["p0-cp-0"] and made["reserved"] == [] and live(emulator, "p0") == []
-    assert pool_entry(made)["hourly"] == 0.0 and pool_entry(made)["per_machine_hourly"] == 2.0
+    assert pool_entry(made)["hourly"] == 0.0 and pool_entry(made)["per_machine_hourly"] == round(GPU_MACHINE, 4)
     # the GPU type is planned (and checked) even at zero: the location offers it, nothing is asked of it
     assert made["plan"]["capacity"]["NVIDIA A100"]["needed"] == 0
     cs = cloudspace_id(emulator, "p0-cs")
     assert [c for _i, c in pools_notes(emulator, cs)] == [
-        "pools cluster=p0 cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:-:550:-"
+        "pools cluster=p0 cp:1:2:2048:0:-:12:10::-;gpu:0:4:8192:2:NVIDIA%20A100:12:10:550:-"
     ]
 
 

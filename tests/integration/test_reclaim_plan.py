@@ -39,7 +39,6 @@ from test_cluster_spec import set_price
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planfile import (
@@ -460,23 +459,16 @@ def test_a_plan_written_while_the_price_is_unknown_says_so_never_0(emulator, tmp
     assert "released now 2 (saving unknown " in report[-1], report
 
 
-def test_a_plan_written_while_the_price_list_has_no_vgu_price_says_the_cost_is_unknown(emulator, tmp_path, monkeypatch):
-    """The same, with no vgu price in the platform's answer at all (the emulator always answers one: the client's
-    reading of the price list is rewritten without it), through the core that vgpu_reclaim's plan_file runs."""
-    real = WhiteskyClient.prices
-
-    def without_vgu(self, location):
-        answer = real(self, location)
-        answer.get("resources", {}).pop("vgu", None)
-        return answer
-
-    monkeypatch.setattr(WhiteskyClient, "prices", without_vgu)
+def test_a_plan_written_while_the_price_list_has_no_vgu_price_says_the_cost_is_unknown(emulator, tmp_path):
+    """The same, with no vgu price in the platform's answer at all (the emulator's store holds none, and its answer
+    then has none), through the core that vgpu_reclaim's plan_file runs."""
+    set_price(emulator, None, drop=True)
     orphaned(emulator, "c1-w0", "c1-w1")
     path = tmp_path / "plan.json"
     result = plan_orphans(emulator, path)
     unknown_cost(json.loads(path.read_text()))
     assert result["reclaim_plan"]["summary"]["cost_per_hour"] is None and len(live(emulator)) == 2
-    monkeypatch.setattr(WhiteskyClient, "prices", real)
+    set_price(emulator, 730.0)
     known = tmp_path / "known.json"
     plan_orphans(emulator, known)
     costs = [e["cost"] for e in json.loads(known.read_text())["entries"]]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import plan as cluster_plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH, times
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -25,7 +25,11 @@ PROFILES = [
     {"id": "nvidia-a100-20c", "vendor": "NVIDIA", "model": "A100", "available_instances": 6},
     {"id": "nvidia-a100-40c", "vendor": "NVIDIA", "model": "A100", "available_instances": 3},
 ]
-IMAGES = [{"image_id": 12, "name": "Ubuntu 22.04"}, {"image_id": 14, "name": "Ubuntu 24.04"}]
+IMAGES = [{"image_id": 12, "name": "Ubuntu 22.04", "boot_disk_size": 10}, {"image_id": 14, "name": "Ubuntu 24.04"}]
+#: A location's monthly prices of the units a plan counts, and what a price list may say instead of one.
+MONTHLY = {"vcu": 12.0, "mu": 3.5, "su": 0.1, "fsu": 0.25, "piu": 5.0, "vgu": 730.0}
+ABSENT = object()
+NOT_PRICES = [0, None, -1, "x", float("nan"), float("inf"), True, [1], ABSENT]
 
 
 class _Listing:
@@ -36,6 +40,44 @@ class _Listing:
 
     def vgpus(self, location, include_deleted=False):
         return [dict(i) for i in self.items]
+
+
+def prices(draw):
+    """A location's price list: each unit's monthly price, now and then one or two that are 0, missing or not a
+    finite number of 0 or more."""
+    odd = draw(st.sets(st.sampled_from(sorted(MONTHLY)), max_size=2))
+    listed = {u: draw(st.sampled_from(NOT_PRICES)) if u in odd else MONTHLY[u] for u in MONTHLY}
+    return {u: v for u, v in listed.items() if v is not ABSENT}
+
+
+def per_hour(world, unit):
+    """The oracle's hourly price of a unit: a finite number of 0 or more / 730, else None."""
+    v = world["price"]["resources"].get(unit)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+    return v / HOURS_PER_MONTH if ok else None
+
+
+def whole(world, amounts):
+    """The oracle's price per hour of ``amounts`` ({unit: amount}): None when a unit held has no known price."""
+    total = 0.0
+    for unit, amount in amounts.items():
+        rate = per_hour(world, unit)
+        if amount and rate is None:
+            return None
+        total += amount * (rate or 0.0)
+    return total
+
+
+def machine(vcpus, memory, disk, vgpus=0):
+    return {"vcu": vcpus, "mu": memory / 1024, "su": disk, "vgu": vgpus}
+
+
+def summed(*parts):
+    out = {}
+    for part in parts:
+        for unit, amount in part.items():
+            out[unit] = out.get(unit, 0) + amount
+    return out
 
 
 @st.composite
@@ -62,6 +104,7 @@ def worlds(draw):
                     "memory": 2048,
                     "image": 12,
                     "gpu": gpu,
+                    **draw(st.sampled_from([{}, {"diskSize": 40}])),
                 }
             ],
         }
@@ -72,8 +115,18 @@ def worlds(draw):
         vm_id += 1
         owner = CLUSTER if draw(st.integers(0, 4)) else "c2"  # now and then a stranger holds the name
         pool = draw(st.sampled_from([None, name.split("-")[1]]))  # the pool its marker names, or none
-        vm = {"vm_id": vm_id, "name": name, "owner": owner, "description": markers.machine_marker(owner, pool)}
-        vms.append(dict(vm, pool=pool))
+        vms.append(
+            {
+                "vm_id": vm_id,
+                "name": name,
+                "owner": owner,
+                "description": markers.machine_marker(owner, pool),
+                "vcpus": draw(st.integers(1, 16)),
+                "memory": draw(st.sampled_from([1024, 1536, 65536])),
+                "storage": draw(st.sampled_from([10, 25])),
+                "pool": pool,
+            }
+        )
     items = []
     for i, (machine, slot, state) in enumerate(
         draw(st.lists(st.tuples(st.sampled_from(candidates), st.integers(0, 2), st.sampled_from("adr")), max_size=8))
@@ -90,7 +143,7 @@ def worlds(draw):
             }
         )
     # the cluster's pools note as a run may find it: none, the spec's, another spec's, garbage, or two of them
-    noted = cluster_plan.pools_note_plan(spec, None)["content"]
+    noted = cluster_plan.pools_note_plan(spec, None, IMAGES)["content"]
     other = notes.pools_note(CLUSTER, [notes.NotedPool("cp", 3, 1, 1024, None, 0)])[1]
     choices = [[], [noted], [other], ["pools cluster=c1 {{ x }}"], [other, noted]]
     pools_notes = [{"id": "n%d" % i, "content": c} for i, c in enumerate(draw(st.sampled_from(choices)))]
@@ -105,7 +158,7 @@ def worlds(draw):
             }
         ],
         "inventory": Inventory(_Listing(items), LOC),
-        "price": {"currency": "EUR", "resources": {"vgu": draw(st.sampled_from([730.0, 0, None, -1, "x"]))}},
+        "price": {"currency": "EUR", "resources": prices(draw)},
         "profiles": PROFILES,
         "images": IMAGES,
     }
@@ -146,34 +199,59 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     assert all(r["profile"] == next(pv.plan.alloc[r["machine"]] for pv in p.vgpus if r["machine"] in pv.targets)
                for r in view["reserve"])  # fmt: skip
     # the profile the pool asks for (full: the A100's with the most GPU memory), and every reservation it keeps is one
-    allowed = {None: {"nvidia-a100-20c", "nvidia-a100-40c"}, "full": {"nvidia-a100-40c"}}.get(
+    allowed = {None: {"nvidia-a100-40c"}, "full": {"nvidia-a100-40c"}}.get(
         spec.pools[1].gpu.profile, {str(spec.pools[1].gpu.profile).lower()}
     )
     assert {r["profile"] for r in view["reserve"]} <= allowed
     kept = [i for pv in p.vgpus for mp in pv.plan.machines.values() for i in mp.kept]
     assert {i["gpu_id"] for i in kept} <= allowed
-    # the price is the count of what the appliers reserve and release, at the location's price (or unknown)
+    # the price is the whole of what the cluster holds after the plan (its machines kept and created, its vGPUs, its
+    # cloudspace's address), at each unit's price (or unknown), and each change is priced as the whole is
     price = view["price"]
     assert price["vgpus_before"] == len(world["inventory"].owned(CLUSTER))
     assert price["vgpus_after"] == price["vgpus_before"] + len(view["reserve"]) - len(view["release"])
-    monthly = world["price"]["resources"]["vgu"]
-    per_hour = monthly / HOURS_PER_MONTH if isinstance(monthly, float) or monthly == 0 else None
-    assert price["hourly_added"] == times(len(view["reserve"]), per_hour)
-    assert price["hourly_after"] == times(price["vgpus_after"], per_hour)
-    # every pool of the spec with its price: one machine's vGPUs, and all of the pool's (0 at zero, whatever the price)
+    vms = {v["name"]: v for v in world["spaces"][0]["vms"] if v["owner"] == CLUSTER}
+    size = {pool.name: pool for pool in spec.pools}
+    disk = {pool.name: pool.disk_size or 10 for pool in spec.pools}  # the image's boot disk: 10 GiB
+    created = [machine(size[c["pool"]].vcpus, size[c["pool"]].memory, disk[c["pool"]]) for c in view["create"]]
+    kept = [machine(vms[n]["vcpus"], vms[n]["memory"], vms[n]["storage"]) for n in view["keep"]]
+    after = summed(*created, *kept, {"piu": 1, "vgu": price["vgpus_after"]})
+    expected = whole(world, after)
+    assert (price["hourly_after"] is None) == (expected is None), (price, after)
+    if expected is not None:
+        assert price["hourly_after"] == pytest.approx(expected, abs=1e-3)
+    if None not in (price["hourly_after"], price["hourly_before"], price["hourly_added"], price["hourly_removed"]):
+        assert price["hourly_after"] == pytest.approx(
+            price["hourly_before"] + price["hourly_added"] - price["hourly_removed"], abs=1e-3
+        )
+    for unit, line in price["units"].items():
+        assert line["after"] == pytest.approx(after.get(unit, 0), abs=1e-3), unit
+        assert line["after"] == pytest.approx(line["before"] + line["added"] - line["removed"], abs=1e-3)
+    added = summed(*created, {"vgu": len(view["reserve"])})
+    assert (price["hourly_added"] is None) == (whole(world, added) is None)
+    # every pool of the spec with its price: one machine whole, and all of the pool's (0 at zero, whatever the price)
     assert [v["name"] for v in view["pools"]] == [pool.name for pool in spec.pools]
     for v, pool in zip(view["pools"], spec.pools, strict=True):
         count = pool.gpu.count if pool.gpu else 0
         assert v["replicas"] == len(pool.names) and (v["vcpus"], v["memory"]) == (pool.vcpus, pool.memory)
-        assert v["gpu"] == ({"type": pool.gpu.type, "count": count, "profile": pool.gpu.profile} if pool.gpu else None)
-        assert v["per_machine_hourly"] == times(count, per_hour) and v["hourly"] == times(
-            count * len(pool.names), per_hour
+        shown = (pool.gpu.profile or "full") if pool.gpu else ""  # a pool without a profile takes whole cards
+        memory = {"full": 40, "nvidia-a100-20c": 20, "nvidia-a100-40c": 40}.get(shown.lower())
+        assert v["gpu"] == (
+            {"type": pool.gpu.type, "count": count, "profile": shown, "memory": memory} if pool.gpu else None
         )
+        one = whole(world, machine(pool.vcpus, pool.memory, disk[pool.name], count))
+        assert v["disk_size"] == disk[pool.name]
+        assert v["per_machine_hourly"] == (None if one is None else pytest.approx(one, abs=1e-3))
         if not pool.names:
             assert v["hourly"] == 0
+        elif one is not None:
+            assert v["hourly"] == pytest.approx(one * len(pool.names), abs=1e-3)
     # the pools note: written when it does not say the spec's pools (the oldest updated in place), others removed
     note, found = view["pools_note"], world["spaces"][0]["pools_notes"]
-    assert notes.note_pools(notes.NOTE_TITLE, note["content"]) == (CLUSTER, tuple(cluster_plan.noted_pools(spec)))
+    assert notes.note_pools(notes.NOTE_TITLE, note["content"]) == (
+        CLUSTER,
+        tuple(cluster_plan.noted_pools(spec, IMAGES)),
+    )
     if not found:
         assert note["write"] == "create" and note["remove"] == []
     else:
@@ -201,6 +279,19 @@ def test_a_teardown_plan_deletes_only_the_clusters_machines_and_releases_what_it
     assert view["release"] == sorted(i["vgpu_name"] for i in world["inventory"].owned(CLUSTER))
     assert (not p.graceful) if force else set(p.graceful) == set(own)
     assert view["price"]["vgpus_after"] == 0
+    # what it removes is what the cluster held, whole: its machines, its vGPUs, the address of a cloudspace it deletes
+    vms = {v["name"]: v for v in world["spaces"][0]["vms"]}
+    gone = summed(*(machine(vms[n]["vcpus"], vms[n]["memory"], vms[n]["storage"]) for n in own))
+    deleted = view["cloudspaces"][0]["delete"]
+    removed = summed(gone, {"piu": 1 if deleted else 0, "vgu": len(view["release"])})
+    units = view["price"]["units"]
+    for unit in ("vcu", "mu", "su", "piu", "vgu"):
+        assert units[unit]["removed"] == pytest.approx(removed.get(unit, 0), abs=1e-3), unit
+        assert units[unit]["after"] == pytest.approx(units[unit]["before"] - removed.get(unit, 0), abs=1e-3), unit
+    expected = whole(world, {"piu": 0 if deleted else 1})
+    assert (view["price"]["hourly_after"] is None) == (expected is None)
+    if expected is not None:
+        assert view["price"]["hourly_after"] == pytest.approx(expected, abs=1e-3)
     # the cloudspace is deleted with its notes, or kept (not asked to delete it): the pools notes are deleted then
     kept = teardown.plan_teardown(spec, world, force=force, delete_cloudspace=False).view()["cloudspaces"][0]
     assert kept["pools_notes"] == [n["id"] for n in world["spaces"][0]["pools_notes"]]

@@ -37,9 +37,14 @@ def test_a_profiles_gpu_memory_is_the_nvidia_vgpu_type_in_its_id_or_description(
     assert profiles.profile_memory({"id": 7, "description": None}) is None  # a hostile answer: no memory, no crash
 
 
-def test_no_choice_keeps_every_profile_of_the_type_full_the_whole_card_an_id_that_one():
-    assert ids(profiles.choose(A100, None, "NVIDIA A100", LOC)) == ["nvidia-a100-40c", "nvidia-a100-20c"]
-    assert ids(profiles.choose(A100, "", "NVIDIA A100", LOC)) == ["nvidia-a100-40c", "nvidia-a100-20c"]
+def test_no_choice_is_the_whole_card_full_too_any_every_profile_of_the_type_an_id_that_one():
+    """Issue 46, point 15: a pool without gpu.profile gets whole cards; a partial card only by its id or any."""
+    assert ids(profiles.choose(A100, None, "NVIDIA A100", LOC)) == ["nvidia-a100-40c"]
+    assert ids(profiles.choose(A100, "", "NVIDIA A100", LOC)) == ["nvidia-a100-40c"]
+    assert ids(profiles.choose(A100, "any", "NVIDIA A100", LOC)) == ["nvidia-a100-40c", "nvidia-a100-20c"]
+    assert ids(profiles.choose(A100, " ANY ", "NVIDIA A100", LOC)) == ["nvidia-a100-40c", "nvidia-a100-20c"]
+    assert profiles.effective(None) == profiles.effective(" ") == "full" and profiles.effective("any") == "any"
+    assert profiles.least_memory(A100) == 20 and profiles.least_memory(A100[:1]) == 40
     assert ids(profiles.choose(A100, "full", "NVIDIA A100", LOC)) == ["nvidia-a100-40c"]
     assert ids(profiles.choose(A100, " FULL ", "NVIDIA A100", LOC)) == ["nvidia-a100-40c"]
     assert ids(profiles.choose(A100, "nvidia-a100-20c", "NVIDIA A100", LOC)) == ["nvidia-a100-20c"]
@@ -52,8 +57,8 @@ def test_a_profile_the_type_does_not_have_is_refused_naming_the_valid_ones_there
         profiles.type_profiles(OFFERED, "NVIDIA A100", LOC, "nvidia-l4-24q")  # a profile of another type
     assert str(err.value) == (
         "gpu.profile 'nvidia-l4-24q' is not a profile of NVIDIA A100 in location 'be-gen-1'; its profiles: "
-        "nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB), or 'full' (the one with the most GPU memory, a whole "
-        "card); nothing was changed"
+        "nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB), 'full' (the one with the most GPU memory, a whole "
+        "card: what a pool without gpu.profile gets) or 'any' (any of them); nothing was changed"
     )
     with pytest.raises(InputError, match="GPU type 'NVIDIA Z9' is not offered in location 'be-gen-1'"):
         profiles.type_profiles(OFFERED, "NVIDIA Z9", LOC, "full")  # the type first
@@ -65,10 +70,15 @@ def test_full_is_refused_when_a_profiles_memory_cannot_be_told():
         profiles.choose(unknown, "full", "NVIDIA A100", LOC)
     msg = str(err.value)
     assert (
-        "gpu.profile 'full' for NVIDIA A100 in location 'be-gen-1': which profile is a whole card cannot be told" in msg
+        "gpu.profile 'full' takes whole cards of NVIDIA A100 in location 'be-gen-1', and which profile is a whole card "
+        "cannot be told" in msg
     )
     assert "a100-mystery (GPU memory not known), nvidia-a100-20c (20 GB), nvidia-a100-40c (40 GB)" in msg
     assert ids(profiles.choose(unknown, "a100-mystery", "NVIDIA A100", LOC)) == ["a100-mystery"]  # by id: fine
+    # a pool without a profile takes whole cards, and is told so: give one by id, or any
+    with pytest.raises(InputError, match="a pool without gpu.profile takes whole cards .* or 'any' for any of them"):
+        profiles.choose(unknown, None, "NVIDIA A100", LOC)
+    assert len(profiles.choose(unknown, "any", "NVIDIA A100", LOC)) == 3
 
 
 def test_one_allocation_honours_each_machines_profiles_and_serves_the_narrowest_first():
@@ -99,7 +109,8 @@ def _plan(gpu, replicas=2):
     world = {
         "spaces": [],
         "inventory": Inventory(_Listing(), LOC),
-        "price": {"currency": "EUR", "resources": {"vgu": 730.0}},
+        # the vGPUs alone bill here: the other units the plan counts are free at this location
+        "price": {"currency": "EUR", "resources": {"vgu": 730.0, "vcu": 0, "mu": 0, "su": 0, "fsu": 0, "piu": 0}},
         "profiles": OFFERED,
         "images": [{"image_id": 12, "name": "Ubuntu"}],
     }
@@ -110,17 +121,23 @@ def test_the_plan_reserves_the_profile_asked_for_and_its_summary_line_shows_it()
     view = _plan({"type": "NVIDIA A100", "count": 1, "driverVersion": "550", "profile": "full"}).view()
     assert {r["profile"] for r in view["reserve"]} == {"nvidia-a100-40c"}
     assert view["capacity"] == {"NVIDIA A100": {"needed": 2, "available": 6}}
-    assert view["pools"][1]["gpu"] == {"type": "NVIDIA A100", "count": 1, "profile": "full"}
+    assert view["pools"][1]["gpu"] == {"type": "NVIDIA A100", "count": 1, "profile": "full", "memory": 40}
     line = summary.converge_lines(view, True)[0]
     assert "reserve 2 x NVIDIA A100 (nvidia-a100-40c): +2.00 EUR/h" in line, line
-    # without a profile: the one with the most room, as before (the half card here)
+    # without a profile: whole cards, where the half card has more room (issue 46, point 15); any: the most room
     view = _plan({"type": "NVIDIA A100", "count": 1}).view()
+    assert {r["profile"] for r in view["reserve"]} == {"nvidia-a100-40c"}
+    assert view["capacity"]["NVIDIA A100"]["available"] == 6
+    assert view["pools"][1]["gpu"] == {"type": "NVIDIA A100", "count": 1, "profile": "full", "memory": 40}
+    view = _plan({"type": "NVIDIA A100", "count": 1, "profile": "any"}).view()
     assert {r["profile"] for r in view["reserve"]} == {"nvidia-a100-20c"}
     assert view["capacity"]["NVIDIA A100"]["available"] == 14
+    assert view["pools"][1]["gpu"] == {"type": "NVIDIA A100", "count": 1, "profile": "any", "memory": 20}
     # a pool at zero says the profile it would take
     zero = summary.converge_lines(_plan({"type": "NVIDIA A100", "count": 2, "profile": "full"}, 0).view(), True)
     assert zero[1] == (
-        "pool gpu at 0 machines: nothing billed; 2.00 EUR/h a machine of 2 x NVIDIA A100 (profile full) when scaled up"
+        "pool gpu at 0 machines: nothing billed; 2.00 EUR/h a machine of 8 vCPUs, 32768 MiB, 2 x NVIDIA A100 "
+        "(profile full, 40 GB) when scaled up"
     )
 
 
@@ -152,7 +169,8 @@ def test_the_controllers_template_availability_counts_the_profile_asked_for():
     does not have there is its own condition reason, naming the valid ones."""
     from capvco_controller.vcomachinetemplate import availability
 
-    assert availability(OFFERED, "NVIDIA A100", 7, LOC)[:2] == (True, "Available")  # 8 half cards
+    assert availability(OFFERED, "NVIDIA A100", 7, LOC, "any")[:2] == (True, "Available")  # 8 half cards
+    assert availability(OFFERED, "NVIDIA A100", 7, LOC)[:2] == (False, "InsufficientGPUs")  # whole cards: 6
     ok, reason, _message, free = availability(OFFERED, "NVIDIA A100", 7, LOC, "full")
     assert (ok, reason, free) == (False, "InsufficientGPUs", 6)
     ok, reason, message, free = availability(OFFERED, "NVIDIA A100", 1, LOC, "a100-80c")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes import NotedPool
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -27,6 +28,9 @@ EXAMPLES = env_examples("CAPVCO_FUZZ_EXAMPLES", 200)
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 TITLE = notes.NOTE_TITLE
 CS = {"cloudspace_id": "cs-1", "name": "shop", "location": "be-gen-1"}
+#: A location's hourly prices: 12 a vCPU-month, 3.5 a GiB-month of memory, 0.1 a GiB-month of disk, 730 a vGPU-month.
+RATES = billing.rates({"resources": {"vcu": 12.0, "mu": 3.5, "su": 0.1, "fsu": 0.25, "piu": 5.0, "vgu": 730.0}})
+WHERE = vm_inventory._Location({}, "EUR", RATES)
 
 
 def note(content, title=TITLE, **kw):
@@ -273,7 +277,7 @@ any_notes = st.lists(
 def test_fuzz_a_cloudspaces_notes_of_any_shape_never_raise(found):
     pools_, refused = notes.pools_in(found)
     assert set(pools_).isdisjoint(refused)
-    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    records, warnings = vm_inventory.pool_records(CS, found, WHERE)
     assert all(set(r) == set(vm_inventory.PoolRecord.__annotations__) for r in records)
     assert all("{{" not in json.dumps(r) for r in records)
     assert len(warnings) <= len(refused)
@@ -335,17 +339,23 @@ def test_the_notes_bounds_are_the_cluster_specs():
 
 def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
     gpu = notes.pools_note(
-        "web", [NotedPool("cp", 1, 2, 2048, None, 0), NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)]
+        "web",
+        [
+            NotedPool("cp", 1, 2, 2048, None, 0, disk_size=10),
+            NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2, disk_size=40),
+        ],
     )
     stranger = notes.pools_note("zz", [NotedPool("cp", 9, 2, 2048, None, 0)])  # no creator or member note of zz
     found = [note("creator cluster=web"), note(gpu[1]), note(stranger[1])]
-    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    records, warnings = vm_inventory.pool_records(CS, found, WHERE)
     assert warnings == []
     assert [(r["cluster"], r["name"], r["replicas"]) for r in records] == [("web", "cp", 1), ("web", "gpu", 0)]
     at_zero = records[1]
     assert at_zero["gpu"] == {"type": "NVIDIA A100", "count": 2}
-    assert at_zero["per_machine_hourly"] == 2.0 and at_zero["currency"] == "EUR"
-    assert records[0]["gpu"] is None and records[0]["per_machine_hourly"] == 0.0
+    # one machine whole, as the plan prices it: 4 vCPUs, 8 GiB, 40 GiB of disk and 2 vGPUs
+    whole = (4 * 12.0 + 8 * 3.5 + 40 * 0.1) / 730 + 2.0
+    assert at_zero["per_machine_hourly"] == round(whole, 6) and at_zero["currency"] == "EUR"
+    assert records[0]["gpu"] is None and records[0]["per_machine_hourly"] == round((2 * 12 + 2 * 3.5 + 1) / 730, 6)
     assert vm_inventory.pool_group(at_zero) == "pool_gpu"
     assert vm_inventory.pool_vars(at_zero) == {
         "capvco_pool_cluster": "web",
@@ -355,17 +365,25 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
         "capvco_pool_replicas": 0,
         "capvco_pool_vcpus": 4,
         "capvco_pool_memory": 8192,
+        "capvco_pool_disk": 40,
         "capvco_pool_gpu": {"type": "NVIDIA A100", "count": 2},
-        "capvco_pool_per_machine_hourly": 2.0,
+        "capvco_pool_per_machine_hourly": round(whole, 6),
         "capvco_pool_currency": "EUR",
     }
     assert [p["name"] for p in vm_inventory.cluster_vars(records)["cluster_web"]["capvco_pools"]] == ["cp", "gpu"]
-    # a price that is not known is never free: a GPU pool's price per machine is null, one without GPUs costs 0
-    unknown, _ = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, None, None))
-    assert [r["per_machine_hourly"] for r in unknown] == [0.0, None]
+    # a price that is not known is never free: without a vgu price a GPU pool's price per machine is null, one
+    # without GPUs is still known; without a su price neither is; a note that records no disk prices no machine
+    no_vgu = vm_inventory._Location({}, None, dict(RATES, vgu=None))
+    unknown, _ = vm_inventory.pool_records(CS, found, no_vgu)
+    assert [r["per_machine_hourly"] for r in unknown] == [records[0]["per_machine_hourly"], None]
+    unknown, _ = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, None, dict(RATES, su=None)))
+    assert [r["per_machine_hourly"] for r in unknown] == [None, None]
+    old = notes.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])  # as an earlier release wrote it
+    unknown, _ = vm_inventory.pool_records(CS, [note("creator cluster=web"), note(old[1])], WHERE)
+    assert unknown[0]["disk"] is None and unknown[0]["per_machine_hourly"] is None
     # a noted cluster whose pools note does not parse: a warning, and none of its pools
     found = [note("member cluster=web"), note("pools cluster=web {{ lookup('pipe', 'id') }}")]
-    records, warnings = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, "EUR", 1.0))
+    records, warnings = vm_inventory.pool_records(CS, found, WHERE)
     assert records == [] and warnings == [
         "cloudspace 'shop': the pools note of cluster 'web' does not parse, or there is more than one: its pools are "
         "not shown"
@@ -374,9 +392,7 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
 
 def test_the_cache_keeps_the_pools_and_refuses_pools_of_another_shape():
     gpu = notes.pools_note("web", [NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)])
-    records, _ = vm_inventory.pool_records(
-        CS, [note("creator cluster=web"), note(gpu[1])], vm_inventory._Location({}, "EUR", 1.0)
-    )
+    records, _ = vm_inventory.pool_records(CS, [note("creator cluster=web"), note(gpu[1])], WHERE)
     key = vm_inventory.fingerprint("http://x/api/1", "acme", [], [])
     got = vm_inventory.Read([], ["w"], records)
     assert vm_inventory.from_cache(json.loads(json.dumps(vm_inventory.to_cache(got, key))), key) == got

@@ -75,3 +75,37 @@ def test_a_teardown_says_what_it_saves_and_a_force_delete_what_it_leaves_billed(
         "machine web-gpu-1 was deleted by force with 2 vGPUs attached: still reserved and billed (2.00 EUR/h) until the"
         " orphan check releases them"
     )
+
+
+def _units(**after):
+    """A price's ``units`` with these amounts after, at 1.0 an hour each (``None``: the unit's price not known)."""
+    out = {}
+    for unit in ("vcu", "mu", "su", "fsu", "piu", "vgu"):
+        amount, rate = after.get(unit, (0.0, 1.0))
+        out[unit] = {
+            "size": unit + "-size",
+            "per_hour": rate,
+            "before": 0.0,
+            "added": amount,
+            "removed": 0.0,
+            "after": amount,
+            "hourly_after": None if rate is None and amount else (amount * (rate or 0.0)),
+        }
+    return out
+
+
+def test_the_line_and_the_diff_give_each_unit_held_and_an_unknown_one_as_unknown():
+    """Issue 46, point 10: the summary line names what each unit held costs per hour, the diff each unit's amount
+    and cost; a unit whose price is not known says so, and one held by none is left out."""
+    units = _units(vcu=(20.0, 0.0164), mu=(72.0, None), vgu=(2.0, 1.0))
+    price = dict(view()["price"], hourly_added=None, hourly_after=None, units=units)
+    (line,) = summary.converge_lines(view(create=[{"name": "web-cp-0", "pool": "cp"}], price=price), True)
+    assert line.endswith(": unknown price, unknown price after (vcu 0.33, mu unknown, vgu 2.00)"), line
+    after = summary.price_lines(price, "after")
+    assert after == [
+        "unknown price",
+        "vcu 20 vcu-size 0.33 EUR/h",
+        "mu 72 mu-size unknown price",
+        "vgu 2 vgu-size 2.00 EUR/h",
+    ]
+    assert summary.price_lines(price, "before") == ["2.00 EUR/h"]

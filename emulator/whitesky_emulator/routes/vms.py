@@ -43,8 +43,11 @@ async def create_vm(ctx: Ctx) -> JsonObject:
     if ctx.store.vms.named(cs.cloudspace_id, name):
         raise HTTPError(409, "a virtual machine named %r already exists in cloudspace %r" % (name, cs.cloudspace_id))
     image_id = ctx.maybe_number("image_id")
-    if image_id is not None and ctx.store.images.get(cs.location, image_id) is None:
+    image = ctx.store.images.get(cs.location, image_id) if image_id is not None else None
+    if image_id is not None and image is None:
         raise HTTPError(404, "image %d not found in location %r" % (image_id, cs.location))
+    # a boot disk of no given size is the image's (its boot_disk_size: the least a VM of it gets), and bills so
+    disk_size = ctx.maybe_number("disk_size") or (image.boot_disk_size if image is not None else None)
     body = ctx.body or {}
     gpu_id, vgpu_name = body.get("gpu_id") or "", body.get("vgpu_name") or ""
     if gpu_id:
@@ -58,7 +61,7 @@ async def create_vm(ctx: Ctx) -> JsonObject:
         vcpus,
         memory,
         image_id,
-        ctx.maybe_number("disk_size"),
+        disk_size,
         ctx.maybe_text("user_data"),
     )
     if gpu_id:

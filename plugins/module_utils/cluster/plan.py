@@ -16,17 +16,12 @@ capacity, the budget.  ``apply.apply`` carries out exactly this object; check mo
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import (
-    currency_of,
-    price_per_hour,
-    price_problem,
-    times,
-)
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
@@ -38,12 +33,28 @@ if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterSpace, ClusterWorld
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
-    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, Reservation
+
+
+class UnitPrice(TypedDict):
+    """One unit of the location's price list in a plan's price: what one of it is (``size``), its price per hour
+    (None: not known), how much of it the cluster holds before the plan, what the plan adds and removes, what it
+    holds after (None: not known), and what that costs per hour (None: not known; 0 when it holds none)."""
+
+    size: str
+    per_hour: float | None
+    before: float | None
+    added: float | None
+    removed: float | None
+    after: float | None
+    hourly_after: float | None
 
 
 class Price(TypedDict):
-    """What the cluster's vGPUs cost per hour before and after a plan; each price is None when the location's price
-    is not known (``billing.price_per_hour``)."""
+    """What the cluster costs per hour before and after a plan, whole: every unit of the location's price list that
+    it holds (``billing.UNITS_PRICED``: its machines' vCPUs, memory and boot disks, its cloudspace's public address,
+    its vGPUs), each in ``units``.  A price is None when a unit counted in it has no known price (missing, null,
+    negative or not a number: never 0)."""
 
     currency: str | None
     per_vgpu_hour: float | None
@@ -53,6 +64,7 @@ class Price(TypedDict):
     hourly_added: float | None
     hourly_removed: float | None
     hourly_after: float | None
+    units: dict[str, UnitPrice]
 
 
 class CloudspacePlan(TypedDict):
@@ -81,19 +93,25 @@ class Capacity(TypedDict):
 class PoolGpu(TypedDict):
     type: str
     count: int
-    #: the pool's gpu.profile (``full`` or a profile id), None: any of the type's profiles
-    profile: str | None
+    #: the profile the pool takes (``profiles.effective``): its gpu.profile, ``full`` (whole cards) when it names
+    #: none, a profile id, or ``any``
+    profile: str
+    #: GB of GPU memory each of its vGPUs has (at least, with ``any``), from the profiles it takes at the location;
+    #: None when a profile's is not known
+    memory: int | None
 
 
 class PoolView(TypedDict):
-    """One pool of the spec (the control plane included) with its price: the vGPUs of one machine at the location's
-    price (``per_machine_hourly``: 0 for a pool without GPUs, None when the price is not known) and of every
-    machine the spec asks for (``hourly``: 0 for a pool at zero)."""
+    """One pool of the spec (the control plane included) with its price: one machine of it whole at the location's
+    prices (``per_machine_hourly``: its vCPUs, memory, boot disk and vGPUs; None when a price is not known) and
+    every machine the spec asks for (``hourly``: 0 for a pool at zero)."""
 
     name: str
     replicas: int
     vcpus: int
     memory: int
+    #: GiB of each machine's boot disk: its ``diskSize``, else its image's ``boot_disk_size`` (None: not known)
+    disk_size: int | None
     gpu: PoolGpu | None
     per_machine_hourly: float | None
     hourly: float | None
@@ -235,52 +253,148 @@ def boot(spec: ClusterSpec) -> userdata.Boot:
     return userdata.Boot(dict(spec.first_boot))
 
 
-def price(world: ClusterWorld, before: int, reserve: int, release: int) -> Price:
-    """The price per hour of ``before`` vGPUs, and of what reserving and releasing some changes."""
-    per_hour = price_per_hour(world.get("price"))
+def price(world: ClusterWorld, before: billing.Amounts, added: billing.Amounts, removed: billing.Amounts) -> Price:
+    """The price per hour of what the cluster holds ``before`` the plan, of what it adds and removes, and of what it
+    holds after, whole and by unit, at the location's prices (``billing.rates``)."""
+    listed = world.get("price")
+    rates = billing.rates(listed)
+    after = billing.plus(before, added)
+    after = billing.plus(after, removed, -1)
+    units: dict[str, UnitPrice] = {
+        unit: {
+            "size": billing.UNIT_SIZES[unit],
+            "per_hour": None if rates[unit] is None else round(rates[unit] or 0.0, 6),
+            "before": _shown(before[unit]),
+            "added": _shown(added[unit]),
+            "removed": _shown(removed[unit]),
+            "after": _shown(after[unit]),
+            "hourly_after": billing.unit_cost(after[unit], rates[unit]),
+        }
+        for unit in billing.UNITS_PRICED
+    }
     return {
-        "currency": currency_of(world.get("price")),
-        "per_vgpu_hour": times(1, per_hour),
-        "vgpus_before": before,
-        "vgpus_after": before + reserve - release,
-        "hourly_before": times(before, per_hour),
-        "hourly_added": times(reserve, per_hour),
-        "hourly_removed": times(release, per_hour),
-        "hourly_after": times(before + reserve - release, per_hour),
+        "currency": billing.currency_of(listed),
+        "per_vgpu_hour": billing.times(1, rates["vgu"]),
+        "vgpus_before": int(before["vgu"] or 0),
+        "vgpus_after": int(after["vgu"] or 0),
+        "hourly_before": billing.cost(before, rates),
+        "hourly_added": billing.cost(added, rates),
+        "hourly_removed": billing.cost(removed, rates),
+        "hourly_after": billing.cost(after, rates),
+        "units": units,
     }
 
 
-def pool_views(spec: ClusterSpec, per_hour: float | None) -> tuple[PoolView, ...]:
-    """Every pool of the spec with its price at ``per_hour`` per vGPU (``billing.price_per_hour``; None: not
-    known, never free): one machine's vGPUs, and all of the pool's (``billing.times``)."""
+def claimed(p: Price) -> Price:
+    """``p`` of a plan made again after this run created the cloudspace: its public address is one the run adds,
+    not one the cluster held before, as the run's first plan (and its check mode) said."""
+    line = p["units"]["piu"]
+    if not line["before"]:
+        return p
+    moved = dict(line, before=0.0, added=(line["added"] or 0.0) + (line["before"] or 0.0))
+    cost = billing.unit_cost(line["before"], line["per_hour"])
+    return {
+        **p,
+        "hourly_before": None if p["hourly_before"] is None or cost is None else round(p["hourly_before"] - cost, 4),
+        "hourly_added": None if p["hourly_added"] is None or cost is None else round(p["hourly_added"] + cost, 4),
+        "units": {**p["units"], "piu": moved},  # type: ignore[dict-item]
+    }
+
+
+def _shown(amount: float | None) -> float | None:
+    return None if amount is None else round(amount, 4)
+
+
+def vm_amounts(vm: VM) -> billing.Amounts:
+    """What a VM of the listing holds of each unit but vGPUs (those are its reservations): its vCPUs, memory and
+    boot disk (``storage``, GiB)."""
+    return billing.machine_amounts(vm.get("vcpus"), vm.get("memory"), vm.get("storage"))
+
+
+def held(vms: Iterable[VM], cloudspaces: int, vgpus: int) -> billing.Amounts:
+    """What ``vms``, ``cloudspaces`` (each its public address) and ``vgpus`` reservations hold of each unit."""
+    total = billing.nothing()
+    for vm in vms:
+        total = billing.plus(total, vm_amounts(vm))
+    return billing.plus(total, {"piu": float(cloudspaces), "vgu": float(vgpus)})
+
+
+def pool_disk(pool: Pool, images: Iterable[Mapping[str, Any]] | None) -> int | None:
+    """GiB of the boot disk a machine of ``pool`` gets: its ``disk_size``, else its image's ``boot_disk_size``
+    (None when neither is known)."""
+    if pool.get("disk_size"):
+        return pool.get("disk_size")
+    for image in images or []:
+        if isinstance(image, Mapping) and image.get("image_id") == pool.get("image_id"):
+            size = image.get("boot_disk_size")
+            return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+    return None
+
+
+def pool_amounts(pool: Pool, images: Iterable[Mapping[str, Any]] | None, vgpus: bool = True) -> billing.Amounts:
+    """What one machine of ``pool`` holds of each unit once created: its size, boot disk and (``vgpus``) vGPUs."""
+    count = pool["gpu"]["count"] if pool["gpu"] and vgpus else 0
+    return billing.machine_amounts(pool.get("vcpus"), pool.get("memory"), pool_disk(pool, images), count)
+
+
+def pool_views(
+    spec: ClusterSpec,
+    wanted: Sequence[Pool],
+    rates: Mapping[str, float | None],
+    images: list[Any] | None,
+    gpu_memory: Mapping[str, int | None] | None = None,
+) -> tuple[PoolView, ...]:
+    """Every pool of the spec with its price at the hourly prices ``rates`` (``billing.rates``; None: not known,
+    never free): one machine whole, and all of the pool's machines; a GPU pool's profile and the GPU memory of each
+    of its vGPUs (``gpu_memory``, by pool)."""
     out: list[PoolView] = []
-    for p in spec.pools:
-        count = p.gpu.count if p.gpu else 0
+    for i, p in enumerate(spec.pools):
+        pool = wanted[i]
+        one = pool_amounts(pool, images)
         out.append(
             {
                 "name": p.name,
                 "replicas": len(p.names),
                 "vcpus": p.vcpus,
                 "memory": p.memory,
-                "gpu": {"type": p.gpu.type, "count": p.gpu.count, "profile": p.gpu.profile} if p.gpu else None,
-                "per_machine_hourly": times(count, per_hour),
-                "hourly": times(count * len(p.names), per_hour),
+                "disk_size": pool_disk(pool, images),
+                "gpu": {
+                    "type": p.gpu.type,
+                    "count": p.gpu.count,
+                    "profile": gpu_profiles.effective(p.gpu.profile),
+                    "memory": (gpu_memory or {}).get(p.name),
+                }
+                if p.gpu
+                else None,
+                "per_machine_hourly": billing.cost(one, rates),
+                "hourly": billing.cost(billing.scaled(one, len(p.names)), rates),
             }
         )
     return tuple(out)
 
 
-def noted_pools(spec: ClusterSpec) -> list[ownership_notes.NotedPool]:
-    """The spec's pools as the pools note records them."""
-    return list(clusterspec.record(spec).pools)
+def noted_pools(
+    spec: ClusterSpec, images: Iterable[Mapping[str, Any]] | None = None
+) -> list[ownership_notes.NotedPool]:
+    """The spec's pools as the pools note records them (``clusterspec.record``), each with the boot disk its
+    machines are priced at (:func:`pool_disk`, from ``images``, when the spec gives none)."""
+    wanted = machine_pools(spec)
+    out = []
+    for i, p in enumerate(clusterspec.record(spec).pools):
+        disk = pool_disk(wanted[i], images)
+        low, high = ownership_notes.DISK
+        out.append(p._replace(disk_size=disk) if disk is not None and low <= disk <= high else p)
+    return out
 
 
-def pools_note_plan(spec: ClusterSpec, space: ClusterSpace | None) -> PoolsNotePlan:
+def pools_note_plan(
+    spec: ClusterSpec, space: ClusterSpace | None, images: Iterable[Mapping[str, Any]] | None = None
+) -> PoolsNotePlan:
     """What becomes of the cluster's pools note on ``space`` (None: the cloudspace is created by this run): created
     when it has none, updated in place (the oldest) when it says other pools or does not parse, the others of the
     cluster deleted; nothing written when it says the spec's pools already."""
     record = clusterspec.record(spec)
-    _title, content = ownership_notes.pools_note(spec.name, record.pools, record.boot)
+    _title, content = ownership_notes.pools_note(spec.name, noted_pools(spec, images), record.boot)
     found = space["pools_notes"] if space is not None else []
     if not found:
         return {"write": "create", "note_id": None, "content": content, "remove": []}
@@ -289,18 +403,40 @@ def pools_note_plan(spec: ClusterSpec, space: ClusterSpace | None) -> PoolsNoteP
     return {"write": write, "note_id": first["id"], "content": content, "remove": rest}
 
 
-def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, location: str) -> None:
-    """Refuse a plan whose vGPUs cost more per hour than ``max_hourly_cost``, or whose price is not known."""
-    if max_hourly_cost is not None and p["hourly_after"] is None:
-        raise InputError(
-            "max_hourly_cost %s cannot be checked: %s for location %r, so the price of the plan's %d vGPU(s) is not "
-            "known; nothing was changed"
-            % (max_hourly_cost, price_problem(world.get("price")), location, p["vgpus_after"])
+def _units_text(p: Price, units: Iterable[str] | None = None) -> str:
+    """The units of a price a message names: ``vcu 20 vCPU: 0.3288, mu 72 GiB of memory: 0.3452`` (those held after,
+    or ``units``)."""
+    shown = []
+    for unit, line in p["units"].items():
+        if units is None and not line["after"]:
+            continue
+        if units is not None and unit not in units:
+            continue
+        cost = line["hourly_after"]
+        shown.append(
+            "%s %s: %s"
+            % (unit, billing.amount_text(unit, line["after"]), billing.UNKNOWN if cost is None else "%.4f" % cost)
         )
-    if max_hourly_cost is not None and p["hourly_after"] is not None and p["hourly_after"] > max_hourly_cost:
+    return ", ".join(shown) or "nothing"
+
+
+def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, location: str) -> None:
+    """Refuse a plan whose whole price per hour once applied is over ``max_hourly_cost``, or is not known."""
+    if max_hourly_cost is None:
+        return
+    if p["hourly_after"] is None:
+        rates = {u: line["per_hour"] for u, line in p["units"].items()}
+        after = {u: line["after"] for u, line in p["units"].items()}
+        missing = billing.unpriced(after, rates)
         raise InputError(
-            "the plan costs %.4f %s per hour in vGPUs once applied (%d vGPU(s)), over max_hourly_cost %s; nothing was "
-            "changed" % (p["hourly_after"], p["currency"] or "", p["vgpus_after"], max_hourly_cost)
+            "max_hourly_cost %s cannot be checked: %s for location %r, so the price of what the plan holds once "
+            "applied (%s) is not known; nothing was changed"
+            % (max_hourly_cost, billing.price_problem(world.get("price"), missing), location, _units_text(p, missing))
+        )
+    if p["hourly_after"] > max_hourly_cost:
+        raise InputError(
+            "the plan costs %.4f %s per hour once applied (%s), over max_hourly_cost %s; nothing was changed"
+            % (p["hourly_after"], p["currency"] or "", _units_text(p), max_hourly_cost)
         )
 
 
@@ -335,14 +471,17 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     #: profile ids its pool's gpu.profile allows})
     needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int], dict[str, set[str]]]] = {}
     per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
+    gpu_memory: dict[str, int | None] = {}  # {pool: GB of GPU memory of each vGPU}
     for pool in wanted:
         g = pool["gpu"]
         type_ids: set[str] = set()
         if g:
             profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
-            # the profiles the pool asks for (all of the type's without gpu.profile): a reservation of another is
-            # replaced, and a profile the type does not have is refused here, before anything is written
-            type_ids = {p["id"] for p in gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)}
+            # the profiles the pool asks for (whole cards without gpu.profile): a reservation of another is replaced,
+            # and a profile the type does not have is refused here, before anything is written
+            chosen = gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)
+            type_ids = {p["id"] for p in chosen}
+            gpu_memory[pool["name"] or ""] = gpu_profiles.least_memory(chosen)
             needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}, {}))
         plans: dict[str, MachinePlan] = {}
         for name in pool["names"]:
@@ -378,9 +517,17 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     reserve = sum(len(mp.missing) for pv in pool_vgpus for mp in pv.plan.machines.values())
     release = sum(len(mp.releases) for pv in pool_vgpus for mp in pv.plan.machines.values())
     release += sum(len(items) for items in graceful.values())
-    p = price(world, len(inventory.owned(cluster)), reserve, release)
+    images = world.get("images")
+    added = held([], 0 if space else 1, reserve)  # the vGPUs it reserves, on new machines or kept ones
+    for pool, _name in machines.creates:
+        added = billing.plus(added, pool_amounts(pool, images, vgpus=False))
+    p = price(
+        world,
+        held([by_name[n] for n in machines.owned if n in by_name], 1 if space else 0, len(inventory.owned(cluster))),
+        added,
+        held(machines.deletes, 0, release),
+    )
     _check_cap(p, max_hourly_cost, world, location)
-    per_hour = price_per_hour(world.get("price"))
     return ClusterPlan(
         spec=spec,
         cloudspace={
@@ -395,6 +542,6 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
         vgpus=pool_vgpus,
         capacity=capacity,
         price=p,
-        pool_views=pool_views(spec, per_hour),
-        pools_note=pools_note_plan(spec, space),
+        pool_views=pool_views(spec, wanted, billing.rates(world.get("price")), images, gpu_memory),
+        pools_note=pools_note_plan(spec, space, images),
     )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress, summary
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.apply import apply
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, plan
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, claimed, plan
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown import (
     TeardownPlan,
     apply_teardown,
@@ -88,6 +88,7 @@ def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None, check_mode: b
         # this run made the cloudspace under the lease, then planned again from fresh reads: the plan it returns
         # says it created it, as its check mode did
         view["cloudspace"] = dict(view["cloudspace"], create=True)  # type: ignore[typeddict-item]
+        view["price"] = claimed(view["price"])
     space = diff_lines("cloudspace", [view["cloudspace"]["name"]])
     diff = {
         "before": ("" if view["cloudspace"]["create"] else space)
@@ -97,9 +98,8 @@ def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None, check_mode: b
         + diff_lines("machine", sorted(view["keep"] + [c["name"] for c in view["create"]]))
         + diff_lines("vgpus", [view["price"]["vgpus_after"]]),
     }
-    currency = view["price"]["currency"]
-    diff["before"] += diff_lines("price", [summary.money(view["price"]["hourly_before"], currency)])
-    diff["after"] += diff_lines("price", [summary.money(view["price"]["hourly_after"], currency)])
+    diff["before"] += diff_lines("price", summary.price_lines(view["price"], "before"))
+    diff["after"] += diff_lines("price", summary.price_lines(view["price"], "after"))
     out = dict(done, changed=p.changed, plan=view, spec=p.spec.as_dict(), diff=diff)
     out["summary"] = summary.converge_lines(view, check_mode)
     out["machines"] = [
@@ -277,9 +277,9 @@ def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = Fa
         "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
         + diff_lines("machine", view["delete"])
         + diff_lines("vgpus", [view["price"]["vgpus_before"]])
-        + diff_lines("price", [summary.money(view["price"]["hourly_before"], currency)]),
+        + diff_lines("price", summary.price_lines(view["price"], "before")),
         "after": diff_lines("vgpus", [view["price"]["vgpus_after"]])
-        + diff_lines("price", [summary.money(view["price"]["hourly_after"], currency)]),
+        + diff_lines("price", summary.price_lines(view["price"], "after")),
     }
     out["summary"] = summary.teardown_lines(view, check_mode)
     warnings = [

@@ -2,10 +2,12 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a person reads of a plan and of a run, at Ansible's default verbosity: one short line of what changes and
-what it costs per hour, and the pools at zero with their price per machine (pure).
+what it costs per hour, whole and by unit of the location's price list, and the pools at zero with their price per
+machine (pure); each line scrubbed (``scrub``: a currency, a profile or a name the platform gave is shown with its
+controls escaped).
 
-    plan: create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100 (nvidia-a100-20c):
-          +2.00 EUR/h, 2.00 EUR/h after
+    plan: create 3 machines (web-cp-0, web-gpu-0, web-gpu-1), reserve 2 x NVIDIA A100 (nvidia-a100-40c):
+          +2.64 EUR/h, 2.64 EUR/h after (vcu 0.30, mu 0.34, su 0.00, piu 0.00, vgu 2.00)
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+
+#: The longest line a person reads of a plan (``scrub``: what the platform said in it has its controls escaped).
+LINE_LIMIT = 2048
 
 #: How many names a line shows before it says "and N more".
 SHOWN = 5
@@ -23,6 +30,40 @@ def money(amount: float | None, currency: str | None, per_hour: bool = True) -> 
     if amount is None:
         return "unknown price"
     return "%.2f%s%s" % (amount, " " + currency if currency else "", "/h" if per_hour else "")
+
+
+def by_unit(price: Mapping[str, Any], amounts: bool = False) -> str:
+    """What the units held after cost per hour, each named by its key in the price list: ``vcu 0.30, mu 0.34,
+    vgu 2.00`` (``amounts``: ``vcu 18 vCPU 0.30, ...``); the units the cluster holds none of are left out."""
+    shown = []
+    for unit, line in (price.get("units") or {}).items():
+        if not line.get("after") and line.get("after") is not None:
+            continue
+        cost = line.get("hourly_after")
+        what = " %s" % amount(line.get("after"), line.get("size")) if amounts else ""
+        shown.append("%s%s %s" % (unit, what, "unknown" if cost is None else "%.2f" % cost))
+    return ", ".join(shown)
+
+
+def amount(value: float | None, size: object) -> str:
+    """``18 vCPU``, ``72 GiB of memory``; ``unknown GiB of boot disk`` when the amount is not known."""
+    number = "unknown" if value is None else ("%.4f" % value).rstrip("0").rstrip(".")
+    return "%s %s" % (number, size)
+
+
+def price_lines(price: Mapping[str, Any], side: str) -> list[str]:
+    """A diff side's price (``side``: ``before`` or ``after``): the whole, then each unit held on that side with its
+    amount and what it costs per hour (before: at today's prices)."""
+    currency = price.get("currency")
+    lines = ["%s" % money(price.get("hourly_" + side), currency)]
+    for unit, line in (price.get("units") or {}).items():
+        held = line.get(side)
+        if held == 0:
+            continue
+        rate = line.get("per_hour")
+        cost = None if held is None or rate is None else held * rate
+        lines.append("%s %s %s" % (unit, amount(held, line.get("size")), money(cost, currency)))
+    return lines
 
 
 def _names(names: Sequence[str]) -> str:
@@ -72,20 +113,32 @@ def converge_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
             _count(int(price.get("vgpus_after") or 0), "vGPU"),
             money(price.get("hourly_after"), currency),
         )
-    lines = [head]
+    units = by_unit(price)
+    lines = [head + (" (%s)" % units if units else "")]
     for pool in view.get("pools") or []:
-        if pool.get("gpu") and not pool.get("replicas"):
+        if not pool.get("replicas"):
             lines.append(
-                "pool %s at 0 machines: nothing billed; %s a machine of %d x %s%s when scaled up"
-                % (
-                    pool["name"],
-                    money(pool.get("per_machine_hourly"), currency),
-                    pool["gpu"]["count"],
-                    pool["gpu"]["type"],
-                    " (profile %s)" % pool["gpu"]["profile"] if pool["gpu"].get("profile") else "",
-                )
+                "pool %s at 0 machines: nothing billed; %s a machine of %s when scaled up"
+                % (pool["name"], money(pool.get("per_machine_hourly"), currency), machine_size(pool))
             )
-    return lines
+    return [scrub(line, LINE_LIMIT) for line in lines]
+
+
+def machine_size(pool: Mapping[str, Any]) -> str:
+    """A pool's machine for a person: ``8 vCPUs, 32768 MiB, 10 GiB disk, 2 x NVIDIA A100 (profile full, 40 GB)``."""
+    parts = []
+    if pool.get("vcpus") is not None:
+        parts.append(_count(int(pool["vcpus"]), "vCPU"))
+    if pool.get("memory") is not None:
+        parts.append("%d MiB" % pool["memory"])
+    if pool.get("disk_size") is not None:
+        parts.append("%d GiB disk" % pool["disk_size"])
+    gpu = pool.get("gpu")
+    if gpu:
+        memory = ", %d GB" % gpu["memory"] if gpu.get("memory") is not None else ""
+        shown = " (profile %s%s)" % (gpu["profile"], memory) if gpu.get("profile") else ""
+        parts.append("%d x %s%s" % (gpu["count"], gpu["type"], shown))
+    return ", ".join(parts) or "its size"
 
 
 def teardown_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
@@ -101,17 +154,17 @@ def teardown_lines(view: Mapping[str, Any], check_mode: bool) -> list[str]:
     if gone:
         steps.append("delete cloudspace %s" % ", ".join(gone))
     head = ("plan: " if check_mode else "done: ") + (", ".join(steps) if steps else "nothing to delete")
-    if view["release"]:
+    if steps:
         head += ": -%s, %s after" % (
             money(price.get("hourly_removed"), currency),
             money(price.get("hourly_after"), currency),
         )
-    return [head]
+    return [scrub(head, LINE_LIMIT)]
 
 
 def left_billed(machine: str, count: int, per_vgpu_hour: float | None, currency: str | None, location: str) -> str:
     """The warning of a machine deleted by force with its vGPUs: they stay reserved, and what they cost."""
-    return (
+    return scrub(
         "machine %s was deleted by force with %s attached: still reserved and billed (%s) until the orphan check "
         "releases %s (ansible-playbook whitesky.capvco.gpu_orphans -e location=%s -e reclaim=true) or the cluster "
         "is deleted"
@@ -121,7 +174,8 @@ def left_billed(machine: str, count: int, per_vgpu_hour: float | None, currency:
             money(None if per_vgpu_hour is None else per_vgpu_hour * count, currency),
             "it" if count == 1 else "them",
             location,
-        )
+        ),
+        LINE_LIMIT,
     )
 
 

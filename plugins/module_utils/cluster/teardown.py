@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import Price, price
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import Price, held, price
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
-    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
 
 
 class TeardownSpace(CloudspaceView):
@@ -93,7 +93,10 @@ def plan_teardown(
     machines: list[MachinesPlan | None] = []
     graceful: dict[str, list[Reservation]] = {}
     left: dict[str, int] = {}
+    owned: list[DescribedVM] = []  # the cluster's machines in its cloudspaces, and those that go
+    gone: list[DescribedVM] = []
     for space in world["spaces"]:
+        owned += [v for v in space["vms"] if v["owner"] == cluster]
         going = [v for v in space["vms"] if v["owner"] == cluster]
         if machine is not None:
             going = [v for v in space["vms"] if v["name"] == machine]
@@ -107,6 +110,7 @@ def plan_teardown(
             handover = cloudspaces.successor(space["vms"], cluster, space["members"])
             why += "; handed over to cluster %r, whose teardown deletes it" % handover if handover else ""
         names = [v["name"] for v in going]
+        gone += going
         # the pools note goes with the cluster: from a cloudspace that stays (one that goes takes its notes along)
         noted = [n["id"] for n in space["pools_notes"]] if machine is None and why is not None else []
         spaces.append(
@@ -141,7 +145,12 @@ def plan_teardown(
         release=release,
         force=force,
         sweep_all=machine is None,
-        price=price(world, len(inventory.owned(cluster)), 0, len(release)),
+        price=price(
+            world,
+            held(owned, len(spaces), len(inventory.owned(cluster))),
+            held([], 0, 0),
+            held(gone, sum(1 for s in spaces if s["delete"]), len(release)),
+        ),
         left=left,
         delete_cloudspace=delete_cloudspace,
     )

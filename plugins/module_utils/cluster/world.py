@@ -190,7 +190,8 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
     """The world a plan needs, read in two parallel rounds (a converge reads the first same-named cloudspace only;
     a teardown reads each one's notes: who holds it, and the other clusters noted as having machines in it; a
     converge whose spec has machines reads the location's images, so that the plan refuses an image the location
-    lacks before anything is written)."""
+    lacks before anything is written, and prices each pool's boot disk: one whose spec names no ``diskSize`` is its
+    image's)."""
     jobs: dict[str, Callable[[], Any]] = {
         "spaces": lambda: cloudspaces_named(client, spec.cloudspace, spec.location),
         "inventory": lambda: Inventory(client, spec.location),
@@ -198,7 +199,8 @@ def read(client: WhiteskyClient, spec: ClusterSpec, teardown: bool = False, para
     }
     if not teardown and any(pool.gpu for pool in spec.pools):
         jobs["profiles"] = lambda: client.gpu_profiles(spec.location)
-    if not teardown and spec.names:
+    if not teardown and (spec.names or any(p.image is not None and not p.disk_size for p in spec.pools)):
+        # a pool at zero whose disk is its image's is priced (and noted) with the image's boot disk too
         jobs["images"] = lambda: client.images(spec.location)
     first = _read(jobs)
     spaces = first["spaces"] if teardown else first["spaces"][:1]

@@ -19,7 +19,7 @@ from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_requ
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import OPTIONS, Connection, Option
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError, known
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_lines, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import HTTPX_IMPORT_ERROR
 
 #: The longest failure message or warning a module gives (``scrub``: secrets out, controls escaped, then cut).
@@ -119,4 +119,10 @@ class WhiteskyModule:
         result.setdefault("changed", False)
         if not self.module._diff:
             result.pop("diff", None)
+        elif isinstance(result.get("diff"), dict):
+            # Ansible's callback prints a diff as it is: every string in it scrubbed (a text side line by line)
+            result["diff"] = {
+                side: scrub_lines(text, MESSAGE_LIMIT) if isinstance(text, str) else scrub_tree(text, MESSAGE_LIMIT)
+                for side, text in result["diff"].items()
+            }
         self.module.exit_json(**result)

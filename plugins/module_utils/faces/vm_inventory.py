@@ -35,11 +35,12 @@ from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import currency_of, price_per_hour, times
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import describe
 
@@ -57,7 +58,7 @@ UNOWNED = "unowned"
 #: The names no host may take: Ansible's own groups and this plugin's fixed one.
 RESERVED_GROUPS = ("all", "ungrouped", UNOWNED)
 #: The shape of what :func:`to_cache` keeps; a cache entry of another shape is read again from the platform.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: Every variable of a pool's group (:func:`pool_vars`) has this prefix.
 POOL_VAR_PREFIX = "capvco_pool_"
 #: The variable of a cluster's group that lists its pools (:func:`cluster_vars`).
@@ -107,6 +108,8 @@ class HostRecord(TypedDict):
     vcpus: int | None
     #: MiB
     memory: int | None
+    #: GiB of its boot disk (the listing's ``storage``)
+    storage: int | None
     #: the addresses of its NICs that are not on an external network (the cloudspace's network)
     private_ips: list[str]
     #: the addresses of its NICs on external networks, in the listing's order
@@ -116,8 +119,11 @@ class HostRecord(TypedDict):
     #: the pool its marker names (None: none, or no cluster owns it)
     pool: str | None
     vgpus: list[VgpuRecord]
-    #: what its vGPUs cost per hour, together; None when the location's price is not known
+    #: what it costs per hour, whole: its vCPUs, memory, boot disk and vGPUs at the location's prices (``cost``);
+    #: None when the price of a unit it holds is not known (never 0)
     cost_per_hour: float | None
+    #: that price by unit of the location's price list (``vcu``, ``mu``, ``su``, ``vgu``: each None when not known)
+    cost_by_unit: dict[str, float | None]
     #: the currency of the location's prices
     currency: str | None
 
@@ -143,9 +149,12 @@ class PoolRecord(TypedDict):
     vcpus: int
     #: MiB
     memory: int
+    #: GiB of each machine's boot disk, as the note records it (None: not recorded)
+    disk: int | None
     #: its vGPUs per machine, by type; None for a pool without GPUs
     gpu: PoolGpu | None
-    #: what one machine's vGPUs cost per hour at the location's price (0 without GPUs; None: the price is not known)
+    #: what one machine of it costs per hour at the location's prices, whole (vCPUs, memory, boot disk, vGPUs: as
+    #: the plan prices it); None when a unit's price, or the disk of a note that records none, is not known
     per_machine_hourly: float | None
     currency: str | None
 
@@ -162,12 +171,12 @@ class Read:
 
 @dataclass(frozen=True)
 class _Location:
-    """A location's reads: the reservations attached to each VM (by VM id), the currency and the price of one
-    vGPU-hour (None: not known)."""
+    """A location's reads: the reservations attached to each VM (by VM id), the currency and the price per hour of
+    one of each unit (``billing.rates``; None: not known)."""
 
     vgpus: dict[int, list[VgpuRecord]]
     currency: str | None
-    per_hour: float | None = None
+    rates: dict[str, float | None] = field(default_factory=lambda: billing.rates({}))
 
 
 # --- the contract: hostnames, groups, variables -------------------------------------------------------------------
@@ -185,7 +194,7 @@ def hostname(host: HostRecord, order: Sequence[str] = ("name",)) -> str | None:
         else:
             raise ValueError("unknown hostname source %r: use %s" % (source, ", ".join(HOSTNAME_SOURCES)))
         if value:
-            return value
+            return scrub(value)  # a VM's name is anyone's: shown (ansible-inventory --graph) with controls escaped
     return None
 
 
@@ -217,8 +226,9 @@ def groups(host: HostRecord) -> list[str]:
 
 
 def host_vars(host: HostRecord) -> dict[str, Any]:
-    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`."""
-    return {VAR_PREFIX + key: value for key, value in host.items()}
+    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`, every string in it scrubbed
+    (``scrub_tree``: what the platform said, a name or a currency, is shown with its controls escaped)."""
+    return {VAR_PREFIX + key: scrub_tree(value) for key, value in host.items()}
 
 
 def pool_group(pool: PoolRecord) -> str:
@@ -230,7 +240,7 @@ def pool_vars(pool: PoolRecord) -> dict[str, Any]:
     """The variables of a pool's group: every key of the record but the pool's name, prefixed with
     :data:`POOL_VAR_PREFIX` (``capvco_pool_replicas``, ``capvco_pool_gpu``, ``capvco_pool_per_machine_hourly``,
     ``capvco_pool_currency``, ...)."""
-    return {POOL_VAR_PREFIX + key: value for key, value in pool.items() if key != "name"}
+    return {POOL_VAR_PREFIX + key: scrub_tree(value) for key, value in pool.items() if key != "name"}
 
 
 def pools_by_group(pools: Iterable[PoolRecord]) -> dict[str, list[PoolRecord]]:
@@ -248,7 +258,7 @@ def cluster_vars(pools: Iterable[PoolRecord]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for pool in pools:
         group = out.setdefault(safe_group("cluster_" + pool["cluster"]), {POOLS_VAR: []})
-        group[POOLS_VAR].append({k: v for k, v in pool.items() if k != "cluster"})
+        group[POOLS_VAR].append({k: scrub_tree(v) for k, v in pool.items() if k != "cluster"})
     return out
 
 
@@ -373,23 +383,13 @@ def vgpu_owner(item: Reservation) -> VgpuOwner | None:
     return {"cluster": decoded.cluster, "machine": decoded.machine, "slot": decoded.slot, "created": decoded.created}
 
 
-def _total(prices: Iterable[float | None]) -> float | None:
-    """The sum of hourly prices (0.0 for none), None once one is not known."""
-    total = 0.0
-    for price in prices:
-        if price is None:
-            return None
-        total += price
-    return round(total, 6)
-
-
 def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], price: object) -> _Location:
     """A location's reservations by the VM each is attached to, with their profiles' types and cost per hour."""
     types = {
         str(p.get("id")): ("%s %s" % (p.get("vendor") or "", p.get("model") or "")).strip() or None for p in profiles
     }
     prices = price if isinstance(price, dict) else {}
-    per_hour = price_per_hour(prices)
+    per_hour = billing.price_per_hour(prices)
     by_vm: dict[int, list[VgpuRecord]] = {}
     for item in inventory.items:
         vm = item.get("virtual_machine")
@@ -403,10 +403,10 @@ def location_view(inventory: Inventory, profiles: Iterable[Mapping[str, Any]], p
                 "profile": item["gpu_id"],
                 "type": types.get(item["gpu_id"]),
                 "status": item["status"],
-                "cost_per_hour": times(1, per_hour, 6),
+                "cost_per_hour": billing.times(1, per_hour, 6),
             }
         )
-    return _Location(by_vm, currency_of(prices), per_hour)
+    return _Location(by_vm, billing.currency_of(prices), billing.rates(prices))
 
 
 def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Location) -> HostRecord:
@@ -414,6 +414,7 @@ def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Loca
     private, external = addresses(vm)
     cluster, pool = owner(vm, seen)
     vgpus = sorted(where.vgpus.get(vm["vm_id"], []), key=lambda v: v["name"])
+    held = billing.machine_amounts(vm.get("vcpus"), vm.get("memory"), vm.get("storage"), len(vgpus))
     return {
         "vm_id": vm["vm_id"],
         "name": vm["name"],
@@ -423,12 +424,16 @@ def record(cs: Mapping[str, Any], vm: VM, seen: DescribedVM | None, where: _Loca
         "status": vm.get("status"),
         "vcpus": vm.get("vcpus"),
         "memory": vm.get("memory"),
+        "storage": vm.get("storage"),
         "private_ips": private,
         "external_ips": external,
         "cluster": cluster,
         "pool": pool,
         "vgpus": vgpus,
-        "cost_per_hour": _total(v["cost_per_hour"] for v in vgpus),
+        "cost_per_hour": billing.cost(held, where.rates, 6),
+        "cost_by_unit": {
+            u: billing.unit_cost(held[u], where.rates[u], 6) for u in billing.UNITS_PRICED if held[u] != 0
+        },
         "currency": where.currency,
     }
 
@@ -455,8 +460,11 @@ def pool_records(cs: Mapping[str, Any], noted: Iterable[Any], where: _Location) 
                     "replicas": p.replicas,
                     "vcpus": p.vcpus,
                     "memory": p.memory,
+                    "disk": p.disk_size,
                     "gpu": gpu,
-                    "per_machine_hourly": times(p.gpu_count, where.per_hour, 6),
+                    "per_machine_hourly": billing.cost(
+                        billing.machine_amounts(p.vcpus, p.memory, p.disk_size, p.gpu_count), where.rates, 6
+                    ),
                     "currency": where.currency,
                 }
             )

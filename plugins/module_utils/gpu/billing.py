@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vGPU billing: the platform's consumption report and prices, turned into seconds and cost (plain Python, no
-Ansible).
+"""Billing: the platform's price list read per unit, what a machine holds of each unit, and the vGPUs' consumption
+report turned into seconds and cost (plain Python, no Ansible).
 
-A vGPU bills from reservation until permanent deletion.  The consumption
-report gives ``vgu`` in unit-hours; the price list gives ``vgu`` per month,
-and an hour is 1/730 of a month.
+The price list (``getCustomerLocationPricing``) gives a monthly price per resource unit, and an hour is 1/730 of a
+month.  A price that is missing, null, negative, not finite or not a number is not known: never taken as free.  The
+units a machine or a cluster holds are :data:`UNITS_PRICED`, each of the size :data:`UNIT_SIZES` says (the spec
+names the units, not their sizes: docs/gpus.md says what is assumed).  A vGPU bills from reservation until permanent
+deletion; the consumption report gives ``vgu`` in unit-hours.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -36,28 +39,154 @@ SECONDS_PER_VGU = 3600.0
 UNKNOWN = "unknown"
 
 
-def _monthly(price: Any) -> Any:
-    """The ``vgu`` of a ``getCustomerLocationPricing`` answer as the platform gave it (None when it gave none)."""
+#: What one of each unit is that a machine or a cluster holds, by the unit's key in the price list.  The spec says
+#: only "Monthly price for resource unit of type VCU" (and so on); the sizes are the collection's reading of it.
+UNIT_SIZES: dict[str, str] = {
+    "vcu": "vCPU",
+    "mu": "GiB of memory",
+    "su": "GiB of boot disk",
+    "fsu": "GiB of flash storage",
+    "piu": "public IP address",
+    "vgu": "vGPU",
+}
+#: The units a price counts, in the order it shows them.
+UNITS_PRICED: tuple[str, ...] = tuple(UNIT_SIZES)
+#: Every unit of the spec's price list (``ResourcePricesStruct``) named: the counted ones, and those that bill by use
+#: or by what the collection never makes, which no plan counts.
+UNIT_NAMES: dict[str, str] = {
+    **UNIT_SIZES,
+    "ou": "object storage unit (by use)",
+    "tu": "transaction unit (disk IOPS, by use)",
+    "nu": "network transfer unit (by use)",
+    "wu": "Windows licence (the collection boots Linux)",
+}
+#: MiB in one ``mu`` (a GiB of memory): a machine's memory is given in MiB.
+MIB_PER_MU = 1024
+
+#: How much of each unit something holds (``{unit: amount}``, the units of :data:`UNITS_PRICED`); None where the
+#: amount is not known (a disk whose size was not read).
+Amounts = dict[str, Optional[float]]  # noqa: UP045 (a runtime alias, which Python 3.9 evaluates)
+
+
+def _monthly(price: Any, unit: str = "vgu") -> Any:
+    """A unit's price of a ``getCustomerLocationPricing`` answer as the platform gave it (None when it gave none)."""
     resources = price.get("resources") if isinstance(price, dict) else None
-    return resources.get("vgu") if isinstance(resources, dict) else None
+    return resources.get(unit) if isinstance(resources, dict) else None
+
+
+def known_number(value: Any) -> float | None:
+    """``value`` as a price when it is a finite number of 0 or more, else None (null, negative, NaN, infinite, a
+    string, a list, a boolean: never taken as free)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        return None
+    return float(value)
+
+
+def unit_per_hour(price: Any, unit: str) -> float | None:
+    """The hourly price of one ``unit`` from a ``getCustomerLocationPricing`` answer (its monthly price / 730), or
+    None when the answer has no price of it that is a finite number of 0 or more."""
+    monthly = known_number(_monthly(price, unit))
+    return None if monthly is None else monthly / HOURS_PER_MONTH
 
 
 def price_per_hour(price: Any) -> float | None:
-    """The hourly price of one vGPU from a ``getCustomerLocationPricing`` answer, or None when the answer has no
-    price that is a finite number of 0 or more (missing, null, negative, a string, a list: never taken as free)."""
-    monthly = _monthly(price)
-    if isinstance(monthly, bool) or not isinstance(monthly, (int, float)) or not 0 <= monthly < math.inf:
-        return None
-    return float(monthly) / HOURS_PER_MONTH
+    """The hourly price of one vGPU (``vgu``) from a ``getCustomerLocationPricing`` answer, or None when it is not
+    known (:func:`unit_per_hour`)."""
+    return unit_per_hour(price, "vgu")
 
 
-def price_problem(price: Any) -> str | None:
-    """Why the answer's price is not known (naming what the platform answered, shortened), or None when it is."""
-    if price_per_hour(price) is not None:
+def rates(price: Any) -> dict[str, float | None]:
+    """The hourly price of one of each unit of :data:`UNITS_PRICED` (None: not known)."""
+    return {unit: unit_per_hour(price, unit) for unit in UNITS_PRICED}
+
+
+def unit_problem(price: Any, unit: str) -> str | None:
+    """Why a unit's price is not known (naming what the platform answered, shortened), or None when it is."""
+    if unit_per_hour(price, unit) is not None:
         return None
-    monthly = _monthly(price)
-    shown = "no vgu price" if monthly is None else "vgu price %s" % json_text(monthly)
-    return "the platform's price list has %s (not a finite number of 0 or more)" % shown
+    monthly = _monthly(price, unit)
+    return "no %s price" % unit if monthly is None else "%s price %s" % (unit, json_text(monthly))
+
+
+def price_problem(price: Any, units: Iterable[str] = ("vgu",)) -> str | None:
+    """Why the answer's price of ``units`` is not known (each unit whose price is not, naming what the platform
+    answered), or None when every one is."""
+    problems = [p for p in (unit_problem(price, u) for u in units) if p is not None]
+    if not problems:
+        return None
+    return "the platform's price list has %s (not a finite number of 0 or more)" % ", ".join(problems)
+
+
+def machine_amounts(vcpus: Any, memory: Any, disk: Any, vgpus: int = 0) -> Amounts:
+    """What one machine holds of each unit: its vCPUs (``vcu``), its memory in MiB as GiB (``mu``), its boot disk in
+    GiB (``su``; None when its size is not known) and its vGPUs (``vgu``); no flash storage and no public address
+    of its own (a machine's external NICs come and go with its pods)."""
+    return {
+        "vcu": known_number(vcpus),
+        "mu": None if known_number(memory) is None else float(memory) / MIB_PER_MU,
+        "su": known_number(disk),
+        "fsu": 0.0,
+        "piu": 0.0,
+        "vgu": float(vgpus),
+    }
+
+
+def nothing() -> Amounts:
+    """No amount of any unit."""
+    return dict.fromkeys(UNITS_PRICED, 0.0)
+
+
+def plus(a: Mapping[str, float | None], b: Mapping[str, float | None], sign: int = 1) -> Amounts:
+    """``a`` plus (``sign`` -1: minus) ``b``, per unit; None where either's amount is not known."""
+    out: Amounts = {}
+    for unit in UNITS_PRICED:
+        x, y = a.get(unit, 0.0), b.get(unit, 0.0)
+        out[unit] = None if x is None or y is None else x + sign * y
+    return out
+
+
+def scaled(amounts: Mapping[str, float | None], factor: float) -> Amounts:
+    """``amounts`` times ``factor`` (a pool's machines: one machine's times their count; 0 of them hold nothing)."""
+    out: Amounts = {}
+    for unit in UNITS_PRICED:
+        x = amounts.get(unit, 0.0)
+        out[unit] = 0.0 if factor == 0 else None if x is None else x * factor
+    return out
+
+
+def unit_cost(amount: float | None, per_hour: float | None, digits: int = 4) -> float | None:
+    """What ``amount`` of a unit costs per hour at ``per_hour``, rounded: 0 for none of it (whatever its price) or
+    at a price of 0; None when the price is not known, or the amount is not and the price is not 0."""
+    if amount == 0 or per_hour == 0:
+        return 0.0
+    if amount is None or per_hour is None:
+        return None
+    return round(amount * per_hour, digits)
+
+
+def cost(amounts: Mapping[str, float | None], per_hour: Mapping[str, float | None], digits: int = 4) -> float | None:
+    """What ``amounts`` cost per hour together at the hourly prices ``per_hour`` (:func:`rates`), rounded; None
+    once one unit's cost is not known (:func:`unit_cost`)."""
+    total = 0.0
+    for unit in UNITS_PRICED:
+        one = unit_cost(amounts.get(unit, 0.0), per_hour.get(unit), digits + 4)
+        if one is None:
+            return None
+        total += one
+    return round(total, digits)
+
+
+def unpriced(amounts: Mapping[str, float | None], per_hour: Mapping[str, float | None]) -> list[str]:
+    """The units of ``amounts`` whose cost is not known (:func:`unit_cost`), in :data:`UNITS_PRICED`'s order."""
+    return [u for u in UNITS_PRICED if unit_cost(amounts.get(u, 0.0), per_hour.get(u)) is None]
+
+
+def amount_text(unit: str, amount: float | None) -> str:
+    """An amount of a unit for a person: ``20 vCPU``, ``72 GiB of memory``, ``an unknown number of GiB of boot
+    disk``."""
+    if amount is None:
+        return "an unknown number of %s" % UNIT_SIZES.get(unit, unit)
+    return "%s %s" % (("%.4f" % amount).rstrip("0").rstrip("."), UNIT_SIZES.get(unit, unit))
 
 
 def json_text(value: Any, limit: int = 80) -> str:
@@ -70,9 +199,10 @@ def json_text(value: Any, limit: int = 80) -> str:
 
 
 def currency_of(price: Any) -> str | None:
-    """The price list's currency, when it is a short string."""
+    """The price list's currency, when it is a short string, scrubbed (``scrub``: it is shown wherever a price is,
+    so a control character in it is escaped here, once, for every place)."""
     currency = price.get("currency") if isinstance(price, dict) else None
-    return currency if isinstance(currency, str) and 0 < len(currency) <= 16 else None
+    return scrub(currency) if isinstance(currency, str) and 0 < len(currency) <= 16 else None
 
 
 def times(count: float, per_hour: float | None, digits: int = 4) -> float | None:

@@ -2,8 +2,9 @@
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU types and profiles: a type matched against a location's profiles, the profile a pool asks for (``gpu.profile``:
-``full``, a whole card, or a profile id), and the allocation of profiles to machines (pure Python, but for
-``profile_info``, the core of ``gpu_profile_info``)."""
+``full``, a whole card, what a pool that names none gets; a profile id; or ``any`` of the type's, a partial card
+included), and the allocation of profiles to machines (pure Python, but for ``profile_info``, the core of
+``gpu_profile_info``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -38,12 +40,20 @@ def display_type(profile: Profile) -> str:
 
 
 def profile_info(client: WhiteskyClient, *, location: str, gpu_type: str | None = None) -> dict[str, Any]:
-    """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type."""
+    """Core of ``gpu_profile_info``: a location's per-card profiles, optionally of one type, and a line a person
+    reads of each (scrubbed: the platform's id and description may carry anything)."""
     profiles = client.gpu_profiles(location)
     if gpu_type:
         profiles = [p for p in profiles if profile_type(p) == normalise_type(gpu_type)]
     out = [dict(p, type=display_type(p)) for p in profiles]
-    return {"profiles": out, "types": sorted({p["type"] for p in out})}
+    lines = [
+        scrub(
+            "%s: %s (%s), %s available"
+            % (p.get("id"), p["type"], p.get("description") or "", p.get("available_instances", 0))
+        )
+        for p in out
+    ]
+    return {"profiles": out, "types": sorted({p["type"] for p in out}), "lines": lines}
 
 
 def profiles_of_type(profiles: Iterable[Profile], gpu_type: str, location: str) -> list[Profile]:
@@ -61,8 +71,20 @@ def profiles_of_type(profiles: Iterable[Profile], gpu_type: str, location: str) 
     return matching
 
 
-#: What ``gpu.profile`` takes beside a profile id: the type's profile with the most GPU memory, a whole card.
+#: What ``gpu.profile`` takes beside a profile id: the type's profile with the most GPU memory, a whole card (what a
+#: pool that names no profile gets) ...
 FULL = "full"
+#: ... or any of the type's profiles, whichever has room, a partial card included (only when asked for by name).
+ANY = "any"
+
+
+def effective(choice: object) -> str:
+    """The profile a pool asks for: its ``gpu.profile`` as given, or :data:`FULL` when it names none (whole cards;
+    a partial card only by its id or :data:`ANY`)."""
+    text = str(choice).strip() if choice is not None else ""
+    return text or FULL
+
+
 #: A profile's GPU memory in GB, from the NVIDIA vGPU type that ends its id (``nvidia-a100-40c``) or that its
 #: description names (``(A100-40C)``): the number before the series letter (A, B, C or Q).
 _ID_MEMORY = re.compile(r"-([0-9]{1,4})[abcq]\Z", re.I)
@@ -92,30 +114,42 @@ def _listed(profiles: Iterable[Profile]) -> str:
 
 def choose(profiles: Sequence[Profile], choice: str | None, gpu_type: str, location: str) -> list[Profile]:
     """The profiles of one type (``profiles``, as :func:`profiles_of_type` returns them) that a pool's vGPUs may
-    come from: every one without a ``choice``; with :data:`FULL`, the one(s) with the most GPU memory
-    (:func:`profile_memory`: a whole card); otherwise the profile of that id (case aside).  A choice that fits none
-    is refused, naming the type's profiles at the location, and ``full`` too when a profile's GPU memory is not
-    known (which of them is a whole card cannot be told: name one by its id)."""
-    if choice is None or not str(choice).strip():
+    come from (:func:`effective` of its ``choice``): with :data:`FULL`, what a pool without a choice gets, the
+    one(s) with the most GPU memory (:func:`profile_memory`: a whole card); with :data:`ANY`, every one; otherwise
+    the profile of that id (case aside).  A choice that fits none is refused, naming the type's profiles at the
+    location, and ``full`` too when a profile's GPU memory is not known (which of them is a whole card cannot be
+    told: name one by its id, or ``any``)."""
+    wanted = effective(choice).lower()
+    if wanted == ANY:
         return list(profiles)
-    wanted = str(choice).strip().lower()
     if wanted == FULL:
         sizes = [(profile_memory(p), p) for p in profiles]
         if any(size is None for size, _p in sizes):
+            asked = "gpu.profile 'full'" if choice is not None and str(choice).strip() else "a pool without gpu.profile"
             raise InputError(
-                "gpu.profile 'full' for %s in location %r: which profile is a whole card cannot be told (the GPU "
-                "memory of a profile is in neither its id nor its description); give one of its profiles by id: %s; "
-                "nothing was changed" % (gpu_type, location, _listed(profiles))
+                "%s takes whole cards of %s in location %r, and which profile is a whole card cannot be told (the GPU "
+                "memory of a profile is in neither its id nor its description); give one of its profiles by id, or "
+                "%r for any of them: %s; nothing was changed" % (asked, gpu_type, location, ANY, _listed(profiles))
             )
         most = max(size for size, _p in sizes if size is not None)
         return [p for size, p in sizes if size == most]
     matching = [p for p in profiles if isinstance(p.get("id"), str) and p["id"].lower() == wanted]
     if not matching:
         raise InputError(
-            "gpu.profile %r is not a profile of %s in location %r; its profiles: %s, or %r (the one with the most GPU "
-            "memory, a whole card); nothing was changed" % (choice, gpu_type, location, _listed(profiles), FULL)
+            "gpu.profile %r is not a profile of %s in location %r; its profiles: %s, %r (the one with the most GPU "
+            "memory, a whole card: what a pool without gpu.profile gets) or %r (any of them); nothing was changed"
+            % (choice, gpu_type, location, _listed(profiles), FULL, ANY)
         )
     return matching
+
+
+def least_memory(profiles: Iterable[Profile]) -> int | None:
+    """The GPU memory in GB that each vGPU of ``profiles`` has at least (:func:`profile_memory`), None when one's is
+    not known."""
+    sizes = [profile_memory(p) for p in profiles]
+    if not sizes or any(size is None for size in sizes):
+        return None
+    return min(size for size in sizes if size is not None)
 
 
 def type_profiles(

@@ -99,8 +99,8 @@ def ensure(
     check_mode: bool = False,
 ) -> dict[str, Any]:
     """Core of ``vgpu``: each of ``machines`` (names) holds exactly ``count`` vGPUs of ``gpu_type`` (or none), of
-    the type's profiles that ``profile`` allows (``profiles.choose``: ``full``, a whole card, or a profile id; None:
-    any of the type's).
+    the type's profiles that ``profile`` allows (``profiles.choose``: ``full``, a whole card, what None gets; a
+    profile id; or ``any`` of the type's).
 
     Every machine must carry ``cluster``'s marker (checked before anything is changed).  The reads, then
     :func:`plan` (pure), then check mode returns the plan, or :func:`apply` carries it out (planned again from fresh

@@ -12,10 +12,12 @@ in MiB, within the bounds the cluster spec states (``spec.clusterspec.machine_fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import display_type
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import no_such_location
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -103,6 +105,27 @@ def _prices(resources: object) -> dict[str, float]:
     }
 
 
+#: A unit's key in a price list as the spec names them (``vcu``, ``fsu``): what ``hourly`` repeats of another unit.
+_UNIT_KEY = re.compile(r"[a-z]{1,16}")
+
+
+def hourly(resources: object) -> dict[str, dict[str, Any]]:
+    """A location's price per hour of each unit, named: every unit a price counts (``billing.UNITS_PRICED``) and
+    every other the platform lists, ``{unit: {"what": one of it, "per_hour": its monthly price / 730}}``;
+    ``per_hour`` is None where the price is missing or not a finite number of 0 or more (never 0)."""
+    listed = {"resources": resources if isinstance(resources, Mapping) else {}}
+    others = (u for u in _prices(resources) if u not in billing.UNITS_PRICED and _UNIT_KEY.fullmatch(u))
+    units = list(billing.UNITS_PRICED) + sorted(others)
+    out: dict[str, dict[str, Any]] = {}
+    for unit in units:
+        per_hour = billing.unit_per_hour(listed, unit)
+        out[unit] = {
+            "what": billing.UNIT_NAMES.get(unit, "unit %s" % unit),
+            "per_hour": None if per_hour is None else round(per_hour, 6),
+        }
+    return out
+
+
 def location_info(
     client: WhiteskyClient, *, name: str | None = None, gpus: bool = True, parallel: int = 8
 ) -> dict[str, Any]:
@@ -127,6 +150,7 @@ def location_info(
             "name": item["location"],
             "currency": currency,
             "prices": _prices(item.get("resources")),
+            "hourly": hourly(item.get("resources")),
         }
         if gpus:
             view["gpu_types"] = types.get(str(item["location"]), [])

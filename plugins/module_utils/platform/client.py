@@ -30,6 +30,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     Resolved,
     WhiteskyError,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import Transport
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.vmlock import vm_locked
 
@@ -187,7 +188,8 @@ class WhiteskyClient:
         answer = self.call(operation)
         found = answers.listed(answer, operation, "location", key="locations", most=answers.MOST_ITEMS)
         currency = answer.get("currency") if isinstance(answer, dict) else None
-        return found, currency if isinstance(currency, str) and len(currency) <= 16 else None
+        # shown wherever a price is: a control character in it is escaped here (``scrub``)
+        return found, scrub(currency) if isinstance(currency, str) and len(currency) <= 16 else None
 
     def location_names(self) -> list[str]:
         """The customer's locations, by name, sorted (``listCustomerLocations``)."""

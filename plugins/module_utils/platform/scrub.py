@@ -152,3 +152,9 @@ def scrub_tree(value: object, limit: int = LIMIT, *, multiline: bool = False, de
     if isinstance(value, (list, tuple)):
         return [scrub_tree(v, limit, multiline=multiline, depth=depth - 1) for v in value]
     return scrub(value, limit, multiline=multiline)
+
+
+def scrub_lines(text: object, limit: int = LIMIT) -> str:
+    """``text`` of many lines (a diff's side) scrubbed line by line: each line as :func:`scrub` makes it (at most
+    ``limit`` characters), the line breaks kept."""
+    return "\n".join(scrub(line, limit) for line in _text(text).split("\n"))

@@ -39,6 +39,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside, run_parallel
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import LIMIT, scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import (
     OrphanCheck,
@@ -188,7 +189,8 @@ REPORT_ROW = "%-36s %-12s %-18s %4s %9s %-16s %12s"
 
 
 def report_lines(rows: Sequence[dict[str, Any]], totals: dict[str, Any]) -> list[str]:
-    """A plain-text table of reservations (for the orphan check and the summaries)."""
+    """A plain-text table of reservations (for the orphan check and the summaries), each line scrubbed (a VM's name
+    or the currency is the platform's)."""
     lines = [REPORT_ROW % ("vgpu_name", "cluster", "machine", "slot", "age(s)", "attached VM", "cost so far")]
     for r in rows:
         lines.append(
@@ -211,7 +213,8 @@ def report_lines(rows: Sequence[dict[str, Any]], totals: dict[str, Any]) -> list
             shown(totals["cost_per_hour"], totals.get("currency")),
             shown(totals["total_cost"], totals.get("currency")),
         )
-    return lines + [summary]
+    # a line is never cut short of its own length (an escape lengthens a character to at most 6)
+    return [scrub(line, max(LIMIT, 6 * len(line))) for line in lines + [summary]]
 
 
 def reclaim(

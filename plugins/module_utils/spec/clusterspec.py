@@ -69,9 +69,10 @@ _GPU = Field(
         "profile": Field(
             "str",
             "Which of the type's profiles: full (the one with the most GPU memory, a whole card, as the NVIDIA vGPU "
-            "type in its id or description says: A100-40C has 40 GB) or a profile id (gpu_profile_info lists them); "
-            "empty: any of the type's, whichever has room. A profile the type does not have at the location is "
-            "refused before anything is created, naming the ones it has.",
+            "type in its id or description says: A100-40C has 40 GB; what a pool that names none gets), a profile "
+            "id (gpu_profile_info lists them; a partial card only this way) or any (any of the type's, whichever "
+            "has room, a partial card included). A profile the type does not have at the location is refused "
+            "before anything is created, naming the ones it has.",
             pattern=GPU_PROFILE,
             max_length=64,
         ),
@@ -346,7 +347,7 @@ class GpuSpec:
     type: str
     count: int
     driver_version: str
-    #: ``gpu.profile``: ``full`` or a profile id; None: any of the type's profiles (``gpu.profiles.choose``)
+    #: ``gpu.profile``: ``full``, a profile id or ``any``; None: whole cards, as ``full`` (``gpu.profiles.choose``)
     profile: str | None = None
 
 
