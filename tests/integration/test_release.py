@@ -27,7 +27,6 @@ DEV_ONLY = (
     "lab",
     "node",
     "controller",
-    "molecule",
     "benchmarks",
     "bin",
     "demo-out",
@@ -68,6 +67,7 @@ def dev_files(names):
         for n in names
         if any(part.startswith(".") or part == "__pycache__" or part.endswith(".egg-info") for part in n.split("/"))
         or n.split("/")[0] in DEV_ONLY
+        or n.startswith("extensions/molecule/")
         or n == "changelogs/fragments"
         or n.startswith("changelogs/fragments/")
         or n.endswith(".pyc")
@@ -79,6 +79,8 @@ def user_files(root):
     for top in SHIPPED_DIRS:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            if os.path.relpath(dirpath, root) == "extensions":
+                dirnames[:] = [d for d in dirnames if d != "molecule"]  # the scenarios: the project's tests
             for name in filenames:
                 if not name.endswith((".pyc", ".tar.gz")):
                     yield os.path.relpath(os.path.join(dirpath, name), root)
