@@ -94,11 +94,9 @@ class Credential(Protocol):
 
     def token(self, force: bool = False) -> str:
         """The token now (``force``: read again at once, not when it is next due)."""
-        ...
 
     def source(self) -> str:
         """Where the token comes from (never its value)."""
-        ...
 
 
 class Transport:
@@ -186,8 +184,7 @@ class Transport:
 
     def _renew(self) -> bool:
         """After a refusal: whether ``credential`` has another token now (read at once), which is used from now on."""
-        assert self.credential is not None
-        if self.credential.token(force=True) == self._token:
+        if self.credential is None or self.credential.token(force=True) == self._token:
             return False
         self._current()
         return True
