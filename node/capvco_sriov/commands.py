@@ -112,7 +112,8 @@ class NicAgent:
         self.wait_timeout = wait_timeout
         self.clock = clock
         #: How long after it was sent an attach with no answer may still land: twice the most a call may take.
-        self.in_flight = in_flight if in_flight is not None else 2 * (client.timeout + client.retry_budget)
+        deadlines = client.transport.deadlines
+        self.in_flight = in_flight if in_flight is not None else 2 * (deadlines.timeout + deadlines.retry_budget)
         self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
         self.addresses = Addresses(client, location, rng)
         self._key_guard = threading.Lock()

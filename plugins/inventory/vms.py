@@ -290,7 +290,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if HTTPX_IMPORT_ERROR:
             raise AnsibleParserError("%s needs the Python library httpx (pip install httpx)" % self.NAME)
         with WhiteskyClient.connect(conn) as client:
-            for warning in client.warnings:
+            for warning in client.transport.warnings:
                 self.display.warning(self._clean(warning))
             return vm_inventory.read(
                 client,

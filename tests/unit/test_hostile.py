@@ -121,7 +121,7 @@ def test_scrub_takes_anything():
 
 def test_the_clients_redaction_is_the_scrubber_plus_its_own_token():
     c = core.WhiteskyClient("http://127.0.0.1:9", "plain-" + SECRET, "cust")
-    text = c.redact("Traceback:\n  sent plain-%s\n  Bearer other%s \x1b" % (SECRET, SECRET))
+    text = c.transport.redact("Traceback:\n  sent plain-%s\n  Bearer other%s \x1b" % (SECRET, SECRET))
     assert SECRET not in text and text.startswith("Traceback:\n  sent ***\n") and "\\x1b" in text
 
 
@@ -602,7 +602,7 @@ def test_a_504_is_retried():
     """Kills: 504 left out of RETRY_STATUSES."""
     answers_ = [httpx.Response(504, json={"message": "gateway timeout"}), httpx.Response(200, json={"vm_id": 1})]
     c, _clock = mock_client(lambda request: answers_.pop(0))
-    assert c.get_vm(CS, 1) == {"vm_id": 1} and answers_ == [] and c.retries == 1
+    assert c.get_vm(CS, 1) == {"vm_id": 1} and answers_ == [] and c.transport.retry.retries == 1
 
 
 def test_a_retrys_request_timeout_is_capped_by_the_time_left():
@@ -614,7 +614,7 @@ def test_a_retrys_request_timeout_is_capped_by_the_time_left():
         return httpx.Response(503, json={"message": "busy"})
 
     c, clock = mock_client(handler, timeout=4.0, backoff=0.5, max_backoff=0.5)
-    with c.deadline(2.5), pytest.raises(ApiError):
+    with c.transport.deadlines.operation(2.5), pytest.raises(ApiError):
         c.get_vm(CS, 1)
     assert timeouts[0] == (0.0, 2.5), "the first attempt may use 2.5 s, not its own 4.0 s"
     assert len(timeouts) > 1 and all(t == pytest.approx(2.5 - at) for at, t in timeouts)

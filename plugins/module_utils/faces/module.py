@@ -104,7 +104,7 @@ class WhiteskyModule:
         try:
             if self.connection:
                 with self.client() as client:
-                    for warning in client.warnings:
+                    for warning in client.transport.warnings:
                         self.module.warn(scrub(warning, MESSAGE_LIMIT))
                     result = func(client, **params)
             else:
