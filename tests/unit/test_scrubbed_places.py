@@ -6,7 +6,7 @@ walks the same places through the playbooks and a terminal's view of them."""
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import summary
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import inventory_hosts
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
@@ -94,8 +94,8 @@ def test_the_inventorys_host_names_and_variables_are_scrubbed():
         "cost_by_unit": {"vgu": 1.0},
         "currency": "EUR" + HOSTILE,
     }
-    assert vm_inventory.hostname(host) == "evil\\x1b[5m\\x9b2J\\u202e"
-    assert not raw(vm_inventory.host_vars(host)) and vm_inventory.host_vars(host)["whitesky_vcpus"] == 1
+    assert inventory_hosts.hostname(host) == "evil\\x1b[5m\\x9b2J\\u202e"
+    assert not raw(inventory_hosts.host_vars(host)) and inventory_hosts.host_vars(host)["whitesky_vcpus"] == 1
     pool = {
         "cluster": "web",
         "name": "gpu",
@@ -110,4 +110,4 @@ def test_the_inventorys_host_names_and_variables_are_scrubbed():
         "per_machine_hourly": 1.0,
         "currency": "EUR" + HOSTILE,
     }
-    assert not raw(vm_inventory.pool_vars(pool)) and not raw(vm_inventory.cluster_vars([pool]))
+    assert not raw(inventory_hosts.pool_vars(pool)) and not raw(inventory_hosts.cluster_vars([pool]))
