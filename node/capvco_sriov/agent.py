@@ -5,8 +5,8 @@ when the Secret changes, so a rotated token is used without a restart; it
 refuses to start without one and never falls back to any other credential, nor
 to the connection's environment variables: its ``Connection`` is its command line's),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
-reclaimer.  The commands are ``commands`` (on the collection's platform client and NIC operations), the reclaimer
-``reclaimer``, the request's reading ``config``, the wire format ``wire``.
+reclaimer.  The commands are ``commands``' (on ``attachments``: the collection's platform client and NIC operations;
+their answers ``results``), the reclaimer ``reclaimer``, the request's reading ``config``, the wire format ``wire``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from capvco_sriov import wire
 from capvco_sriov.addresses import FRESH_SECONDS
 from capvco_sriov.agent import Redact, serve_one
-from capvco_sriov.commands import ADDRESS_TRIES, NicAgent
+from capvco_sriov.attachments import ADDRESS_TRIES
+from capvco_sriov.commands import NicAgent
 from capvco_sriov.config import parse_request
 from capvco_sriov.ledger import Ledger
 from capvco_sriov.reclaimer import Reclaimer
@@ -31,7 +32,8 @@ CS, LOC = "cs-demo", "be-gen-1"
 
 
 class FakeNetlink:
-    """The netlink interface of capvco_sriov.commands (NetlinkOps), in memory: a NIC 'appears' unless told otherwise."""
+    """The netlink interface of capvco_sriov.attachments (NetlinkOps), in memory: a NIC 'appears' unless told
+    otherwise."""
 
     def __init__(self):
         self.absent = set()  # MACs that never show up in the node
