@@ -16,7 +16,7 @@ import httpx
 import pytest
 from test_client_unit import FakeClock
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
@@ -34,6 +34,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 
 SECRET = "Zq8wPLANTEDk3Vx"
 JWT = "eyJhbGciOiJFUzM4NCJ9.eyJleHAiOjE5MDAwMDAwMDB9." + SECRET
@@ -168,6 +169,31 @@ def test_what_a_module_says_toward_ansible_is_scrubbed():
 
     module = run_module(warns)
     assert module.warnings == ["token=***\\nforged line"]
+
+
+def test_a_results_diff_is_data_in_the_core_and_text_scrubbed_where_the_module_base_renders_it():
+    """Issue 47: a result's diff was written as text by ``world/diff.py``, below the faces that show results.  The
+    core says what changed as data (``world/changes.py``: ``(kind, name)`` lines, a name as the platform gave it);
+    the module base renders each side that is lines as text (``faces/diff.py``), a line per thing, scrubbed, and
+    leaves a side of another shape (the vgpu module's per machine) to the scrubbing of every string."""
+    hostile = "web-1\x1b]0;token=%s\x07" % SECRET
+    said = names_diff("machine", ["web-0"], ["web-0", hostile])
+    assert said == {"before": [("machine", "web-0")], "after": [("machine", "web-0"), ("machine", hostile)]}
+
+    def changes(check_mode):
+        return {"changed": True, "diff": said}
+
+    base = module_base.WhiteskyModule.__new__(module_base.WhiteskyModule)
+    base.module, base.connection = FakeAnsibleModule(), False
+    base.module._diff = True
+    with pytest.raises(SystemExit):
+        base.run(changes)
+    assert base.module.result["diff"] == {
+        "before": "machine web-0\n",
+        "after": "machine web-0\nmachine web-1\\x1b]0;token=***\n",
+    }
+    per_machine = {"before": {"w0": []}, "after": {"w0": ["00 p\x1b"]}}
+    assert diff.render(per_machine) == per_machine
 
 
 def test_what_the_controller_writes_to_kubernetes_is_scrubbed():

@@ -16,7 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import m
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, plandoc
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
 
 from properties import examples
