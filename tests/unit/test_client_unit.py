@@ -36,10 +36,24 @@ def test_non_jwt_passes_through():
 
 
 #: What the client read and set of its transport under names of its own (issue 47: ``_Held``, typed ``Any``).
-HELD = (
-    "base_url warnings governor redact timeout retry_budget wait_until deadline inherited_deadline request "
-    "max_attempts backoff max_backoff retries rate_limited rate_waited"
-).split()
+HELD = [
+    "base_url",
+    "warnings",
+    "governor",
+    "redact",
+    "timeout",
+    "retry_budget",
+    "wait_until",
+    "deadline",
+    "inherited_deadline",
+    "request",
+    "max_attempts",
+    "backoff",
+    "max_backoff",
+    "retries",
+    "rate_limited",
+    "rate_waited",
+]
 
 
 def test_the_client_reads_its_transport_where_it_is_and_under_no_other_name():
