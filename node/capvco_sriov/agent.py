@@ -5,8 +5,8 @@ when the Secret changes, so a rotated token is used without a restart; it
 refuses to start without one and never falls back to any other credential, nor
 to the connection's environment variables: its ``Connection`` is its command line's),
 serves the CNI plugin on a unix socket only root can use (0600), and runs the
-reclaimer.  The commands are ``commands`` (on the collection's platform client and NIC operations), the reclaimer
-``reclaimer``, the request's reading ``config``, the wire format ``wire``.
+reclaimer.  The commands are ``commands``' (on ``attachments``: the collection's platform client and NIC operations;
+their answers ``results``), the reclaimer ``reclaimer``, the request's reading ``config``, the wire format ``wire``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def serve_one(agent: NicAgent, raw: bytes, metrics: Metrics | None = None) -> tu
     started = time.monotonic()
     command, code, doc = _serve_one(agent, raw)
     if code:
-        redact = agent.client.redact
+        redact = agent.client.transport.redact
         doc = dict(doc, msg=clean(redact, doc.get("msg", "")), details=clean(redact, doc.get("details", "")))
     if metrics is not None:
         metrics.answered(command, doc.get("code", 0) if code else 0, time.monotonic() - started)
@@ -180,7 +180,7 @@ def build(args: argparse.Namespace, metrics: Metrics) -> tuple[NicAgent, Reclaim
         model=args.model,
         wait_timeout=args.wait_timeout,
     )
-    metrics.watch(agent.ledger, client.governor)
+    metrics.watch(agent.ledger, client.transport.governor)
     return agent, Reclaimer(agent, pods=pods, grace_period=args.grace_period, count=metrics.counter())
 
 
@@ -190,7 +190,7 @@ LOG_LIMIT = 16384
 
 class Redact(logging.Filter):
     """Every log record, traceback included, through :func:`clean`: without the client's credential
-    (``WhiteskyClient.redact``) and scrubbed (``scrub``, lines kept, at most :data:`LOG_LIMIT` characters)."""
+    (``Transport.redact``) and scrubbed (``scrub``, lines kept, at most :data:`LOG_LIMIT` characters)."""
 
     def __init__(self, redact: Callable[[object], str]) -> None:
         super().__init__()
@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = Metrics()
     agent, reclaim = build(args, metrics)
     for handler in logging.getLogger().handlers:
-        handler.addFilter(Redact(agent.client.redact))
+        handler.addFilter(Redact(agent.client.transport.redact))
     if args.metrics_address != "off":
         metrics.serve(args.metrics_address)
     resolved = reclaim.recover()

@@ -1,159 +1,44 @@
-"""The CNI commands (ADD, DEL, CHECK, GC, STATUS) for one VM's pods, and the settling of an attachment that they,
-recovery and the reclaimer share (:meth:`NicAgent.settle`, by ``settle.settle_decision``).
+"""The CNI commands (ADD, DEL, CHECK, GC, STATUS) for one VM's pods: :class:`NicAgent`, one command per attachment
+at a time (``Attachments.key_lock``), on the platform side of its attachments (``attachments.Attachments``: the
+attach with its ledger steps, settling an entry), the pod's side (netlink: the interface configured, inspected,
+moved back) and the CNI result (``results``).
 
-On the collection's own platform client and NIC operations:
-
-- NIC identity by address: the agent chooses a free address (``addresses.Addresses``) and attaches at it, so its
-  NIC is the VM's NIC at that address, whatever else is on the network; one platform mutation per ADD, then one
-  read for the MAC;
-- the ledger (``ledger.Ledger``) written at each step of an ADD ("chosen", "sent", "attached", "ready");
-- one lock per VM around each platform mutation (not the reads): concurrent pods queue, none fails for
-  contention; one operation per attachment at a time;
-- rollback when anything fails halfway.
-
-``netlink`` is any object with ``wait_for(mac, timeout)``, ``configure(mac, netns, ifname, address, prefixlen,
-mtu, routes)``, ``release(netns, ifname, mac)``, ``inspect(netns, ifname)`` (:class:`NetlinkOps`).
+An ADD attaches (``Attachments.attach``), waits for the NIC on the node, configures the pod's interface and writes
+the entry "ready"; a failure halfway is rolled back (the entry settled).  A saved result is answered again while it
+is still true.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
-import random
-import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import nics
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, LogicError, WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.retry import RETRY_STATUSES
-from capvco_sriov.addresses import Addresses
-from capvco_sriov.config import CniRequest, PrevResult, is_mac
-from capvco_sriov.ledger import Ledger, LedgerEntry, stray_key
-from capvco_sriov.settle import Decision, settle_decision
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, WhiteskyError
+from capvco_sriov import results
+from capvco_sriov.attachments import Attachments, ReleaseFailed
+from capvco_sriov.config import CniRequest
+from capvco_sriov.ledger import LedgerEntry, stray_key
+from capvco_sriov.results import CniResult
+from capvco_sriov.settle import Decision
 from capvco_sriov.wire import (
-    CHECK_MISMATCH,
     INVALID_CONFIG,
     IO_FAILURE,
     PLUGIN_NOT_AVAILABLE,
     TRY_AGAIN_LATER,
     UNKNOWN_CONTAINER,
     CniError,
-    plain,
-    shown,
 )
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from capvco_sriov.wire import Route
 
 LOG = logging.getLogger("capvco-sriov-agent")
 
-#: A CNI result (or an empty answer), as the plugin prints it.
-CniResult = dict[str, Any]
-#: How many addresses one ADD tries when the platform says the chosen one is taken (by another VM's agent, an
-#: operator, the platform itself) before it answers "try again later".
-ADDRESS_TRIES = 5
 
-
-class ReleaseFailed(Exception):
-    """Moving an attachment's NIC back to the node failed: its entry is kept (``release_failed``), for the next DEL
-    or the reclaimer to finish; the NIC is where the failed move left it (in the pod, its steps undone)."""
-
-
-class LinkState(TypedDict):
-    """A pod's interface as netlink finds it (``inspect``): its MAC, ``address/prefix`` list and route list."""
-
-    mac: str
-    addresses: list[str]
-    routes: list[str]
-
-
-class NetlinkOps(Protocol):
-    """What the agent needs of netlink (``netlink.Netlink``; the tests' fakes)."""
-
-    def wait_for(self, mac: str, timeout: float) -> bool: ...
-
-    def configure(
-        self, mac: str, netns: str, ifname: str, address: str, prefixlen: int, mtu: int | None, routes: list[Route]
-    ) -> bool: ...
-
-    def release(self, netns: str, ifname: str, mac: str | None) -> None: ...
-
-    def inspect(self, netns: str, ifname: str) -> LinkState | None: ...
-
-
-class NicAgent:
-    """Attach, configure, release and reclaim pod NICs for one VM."""
-
-    def __init__(
-        self,
-        client: WhiteskyClient,
-        location: str,
-        cloudspace_id: str,
-        vm_id: int,
-        ledger: Ledger,
-        netlink: NetlinkOps,
-        model: str = "virtio",
-        wait_timeout: float = 30.0,
-        clock: Callable[[], float] = time.time,
-        rng: random.Random | None = None,
-        in_flight: float | None = None,
-    ) -> None:
-        self.client = client
-        self.location = location
-        self.cloudspace_id = cloudspace_id
-        self.vm_id = vm_id
-        self.ledger = ledger
-        self.netlink = netlink
-        self.model = model
-        self.wait_timeout = wait_timeout
-        self.clock = clock
-        #: How long after it was sent an attach with no answer may still land: twice the most a call may take.
-        self.in_flight = in_flight if in_flight is not None else 2 * (client.timeout + client.retry_budget)
-        self.vm_lock = threading.Lock()  # every platform mutation of this VM, in turn
-        self.addresses = Addresses(client, location, rng)
-        self._key_guard = threading.Lock()
-        # ledger key -> [lock, users]: one operation per attachment at a time
-        self._key_locks: dict[str, list[Any]] = {}
-        self._networks: list[Any] | None = None
-
-    # -- helpers -----------------------------------------------------------
-    def network(self, wanted: str | int) -> dict[str, Any]:
-        if self._networks is None:
-            self._networks = self.client.external_networks(self.location)
-        try:
-            net: dict[str, Any] = nics.find_network(self._networks, wanted, self.location)
-        except ValueError:  # its message shows the name as given: this one shows only a plain one
-            name = str(wanted)
-            names = ", ".join("%s (%s)" % (n.get("name"), n.get("external_network_id")) for n in self._networks)
-            raise CniError(
-                INVALID_CONFIG,
-                "external network %s not found in location %s"
-                % (shown(name) if plain(name) else "(a name not shown)", shown(self.location)),
-                "it has: %s" % (names or "none"),
-            ) from None
-        return net
-
-    @staticmethod
-    def platform_error(exc: WhiteskyError) -> CniError:
-        """A platform failure as a CNI error: try again later (11) when the platform said "not now"."""
-        status = getattr(exc, "status", None)
-        later = isinstance(exc, ApiError) and (status is None or status == 409 or status in RETRY_STATUSES)
-        return CniError(TRY_AGAIN_LATER if later else IO_FAILURE, "platform call failed", exc)
-
-    def result(self, req: CniRequest, entry: LedgerEntry) -> CniResult:
-        net = ipaddress.ip_network("%s/%s" % (entry["ip"], entry["prefixlen"]), strict=False)
-        routes = [{"dst": r["dst"], **({"gw": r["gw"]} if r.get("gw") else {})} for r in entry["routes"]]
-        return {
-            "cniVersion": req.version,
-            "interfaces": [{"name": req.ifname, "mac": entry.get("mac"), "sandbox": entry["netns"]}],
-            "ips": [{"address": "%s/%d" % (entry["ip"], net.prefixlen), "interface": 0}],
-            "routes": routes,
-            "dns": {},
-        }
+class NicAgent(Attachments):
+    """Attach, configure, release and reclaim pod NICs for one VM: the CNI commands, on :class:`Attachments`."""
 
     # -- CNI commands --------------------------------------------------------
     def handle(self, req: CniRequest) -> CniResult:
@@ -172,30 +57,12 @@ class NicAgent:
                 return run(req)
         return run(req)
 
-    @contextlib.contextmanager
-    def key_lock(self, key: str, blocking: bool = True) -> Iterator[bool]:
-        """One operation per attachment at a time; yields False (and holds nothing) when ``blocking`` is off
-        and another operation holds it."""
-        with self._key_guard:
-            held = self._key_locks.setdefault(key, [threading.Lock(), 0])
-            held[1] += 1
-        got = held[0].acquire(blocking)
-        try:
-            yield got
-        finally:
-            if got:
-                held[0].release()
-            with self._key_guard:
-                held[1] -= 1
-                if not held[1]:
-                    del self._key_locks[key]
-
     def cmd_add(self, req: CniRequest) -> CniResult:
         """Attach a NIC for the pod and configure its interface; the saved result when it is still true."""
         existing = self.ledger.get(req.key)
         if existing is not None:
             if existing["state"] == "ready" and "release_failed" not in existing and self.still_in_place(req, existing):
-                return self.result(req, existing)
+                return results.result(req, existing)
             self.clear(req.key, existing)  # a stale entry (a new netns, the old one gone), or an ADD's leftover
         net = self.network(req.conf.network or "")
         prefixlen = ipaddress.ip_network("0.0.0.0/%s" % net["subnet_mask"]).prefixlen
@@ -230,7 +97,7 @@ class NicAgent:
             raise CniError(IO_FAILURE, "configuring the pod's interface failed; " + outcome, exc) from None
         entry["state"] = "ready"
         self.ledger.put(req.key, entry)
-        return self.result(req, entry)
+        return results.result(req, entry)
 
     def clear(self, key: str, entry: LedgerEntry) -> None:
         """Make room under ``key`` for a fresh ADD: release a stale ready entry, settle an ADD's leftover, and keep
@@ -240,83 +107,6 @@ class NicAgent:
             current = self.ledger.get(key) or entry
             self.ledger.put(stray_key(key, current["ip"]), current)
             self.ledger.delete(key)
-
-    @contextlib.contextmanager
-    def _sending(self, key: str, entry: LedgerEntry) -> Iterator[str]:
-        """The VM's lock around the attach call: once it is held, the address is confirmed against a fresh list
-        (:meth:`Addresses.confirm`; another one when it was taken meanwhile), and "sent" is written with it, right
-        before the call, which attaches at the address yielded; once the platform has answered, the entry is
-        "attached" (in memory; written with the MAC)."""
-        with self.vm_lock:
-            try:
-                entry["ip"] = self.addresses.confirm(entry["network_id"], entry["ip"])
-            except (WhiteskyError, CniError) as exc:  # nothing was sent: the choice is dropped
-                self.ledger.delete(key)
-                raise self.platform_error(exc) if isinstance(exc, WhiteskyError) else exc from None
-            entry["state"] = "sent"
-            entry["sent_at"] = self.clock()
-            self.ledger.put(key, entry)
-            yield entry["ip"]
-            entry["state"] = "attached"
-
-    def attach(self, key: str, entry: LedgerEntry, model: str) -> None:
-        """Choose an address, write it down ("chosen"), attach there ("sent", then "attached" with the NIC's MAC);
-        another address when it is taken.
-
-        A refusal (the platform answered, nothing attached) drops the entry.  An outcome that is not known (no
-        answer, or the read of the new NIC failed) is settled at once when the platform answers, else left to the
-        reclaimer, by what the entry's state proves (:func:`settle_decision`).
-        """
-        net_id = entry["network_id"]
-        refresh = False
-        for _ in range(ADDRESS_TRIES):
-            try:
-                entry["ip"] = self.addresses.choose(net_id, refresh=refresh)
-            except WhiteskyError as exc:
-                raise self.platform_error(exc) from None
-            entry["state"] = "chosen"
-            entry.pop("sent_at", None)
-            # the choice, before waiting for the VM's lock (for the reclaimer and the metrics to see); no fsync: a
-            # "chosen" entry proves nothing was sent, so a crash that loses it loses nothing ("sent" is durable)
-            self.ledger.put(key, entry, durable=False)
-            try:
-                nic = nics.attach_at(
-                    self.client,
-                    self.cloudspace_id,
-                    self.vm_id,
-                    net_id,
-                    entry["ip"],
-                    model=model,
-                    lock=self._sending(key, entry),
-                )
-            except nics.AddressTaken:
-                self.ledger.delete(key)
-                refresh = True  # the list was stale: read it again for the next choice
-                continue
-            except WhiteskyError as exc:
-                self.unknown_outcome(key, entry, exc)
-            mac = nic.get("mac_address") if isinstance(nic, dict) else None
-            if not is_mac(mac):  # as a read that failed: the first read that gives one names the NIC
-                self.unknown_outcome(key, entry, LogicError("the platform gave no MAC for the NIC at %s" % entry["ip"]))
-            entry["mac"] = mac.lower()
-            self.ledger.put(key, entry)  # "attached", with the MAC
-            return
-        raise CniError(
-            TRY_AGAIN_LATER,
-            "the platform refused %d free-looking addresses on external network %s in turn" % (ADDRESS_TRIES, net_id),
-        )
-
-    def unknown_outcome(self, key: str, entry: LedgerEntry, exc: WhiteskyError) -> NoReturn:
-        """The attach failed: a refusal (an answer to the POST) drops the entry; anything else is settled now if the
-        platform answers, else by the reclaimer."""
-        if isinstance(exc, ApiError) and exc.status is not None and exc.method == "POST":
-            self.ledger.delete(key)  # refused: nothing was attached
-        else:
-            if entry["state"] == "attached":
-                self.ledger.put(key, entry)  # the platform answered: write that down before anything else
-            with contextlib.suppress(WhiteskyError, ReleaseFailed):
-                self.settle(key, entry)
-        raise self.platform_error(exc) from None
 
     def still_in_place(self, req: CniRequest, entry: LedgerEntry) -> bool:
         """Whether a saved result is still true: the same netns, with the entry's NIC in it under the ifname."""
@@ -359,33 +149,14 @@ class NicAgent:
             ) from None
 
     def cmd_check(self, req: CniRequest) -> CniResult:
-        """Compare the live interface with ``prevResult`` (or the entry); 100 naming the first difference."""
+        """Compare the live interface with ``prevResult`` (or the entry); 100 naming the first difference
+        (``results.check``)."""
         entry = self.ledger.get(req.key)
         if entry is None or entry["state"] != "ready":
             raise CniError(
                 UNKNOWN_CONTAINER, "no attachment for container %s, ifname %s" % (req.container_id, req.ifname)
             )
-        prev = req.conf.prev_result or PrevResult((), (), ())
-        live = self.netlink.inspect(req.netns, req.ifname)
-        if live is None:
-            raise CniError(CHECK_MISMATCH, "interface %s is missing in %s" % (req.ifname, req.netns))
-        want_mac = {i.mac for i in prev.interfaces if i.name == req.ifname and i.mac} or {entry.get("mac", "")}
-        if str(live["mac"]).lower() not in want_mac:
-            raise CniError(
-                CHECK_MISMATCH,
-                "interface %s has MAC %s, expected %s" % (req.ifname, live["mac"], sorted(map(str, want_mac))),
-            )
-        mine = [
-            ip.address for ip in prev.ips if ip.interface is None or prev.interfaces[ip.interface].name == req.ifname
-        ]
-        for address in mine if prev.ips else ["%s/%s" % (entry["ip"], entry["prefixlen"])]:
-            if address not in live["addresses"]:
-                raise CniError(CHECK_MISMATCH, "address %s is missing on %s" % (address, req.ifname))
-        for dst in prev.routes:
-            if dst not in live["routes"]:
-                raise CniError(CHECK_MISMATCH, "route %s is missing in %s" % (dst, req.netns))
-        if "0.0.0.0/0" in live["routes"]:
-            raise CniError(CHECK_MISMATCH, "a default route points at %s; the primary CNI owns it" % req.ifname)
+        results.check(req, entry, self.netlink.inspect(req.netns, req.ifname))
         return {}
 
     def cmd_gc(self, req: CniRequest) -> CniResult:
@@ -412,62 +183,3 @@ class NicAgent:
         except ApiError as exc:
             raise CniError(PLUGIN_NOT_AVAILABLE, "the platform is not reachable", exc) from None
         return {}
-
-    # -- settling: DEL, rollback, recovery and the reclaimer ---------------------------
-    def settle(self, key: str, entry: LedgerEntry) -> tuple[Decision, str]:
-        """Settle an entry by :func:`settle_decision` on a fresh read of its address: detach what is proven the
-        agent's, drop what the platform shows gone, keep (and, for a person, report) the rest.  An entry goes only
-        when the platform shows its NIC gone.  A platform failure propagates; the entry stays as it was.
-
-        A NIC proven the agent's is detached where it is: the hot-unplug takes the device out of the pod with it,
-        and billing stops at once.  A NIC that stays attached (kept, held, waited on, or a detach that failed), or a
-        device the unplug left behind (a platform whose detach keeps it on the node, an unplug still under way),
-        goes back to the node under its original name (:meth:`move_back`; after a detach that took it, one look
-        finds nothing).  A move that fails is logged, written into the entry (``release_failed``) and raised
-        (:class:`ReleaseFailed`); the entry is kept, for the next DEL or the reclaimer."""
-        mac = entry.get("mac")
-        sent = entry["state"] != "chosen"  # an entry without a MAC put nothing into the pod
-        nic = None
-        if sent:
-            nic = nics.nic_at(self.client, self.cloudspace_id, self.vm_id, entry["ip"], entry["network_id"])
-        decision, why = settle_decision(entry, nic, self.clock(), self.in_flight)
-        net_id, ip = entry["network_id"], entry["ip"]
-        if decision == "detach":
-            try:
-                with self.vm_lock:
-                    nics.detach(self.client, self.cloudspace_id, self.vm_id, ip, net_id)
-            except WhiteskyError:
-                if sent and mac:  # it may still be attached: on the node, under its name
-                    with contextlib.suppress(ReleaseFailed):  # written into the entry; the platform's error answers
-                        self.move_back(key, entry, mac)
-                raise
-        if sent and mac:
-            self.move_back(key, entry, mac)
-        if decision in ("detach", "drop"):
-            self.ledger.delete(key)
-            self.addresses.keep(net_id, ip, kept=False)
-            if nic is None or decision == "detach":
-                self.addresses.give_back(net_id, ip)
-            return decision, why
-        self.addresses.keep(net_id, ip)
-        if decision == "hold" and entry.get("held") != why:
-            entry["held"] = why
-            LOG.warning("%s: left for a person: %s", key, why)
-        if self.ledger.get(key) != entry:
-            self.ledger.put(key, entry)
-        return decision, why
-
-    def move_back(self, key: str, entry: LedgerEntry, mac: str) -> None:
-        """The entry's NIC back on the node under its original name, wherever it is (nothing when it is gone); a
-        move that fails is logged, written into the entry (``release_failed``, its address kept from other ADDs)
-        and raised as :class:`ReleaseFailed`."""
-        try:
-            self.netlink.release(entry["netns"], entry["ifname"], mac)
-        except Exception as exc:
-            why = "moving its NIC (MAC %s) back to the node failed: %s" % (mac, exc)
-            LOG.warning("%s: %s; kept, tried again later", key, why)
-            entry["release_failed"] = why
-            self.ledger.put(key, entry)
-            self.addresses.keep(entry["network_id"], entry["ip"])
-            raise ReleaseFailed(why) from exc
-        entry.pop("release_failed", None)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from capvco_sriov.rtnl import IPRoute, NetlinkError, setns
 
 if TYPE_CHECKING:
-    from capvco_sriov.commands import LinkState
+    from capvco_sriov.results import LinkState
     from capvco_sriov.wire import Route
 
 LOG = logging.getLogger("capvco-sriov-agent")

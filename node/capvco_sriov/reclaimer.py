@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from capvco_sriov.commands import NicAgent, ReleaseFailed
+from capvco_sriov.attachments import ReleaseFailed
+from capvco_sriov.commands import NicAgent
 from capvco_sriov.ledger import LedgerEntry
 from capvco_sriov.wire import CniError
 

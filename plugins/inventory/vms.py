@@ -200,7 +200,11 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.release import __version__ as ansible_version  # noqa: E402
 from ansible.utils.unsafe_proxy import wrap_var  # noqa: E402
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory  # noqa: E402
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import (  # noqa: E402
+    inventory_cache,
+    inventory_hosts,
+    vm_inventory,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import (  # noqa: E402
     OPTIONS,
     Connection,
@@ -216,7 +220,8 @@ WRAP = tuple(int(p) for p in re.findall(r"\d+", ansible_version)[:2]) < (2, 19)
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
-    """The inventory plugin: options and cache here, the reading in ``module_utils/faces/vm_inventory.py``."""
+    """The inventory plugin: options and cache here; the reading in ``module_utils/faces/vm_inventory.py``, a host's
+    name, groups and variables in ``inventory_hosts.py``, what the cache keeps in ``inventory_cache.py``."""
 
     NAME = "whitesky.capvco.vms"
 
@@ -236,14 +241,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         self._check_hostnames()
         try:
             conn = self._connection()
-            key = vm_inventory.fingerprint(
+            key = inventory_cache.fingerprint(
                 conn.api_url, conn.customer_id, self.get_option("locations"), self.get_option("cloudspaces")
             )
             got = self._cached(path, key) if cache and self.get_option("cache") else None
             if got is None:
                 got = self._read(conn)
                 if self.get_option("cache"):
-                    self._cache[self.get_cache_key(path)] = vm_inventory.to_cache(got, key)
+                    self._cache[self.get_cache_key(path)] = inventory_cache.to_cache(got, key)
         except WhiteskyError as exc:
             raise AnsibleParserError(self._clean(exc)) from None
         for warning in got.warnings:
@@ -269,10 +274,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         return Connection.from_options(options, where=" in %s" % self.NAME)
 
     def _check_hostnames(self):
-        unknown = [str(h) for h in self.get_option("hostnames") if h not in vm_inventory.HOSTNAME_SOURCES]
+        unknown = [str(h) for h in self.get_option("hostnames") if h not in inventory_hosts.HOSTNAME_SOURCES]
         if unknown:
             raise AnsibleParserError(
-                "hostnames: unknown %s; use %s" % (", ".join(unknown), ", ".join(vm_inventory.HOSTNAME_SOURCES))
+                "hostnames: unknown %s; use %s" % (", ".join(unknown), ", ".join(inventory_hosts.HOSTNAME_SOURCES))
             )
 
     def _cached(self, path, key):
@@ -280,7 +285,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             entry = self._cache[self.get_cache_key(path)]
         except KeyError:
             return None
-        return vm_inventory.from_cache(entry, key)
+        return inventory_cache.from_cache(entry, key)
 
     def _read(self, conn):
         # the client (and httpx) is imported only when the platform is read: a run that finds its cache needs neither
@@ -290,7 +295,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if HTTPX_IMPORT_ERROR:
             raise AnsibleParserError("%s needs the Python library httpx (pip install httpx)" % self.NAME)
         with WhiteskyClient.connect(conn) as client:
-            for warning in client.warnings:
+            for warning in client.transport.warnings:
                 self.display.warning(self._clean(warning))
             return vm_inventory.read(
                 client,
@@ -303,7 +308,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """Every group name this plugin makes (its own, ``keyed_groups``' and ``groups``') as letters, digits and
         ``_`` only, whatever TRANSFORM_INVALID_GROUP_CHARS says: a group name built from what the platform says
         (a VM's name, anyone's) is never a template, on any ansible-core."""
-        return vm_inventory.safe_group(str(name))
+        return inventory_hosts.safe_group(str(name))
 
     def _data(self, value):
         """A value the platform (or the cache) gave, as Ansible must hold it: data, never a template."""
@@ -313,12 +318,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """The groups of the clusters' pools, from their pools notes: ``pool_<pool>`` (empty for a pool at zero)
         with the pool's variables when one pool of the inventory has that name, and ``cluster_<cluster>`` with
         ``capvco_pools``, all of the cluster's pools."""
-        for group, found in vm_inventory.pools_by_group(pools).items():
+        for group, found in inventory_hosts.pools_by_group(pools).items():
             self.inventory.add_group(self._sanitize_group_name(group))
             if len(found) == 1:
-                for var, value in vm_inventory.pool_vars(found[0]).items():
+                for var, value in inventory_hosts.pool_vars(found[0]).items():
                     self.inventory.set_variable(self._sanitize_group_name(group), var, self._data(value))
-        for group, values in vm_inventory.cluster_vars(pools).items():
+        for group, values in inventory_hosts.cluster_vars(pools).items():
             self.inventory.add_group(self._sanitize_group_name(group))
             for var, value in values.items():
                 self.inventory.set_variable(self._sanitize_group_name(group), var, self._data(value))
@@ -329,15 +334,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         compose, groups, keyed = (self.get_option(o) for o in ("compose", "groups", "keyed_groups"))
         # a host may not take a group's name: Ansible would read it as that group (a loop, or a group added to
         # itself) and the whole source would fail to parse
-        reserved = set(vm_inventory.RESERVED_GROUPS) | set(self.inventory.groups)
+        reserved = set(inventory_hosts.RESERVED_GROUPS) | set(self.inventory.groups)
         for host in hosts:
-            reserved.update(vm_inventory.groups(host))
-        reserved.update(vm_inventory.pools_by_group(pools))
-        reserved.update(vm_inventory.cluster_vars(pools))
+            reserved.update(inventory_hosts.groups(host))
+        reserved.update(inventory_hosts.pools_by_group(pools))
+        reserved.update(inventory_hosts.cluster_vars(pools))
         self._populate_pools(pools)
         taken = {}
         for host in hosts:
-            name = vm_inventory.hostname(host, order)
+            name = inventory_hosts.hostname(host, order)
             what = "VM %r (id %s) of cloudspace %r" % (host["name"], host["vm_id"], host["cloudspace"])
             if name is None:
                 self.display.warning(
@@ -356,9 +361,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             taken[name] = what
             name = self._data(name)  # a VM's name is anyone's: inventory_hostname is data, never a template
             self.inventory.add_host(name)
-            for group in vm_inventory.groups(host):
+            for group in inventory_hosts.groups(host):
                 self.inventory.add_child(self.inventory.add_group(self._sanitize_group_name(group)), name)
-            for var, value in vm_inventory.host_vars(host).items():
+            for var, value in inventory_hosts.host_vars(host).items():
                 self.inventory.set_variable(name, var, self._data(value))
             if compose or groups or keyed:
                 self._construct(name, compose, groups, keyed, strict)

@@ -152,7 +152,7 @@ def test_a_certificate_that_fails_verification_is_final(tls_server):
     t0 = time.monotonic()
     with pytest.raises(ApiError) as err:
         client.gpu_profiles(LOC)
-    assert time.monotonic() - t0 < 2 and client.retries == 0
+    assert time.monotonic() - t0 < 2 and client.transport.retry.retries == 0
     assert "TLS failed" in str(err.value) and "certificate" in str(err.value).lower()
     assert hits == []
     trusting = WhiteskyClient(url, "t", CUSTOMER, validate_certs=False)
@@ -160,11 +160,11 @@ def test_a_certificate_that_fails_verification_is_final(tls_server):
 
 
 def test_plain_http_warns_unless_loopback():
-    assert WhiteskyClient("http://127.0.0.1:9/api/1", "t", CUSTOMER).warnings == []
-    assert WhiteskyClient("http://localhost:9", "t", CUSTOMER).warnings == []
-    (warning,) = WhiteskyClient("http://portal.example:8080/api/1", "t", CUSTOMER).warnings
+    assert WhiteskyClient("http://127.0.0.1:9/api/1", "t", CUSTOMER).transport.warnings == []
+    assert WhiteskyClient("http://localhost:9", "t", CUSTOMER).transport.warnings == []
+    (warning,) = WhiteskyClient("http://portal.example:8080/api/1", "t", CUSTOMER).transport.warnings
     assert "portal.example:8080" in warning and "unencrypted" in warning
-    assert WhiteskyClient("https://portal.example/api/1", "t", CUSTOMER).warnings == []
+    assert WhiteskyClient("https://portal.example/api/1", "t", CUSTOMER).transport.warnings == []
     with pytest.raises(InputError):
         WhiteskyClient("ftp://portal.example/api/1", "t", CUSTOMER)
 

@@ -33,7 +33,7 @@ def test_retry_on_503_converges(emulator):
     profiles = client.gpu_profiles(LOC)
     assert {p["id"] for p in profiles} >= {"nvidia-a100-40c", "nvidia-a100-20c"}
     assert emulator.op_count("listAvailableGPUProfiles") == 4
-    assert client.retries == 3
+    assert client.transport.retry.retries == 3
 
 
 def test_retry_on_429_honours_retry_after(emulator):
@@ -345,7 +345,7 @@ def test_a_token_file_rotated_under_a_running_client_is_used_and_a_refusal_names
     assert "WHITESKY_API_TOKEN" not in str(err.value) and first not in str(err.value)
     kubelet_secret(secret, 2, api_token="token-two")
     assert client.gpu_profiles(LOC), "the refusal read the Secret again at once and sent the call again"
-    assert client.redact("a %s and a %s" % (first, "token-two")) == "a *** and a ***"
+    assert client.transport.redact("a %s and a %s" % (first, "token-two")) == "a *** and a ***"
     client.close()
 
 

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
@@ -205,8 +206,8 @@ def test_check_mode_returns_what_the_run_then_does(emulator):
     assert plan["cloudspace_id"] is None and done["cloudspace_id"] == spaces(emulator)[0]
     # the run made the cloudspace under its lease, then planned again: its plan and diff still say it made it
     assert plan["plan"]["cloudspace"]["create"] is done["plan"]["cloudspace"]["create"] is True
-    assert plan["diff"] == done["diff"] and done["diff"]["after"].startswith("cloudspace ty-cs\n")
-    assert "cloudspace" not in done["diff"]["before"]
+    assert plan["diff"] == done["diff"] and diff.text(done["diff"]["after"]).startswith("cloudspace ty-cs\n")
+    assert "cloudspace" not in diff.text(done["diff"]["before"])
     # scale: one more GPU machine, a second vGPU each, the control plane to 0
     bigger = spec(pools=[gpu_pool(replicas=3, gpu={"count": 2})], control_plane={"replicas": 0})
     plan = converge(emulator, bigger, check=True)

@@ -22,7 +22,12 @@ import pytest
 import yaml
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import (
+    inventory_cache,
+    inventory_hosts,
+    inventory_records,
+    vm_inventory,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.paging import PAGE_LIMIT
@@ -453,12 +458,12 @@ def host(**kw):
 
 def test_hostname_takes_the_first_source_that_gives_a_value():
     h = host(private_ips=["192.168.103.5"], external_ips=["198.51.100.7", "198.51.100.8"])
-    assert vm_inventory.hostname(h, ["external_ip", "name"]) == "198.51.100.7"
-    assert vm_inventory.hostname(h, ["private_ip", "external_ip"]) == "192.168.103.5"
-    assert vm_inventory.hostname(host(), ["private_ip", "external_ip", "name"]) == "web-gpu-0"
-    assert vm_inventory.hostname(host(), ["private_ip", "external_ip"]) is None
+    assert inventory_hosts.hostname(h, ["external_ip", "name"]) == "198.51.100.7"
+    assert inventory_hosts.hostname(h, ["private_ip", "external_ip"]) == "192.168.103.5"
+    assert inventory_hosts.hostname(host(), ["private_ip", "external_ip", "name"]) == "web-gpu-0"
+    assert inventory_hosts.hostname(host(), ["private_ip", "external_ip"]) is None
     with pytest.raises(ValueError, match="unknown hostname source 'dns'"):
-        vm_inventory.hostname(h, ["dns"])
+        inventory_hosts.hostname(h, ["dns"])
 
 
 def test_addresses_split_external_nics_from_the_cloudspaces_network():
@@ -484,26 +489,26 @@ def test_groups_are_safe_names_and_a_gpu_type_is_its_vendor_and_model():
         pool="big-pool",
         vgpus=[dict(vgpu, type="NVIDIA A100"), dict(vgpu, type="NVIDIA  A100 "), dict(vgpu, type=None)],
     )
-    assert vm_inventory.groups(h) == ["cluster_web_gpu", "pool_big_pool", "gpu_nvidia_a100", "gpu_p_1"]
-    assert vm_inventory.groups(host()) == ["unowned"]
-    assert vm_inventory.groups(host(cluster="web")) == ["cluster_web"]
-    assert set(vm_inventory.host_vars(h)) == {"whitesky_" + k for k in h}
+    assert inventory_hosts.groups(h) == ["cluster_web_gpu", "pool_big_pool", "gpu_nvidia_a100", "gpu_p_1"]
+    assert inventory_hosts.groups(host()) == ["unowned"]
+    assert inventory_hosts.groups(host(cluster="web")) == ["cluster_web"]
+    assert set(inventory_hosts.host_vars(h)) == {"whitesky_" + k for k in h}
 
 
 def test_a_cache_entry_of_another_read_or_shape_is_not_used():
-    key = vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], [])
-    entry = vm_inventory.to_cache(vm_inventory.Read([host()], ["w"]), key)
-    assert vm_inventory.from_cache(json.loads(json.dumps(entry)), key) == vm_inventory.Read([host()], ["w"])
-    assert key == vm_inventory.fingerprint("http://x/api/1/", "acme", [LOC, LOC], [])
+    key = inventory_cache.fingerprint("http://x/api/1", "acme", [LOC], [])
+    entry = inventory_cache.to_cache(inventory_records.Read([host()], ["w"]), key)
+    assert inventory_cache.from_cache(json.loads(json.dumps(entry)), key) == inventory_records.Read([host()], ["w"])
+    assert key == inventory_cache.fingerprint("http://x/api/1/", "acme", [LOC, LOC], [])
     for other in (
-        vm_inventory.fingerprint("http://x/api/1", "acme", [], []),
-        vm_inventory.fingerprint("http://x/api/1", "other", [LOC], []),
-        vm_inventory.fingerprint("http://y/api/1", "acme", [LOC], []),
-        vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], ["shop"]),
+        inventory_cache.fingerprint("http://x/api/1", "acme", [], []),
+        inventory_cache.fingerprint("http://x/api/1", "other", [LOC], []),
+        inventory_cache.fingerprint("http://y/api/1", "acme", [LOC], []),
+        inventory_cache.fingerprint("http://x/api/1", "acme", [LOC], ["shop"]),
     ):
-        assert vm_inventory.from_cache(entry, other) is None
+        assert inventory_cache.from_cache(entry, other) is None
     for bad in (None, [], dict(entry, format=0), dict(entry, hosts=[{"name": "x"}]), dict(entry, hosts={})):
-        assert vm_inventory.from_cache(bad, key) is None
+        assert inventory_cache.from_cache(bad, key) is None
 
 
 def test_a_cache_entry_whose_strings_are_marked_as_trusted_templates_is_read_back_as_data():
@@ -533,7 +538,7 @@ def test_a_cache_entry_whose_strings_are_marked_as_trusted_templates_is_read_bac
                 yield from strings(k)
                 yield from strings(v)
 
-    key = vm_inventory.fingerprint("http://x/api/1", "acme", [LOC], [])
+    key = inventory_cache.fingerprint("http://x/api/1", "acme", [LOC], [])
     vgpu = {"vgpu_id": "v", "name": "{{ n }}", "owner": None, "profile": "p", "type": "{{ t }}", "status": "ATTACHED"}
     hostile = host(
         name="{{ lookup('pipe', 'id') }}",
@@ -542,12 +547,12 @@ def test_a_cache_entry_whose_strings_are_marked_as_trusted_templates_is_read_bac
         private_ips=["{{ ip }}"],
         vgpus=[dict(vgpu, cost_per_hour=None)],
     )
-    entry = vm_inventory.to_cache(vm_inventory.Read([hostile], ["{{ w }}"]), key)
+    entry = inventory_cache.to_cache(inventory_records.Read([hostile], ["{{ w }}"]), key)
     stored = json.dumps(tagged(entry), cls=persistence.Encoder)
     back = json.loads(stored, cls=persistence.Decoder)  # what the cache plugin hands the inventory plugin
     assert is_trusted_as_template(back["hosts"][0]["name"]), "the cache keeps the tag: the test writes what it means"
-    got = vm_inventory.from_cache(back, key)
-    assert got == vm_inventory.Read([hostile], ["{{ w }}"])
+    got = inventory_cache.from_cache(back, key)
+    assert got == inventory_records.Read([hostile], ["{{ w }}"])
     held = list(strings(got.hosts)) + list(strings(got.warnings))
     assert "{{ lookup('pipe', 'id') }}" in held and "{{ w }}" in held
     assert [s for s in held if is_trusted_as_template(s) or type(s) is not str] == []

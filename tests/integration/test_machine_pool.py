@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
@@ -122,7 +123,7 @@ def test_pools_in_one_call_and_an_exclusive_scale_down(emulator):
     ensure(emulator, machines=["c1-gpu-1"], count=2)
     plan = pool(emulator, check=True, names=None, pools=[{"name": "gpu", "names": ["c1-gpu-0"]}], exclusive=True)
     assert plan["deleted"] == ["c1-cp-0", "c1-gpu-1"] and len(plan["released_vgpus"]) == 2 and plan["created"] == []
-    assert plan["diff"] == {
+    assert diff.render(plan["diff"]) == {
         "before": "machine c1-cp-0\nmachine c1-gpu-0\nmachine c1-gpu-1\n",
         "after": "machine c1-gpu-0\n",
     }

@@ -42,7 +42,7 @@ def test_threads_of_one_client_share_the_mutating_budget(emulator):
     rate, burst, calls, threads = 10, 20, 120, 32
     emulator.faults(rate_limit={"mutating": {"rate": rate, "burst": burst}, "read": None})
     client = emulator.client()
-    assert client.governor is governor.shared(client.base_url, emulator.token)
+    assert client.transport.governor is governor.shared(client.transport.base_url, emulator.token)
     took, got = create_vms(client, ["vm-%03d" % i for i in range(calls)], threads)
     failed = {name: vm for name, vm in got.items() if isinstance(vm, Exception)}
     assert not failed, failed
@@ -52,11 +52,12 @@ def test_threads_of_one_client_share_the_mutating_budget(emulator):
         "\n%d calls from %d threads, mutating %s/s burst %s: %.1fs (%.2fx of %.0fs), %d 429s (%.1f%%), client waited "
         "%.1fs in the governor, lane %r"
         % (calls, threads, rate, burst, took, took / floor, floor, limited["mutating"],
-           100.0 * limited["mutating"] / calls, client.rate_waited, client.governor.lanes["mutating"])
+           100.0 * limited["mutating"] / calls, client.transport.retry.rate_waited,
+           client.transport.governor.lanes["mutating"])
     )  # fmt: skip
     assert took <= 1.25 * floor, (took, floor)
     assert limited["read"] == 0
-    assert client.rate_limited == limited["mutating"]
+    assert client.transport.retry.rate_limited == limited["mutating"]
     assert limited["mutating"] <= threads + 0.05 * calls, limited
     assert len(set(got.values())) == calls  # each VM made once
 
@@ -68,7 +69,7 @@ def test_reads_and_mutations_of_two_clients_of_one_credential_are_paced_apart(em
     limits = {"mutating": {"rate": 10, "burst": 20}, "read": {"rate": 20, "burst": 40}}
     emulator.faults(rate_limit=limits)
     writer, reader = emulator.client(), emulator.client()
-    assert writer.governor is reader.governor
+    assert writer.transport.governor is reader.transport.governor
     vm = writer.create_vm(CS, name="read-me", description="rate limit", vcpus=1, memory=512)
     creates, reads, threads = 80, 200, 16
     out = {}

@@ -40,8 +40,8 @@ from test_cluster_spec import set_price
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_core
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planfile import (
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, planfile, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.planmatch import (
     ATTACHED,
     GONE,
     NOT_ORPHANED,
@@ -391,7 +391,7 @@ def test_gpu_orphans_plan_review_apply_and_apply_again(emulator, tmp_path):
         "grace_period": 0,
         "permanently": True,
     }
-    assert plan["digest"] == planfile.digest(plan["scope"], plan["entries"])
+    assert plan["digest"] == plandoc.digest(plan["scope"], plan["entries"])
     report = task_results(data, "Report every reservation that escaped")[0]["msg"]
     assert report[-1].startswith("plan written to %s: 1 reservation(s)" % plan_path), report
     # writing it again over the reviewed file is refused
@@ -560,8 +560,8 @@ def test_a_forged_plan_with_a_good_digest_still_names_only_ours(emulator, tmp_pa
     doc = json.loads(path.read_text())
     forged = dict(doc["entries"][0], vgpu_id=theirs, vgpu_name="hand-made-by-ops")
     doc["entries"] = [doc["entries"][0], forged]
-    doc["summary"] = planfile.summary(doc["entries"])
-    doc["digest"] = planfile.digest(doc["scope"], doc["entries"])
+    doc["summary"] = plandoc.summary(doc["entries"])
+    doc["digest"] = plandoc.digest(doc["scope"], doc["entries"])
     forged_path = tmp_path / "forged.json"
     forged_path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="which is not this collection's name"):
@@ -572,8 +572,8 @@ def test_a_forged_plan_with_a_good_digest_still_names_only_ours(emulator, tmp_pa
         doc["entries"][0],
         dict(doc["entries"][0], vgpu_id=theirs, vgpu_name=other, cluster="c2", machine="c2-gone"),
     ]
-    doc["summary"] = planfile.summary(doc["entries"])
-    doc["digest"] = planfile.digest(doc["scope"], doc["entries"])
+    doc["summary"] = plandoc.summary(doc["entries"])
+    doc["digest"] = plandoc.digest(doc["scope"], doc["entries"])
     forged_path.unlink()
     forged_path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="not cluster 'c1''s"):
@@ -866,7 +866,7 @@ def test_a_plan_says_which_orphans_it_left_out_for_the_grace_period_and_when_the
         "shorter -e grace_period" % eligible
     ), report
     # the plan's digest is its entries' and scope's: what it says of the others is for the reviewer only
-    assert plan["digest"] == planfile.digest(plan["scope"], plan["entries"])
+    assert plan["digest"] == plandoc.digest(plan["scope"], plan["entries"])
     assert planfile.read(str(plan_path), LOC)["entries"] == plan["entries"]
     # the module says the same
     (planned,) = task_results(data, "Write the orphans that would be released to a plan file, to review")

@@ -19,7 +19,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from capvco_sriov import wire
 from capvco_sriov.addresses import FRESH_SECONDS
 from capvco_sriov.agent import Redact, serve_one
-from capvco_sriov.commands import ADDRESS_TRIES, NicAgent
+from capvco_sriov.attachments import ADDRESS_TRIES
+from capvco_sriov.commands import NicAgent
 from capvco_sriov.config import parse_request
 from capvco_sriov.ledger import Ledger
 from capvco_sriov.reclaimer import Reclaimer
@@ -31,7 +32,8 @@ CS, LOC = "cs-demo", "be-gen-1"
 
 
 class FakeNetlink:
-    """The netlink interface of capvco_sriov.commands (NetlinkOps), in memory: a NIC 'appears' unless told otherwise."""
+    """The netlink interface of capvco_sriov.attachments (NetlinkOps), in memory: a NIC 'appears' unless told
+    otherwise."""
 
     def __init__(self):
         self.absent = set()  # MACs that never show up in the node
@@ -145,7 +147,7 @@ def test_a_failure_after_the_attach_rolls_back(node, how):
     ],
 )
 def test_a_platform_failure_at_attach_leaves_nothing(node, emulator, faults, code):
-    node.client.backoff = 0.01
+    node.client.transport.retry.backoff = 0.01
     emulator.faults(**faults)
     with pytest.raises(CniError) as err:
         cni(node, "ADD")
@@ -207,8 +209,8 @@ def test_a_409_at_attach_is_another_address_and_then_try_again_later(node, emula
 
 
 def test_a_platform_outage_on_every_call_is_try_again_later(node, emulator):
-    node.client.backoff = 0.01
-    node.client.retry_budget = 1.0
+    node.client.transport.retry.backoff = 0.01
+    node.client.transport.deadlines.retry_budget = 1.0
     emulator.faults(error_rates={"503": 1.0})
     code, doc = serve_one(node, request("ADD", node.test_netns))
     assert (code, doc["code"]) == (1, wire.TRY_AGAIN_LATER), doc
@@ -229,7 +231,7 @@ def test_errors_never_carry_the_credential(node):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    handler.addFilter(Redact(node.client.redact))
+    handler.addFilter(Redact(node.client.transport.redact))
     log = logging.getLogger("capvco-redact-test")
     log.addHandler(handler)
     try:
@@ -410,7 +412,8 @@ def test_a_vm_locked_past_the_call_deadline_is_try_again_later(node, emulator):
     t.start()
     try:
         assert wait_for(lambda: node.client.get_vm(CS, node.vm_id).get("locked"), timeout=10)
-        node.client.timeout, node.client.retry_budget, node.client.backoff = 1.0, 0.2, 0.05
+        deadlines = node.client.transport.deadlines
+        deadlines.timeout, deadlines.retry_budget, node.client.transport.retry.backoff = 1.0, 0.2, 0.05
         with pytest.raises(CniError) as err:
             cni(node, "ADD")
         assert err.value.code == wire.TRY_AGAIN_LATER and "locked" in str(err.value.details), err.value.details

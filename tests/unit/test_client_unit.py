@@ -13,6 +13,8 @@ import pytest
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import errors, transport
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.deadline import Deadlines
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.retry import Retry
 
 
 def jwt(claims):
@@ -30,7 +32,41 @@ def test_non_jwt_passes_through():
     assert transport.jwt_expiry("plain-api-token") is None
     assert transport.jwt_expiry("a.b.c") is None  # three parts, but not base64 JSON
     c = core.WhiteskyClient("http://127.0.0.1:9", "plain-api-token", "cust")
-    assert c.base_url == "http://127.0.0.1:9/api/1"
+    assert c.transport.base_url == "http://127.0.0.1:9/api/1"
+
+
+#: What the client read and set of its transport under names of its own (issue 47: ``_Held``, typed ``Any``).
+HELD = [
+    "base_url",
+    "warnings",
+    "governor",
+    "redact",
+    "timeout",
+    "retry_budget",
+    "wait_until",
+    "deadline",
+    "inherited_deadline",
+    "request",
+    "max_attempts",
+    "backoff",
+    "max_backoff",
+    "retries",
+    "rate_limited",
+    "rate_waited",
+]
+
+
+def test_the_client_reads_its_transport_where_it_is_and_under_no_other_name():
+    """Issue 47: ``client.request`` quietly meant ``client.transport.retry.request``, ``client.backoff`` the retry
+    loop's, through a descriptor whose every attribute was ``Any`` to mypy.  The client holds its transport, and its
+    parts are read (and set) there, each the object of its own class; no name of the client stands for one of them."""
+    c = core.WhiteskyClient("http://127.0.0.1:9", "plain-api-token", "cust", backoff=0.25, timeout=7)
+    assert [name for name in HELD if hasattr(c, name) or hasattr(core.WhiteskyClient, name)] == []
+    assert isinstance(c.transport, transport.Transport)
+    assert isinstance(c.transport.retry, Retry) and isinstance(c.transport.deadlines, Deadlines)
+    assert c.transport.retry.backoff == 0.25 and c.transport.deadlines.timeout == 7.0
+    c.transport.retry.backoff = 0.5  # set where it is read: the retry loop's own
+    assert c.transport.retry.delay(1) <= 0.5
 
 
 def test_expired_jwt_fails_early_without_the_token():
@@ -104,31 +140,31 @@ def never():
 
 def test_a_wait_nested_in_an_operation_gives_up_at_the_operations_deadline():
     c, clock = fake_client()
-    with c.deadline(20):
+    with c.transport.deadlines.operation(20):
         clock.now = 15  # the operation's earlier steps took 15 s
         with pytest.raises(errors.WhiteskyError, match="gave up waiting for it after 5s"):
-            c.wait_until(never, "it", interval=1)
+            c.transport.deadlines.wait_until(never, "it", interval=1)
     assert 15 < clock.now <= 20, "at the operation's deadline (20 s), not a fresh one (15 + 40 s)"
-    assert c.inherited_deadline() is None, "the block's deadline ends with it"
+    assert c.transport.deadlines.inherited() is None, "the block's deadline ends with it"
 
 
 def test_a_wait_outside_an_operation_keeps_its_own_deadline():
     c, clock = fake_client()
     with pytest.raises(errors.WhiteskyError, match="after 40s"):
-        c.wait_until(never, "it", interval=1)
+        c.transport.deadlines.wait_until(never, "it", interval=1)
     assert 38 <= clock.now <= 40
 
 
 def test_an_inner_deadline_never_extends_the_outer_one():
     c, _clock = fake_client()
-    with c.deadline(10) as outer:
+    with c.transport.deadlines.operation(10) as outer:
         assert outer == 10
-        with c.deadline(100) as inner:
-            assert inner == 10 and c.inherited_deadline() == 10
-        with c.deadline(3) as shorter:
-            assert shorter == 3 and c.inherited_deadline() == 3
-        assert c.inherited_deadline() == 10
-    assert c.inherited_deadline() is None
+        with c.transport.deadlines.operation(100) as inner:
+            assert inner == 10 and c.transport.deadlines.inherited() == 10
+        with c.transport.deadlines.operation(3) as shorter:
+            assert shorter == 3 and c.transport.deadlines.inherited() == 3
+        assert c.transport.deadlines.inherited() == 10
+    assert c.transport.deadlines.inherited() is None
 
 
 def test_a_request_in_an_operation_retries_only_until_the_operations_deadline():
@@ -139,7 +175,7 @@ def test_a_request_in_an_operation_retries_only_until_the_operations_deadline():
         return httpx.Response(503, json={"message": "busy"})
 
     c, clock = fake_client(handler)
-    with c.deadline(5), pytest.raises(errors.ApiError, match="deadline of 5s") as err:
+    with c.transport.deadlines.operation(5), pytest.raises(errors.ApiError, match="deadline of 5s") as err:
         c.get_vm("cs", 1)
     assert err.value.status == 503
     assert clock.now < 5 and sent and max(sent) < 5, "no retry after the operation's deadline (a fresh one is 40 s)"
@@ -147,7 +183,7 @@ def test_a_request_in_an_operation_retries_only_until_the_operations_deadline():
 
 def test_a_request_after_its_operations_deadline_is_not_sent():
     c, clock = fake_client(lambda request: pytest.fail("sent after the deadline"))
-    with c.deadline(5):
+    with c.transport.deadlines.operation(5):
         clock.now = 6
         with pytest.raises(errors.ApiError, match="not sent"):
             c.get_vm("cs", 1)
@@ -163,7 +199,7 @@ def test_what_a_request_nests_inherits_its_deadline():
         return httpx.Response(200, json={"vm_id": 1, "locked": True})
 
     def resolve(_exc):
-        c.wait_until(lambda: not c.get_vm("cs", 1)["locked"], "VM 1 to be unlocked", interval=1)
+        c.transport.deadlines.wait_until(lambda: not c.get_vm("cs", 1)["locked"], "VM 1 to be unlocked", interval=1)
 
     c, clock = fake_client(handler)
     with pytest.raises(errors.WhiteskyError, match="VM 1 to be unlocked after 20s"):
@@ -199,19 +235,19 @@ def test_threads_do_not_share_deadlines():
 
     def other():
         inside.wait(5)
-        seen["inherited"] = c.inherited_deadline()
+        seen["inherited"] = c.transport.deadlines.inherited()
         try:
-            c.wait_until(never, "it", interval=1)
+            c.transport.deadlines.wait_until(never, "it", interval=1)
         except errors.WhiteskyError as exc:
             seen["gave_up"], seen["message"] = clock.now, str(exc)
         done.set()
 
     thread = threading.Thread(target=other)
     thread.start()
-    with c.deadline(5):
+    with c.transport.deadlines.operation(5):
         inside.set()
         done.wait(5)
-        seen["mine"] = c.inherited_deadline()
+        seen["mine"] = c.transport.deadlines.inherited()
     thread.join(5)
     assert seen["inherited"] is None and seen["mine"] == 5
     assert "after 40s" in seen["message"] and seen["gave_up"] >= 38, "the other thread's wait keeps its own deadline"
@@ -222,7 +258,7 @@ def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
 
     def handler(request):
         start = int(request.url.params["start_after"])
-        seen.append((threading.get_ident(), c.inherited_deadline()))
+        seen.append((threading.get_ident(), c.transport.deadlines.inherited()))
         items = [  # pages of 2, whatever is asked
             {"vgpu_id": str(i), "vgpu_name": "v%d" % i, "gpu_id": "g", "status": "RESERVED", "virtual_machine": None}
             for i in range(start, min(start + 2, 7))
@@ -230,7 +266,7 @@ def test_a_listings_pages_keep_the_operations_deadline_in_every_thread():
         return httpx.Response(200, json={"data": items, "pagination": {"count": 7}})
 
     c, _clock = fake_client(handler)
-    with c.deadline(5):
+    with c.transport.deadlines.operation(5):
         got = [v["vgpu_id"] for v in c.vgpus("loc")]
     assert got == [str(i) for i in range(7)]
     assert len({ident for ident, _d in seen}) > 1, "pages were fetched in other threads"

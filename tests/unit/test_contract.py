@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform import caller
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
 from whitesky_emulator import params as emulator_params
 from whitesky_emulator.app import OPS
@@ -80,7 +80,7 @@ def test_the_emulator_serves_exactly_the_tables_operations_at_their_paths():
 
 
 def test_the_client_sends_by_the_one_table():
-    assert client.OPERATIONS is OPERATIONS
+    assert caller.OPERATIONS is OPERATIONS
 
 
 def test_the_emulator_reads_the_table_without_the_collection_on_its_path():

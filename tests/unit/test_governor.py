@@ -436,14 +436,14 @@ def test_429s_are_waited_out_in_the_governor_and_do_not_count_as_attempts():
     c, clock = fake_client(lambda request: answers.pop(0), max_attempts=2)
     assert c.get_vm("cs", 1) == {"vm_id": 1}
     assert answers == []
-    assert c.rate_limited == 3 and c.retries == 3
+    assert c.transport.retry.rate_limited == 3 and c.transport.retry.retries == 3
     # each Retry-After waited out (with its jitter), or the pace of one request per Retry-After (with its own)
     # each Retry-After is waited out at least; after the first, the lane paces at one request per Retry-After, cut by
     # BETA at the next 429 (a pace may be longer than the Retry-After)
     most = 2.0 / gov.BETA * (1 + gov.PACING_JITTER + gov.WAIT_JITTER) + gov.WAIT_JITTER_ABS
-    assert 6.0 <= c.rate_waited <= 3 * most
+    assert 6.0 <= c.transport.retry.rate_waited <= 3 * most
     assert clock.slept and all(2.0 <= s <= most for s in clock.slept)
-    assert c.governor.limited == 3 and c.governor.lanes[gov.MUTATING].limited == 0
+    assert c.transport.governor.limited == 3 and c.transport.governor.lanes[gov.MUTATING].limited == 0
 
 
 def test_a_retry_after_past_the_deadline_gives_up_with_what_it_waited_on():
@@ -467,8 +467,11 @@ def test_a_call_waits_for_another_calls_retry_after_within_its_own_deadline():
     call with 40 s waits it out and goes."""
     answers = [httpx.Response(200, json={"vm_id": 1})]
     c, clock = fake_client(lambda request: answers.pop(0))
-    c.governor.release(c.governor.acquire("GET"), gov.LIMITED, 20.0)
-    with c.deadline(5), pytest.raises(errors.ApiError, match="not sent: waited .* rate limit") as err:
+    c.transport.governor.release(c.transport.governor.acquire("GET"), gov.LIMITED, 20.0)
+    with (
+        c.transport.deadlines.operation(5),
+        pytest.raises(errors.ApiError, match="not sent: waited .* rate limit") as err,
+    ):
         c.get_vm("cs", 1)
     assert err.value.status == 429 and len(answers) == 1 and clock.now < 5
     assert c.get_vm("cs", 1) == {"vm_id": 1}
@@ -482,8 +485,8 @@ def test_a_429_on_a_mutation_does_not_hold_back_reads():
         return httpx.Response(200, json={"vm_id": 1})
 
     c, clock = fake_client(handler)
-    with c.deadline(5), pytest.raises(errors.ApiError):
-        c.request("POST", "/x")
+    with c.transport.deadlines.operation(5), pytest.raises(errors.ApiError):
+        c.transport.retry.request("POST", "/x")
     assert c.get_vm("cs", 1) == {"vm_id": 1} and clock.now < 5
 
 
@@ -492,8 +495,13 @@ def test_without_429s_the_governor_adds_no_wait_and_no_request():
     c, clock = fake_client(lambda request: count.append(1) or httpx.Response(200, json={"vm_id": 1}))
     for _ in range(50):
         c.get_vm("cs", 1)
-    assert len(count) == 50 and clock.slept == [] and c.rate_waited == 0 and c.rate_limited == 0
-    assert all(lane.rate is None for lane in c.governor.lanes.values())
+    assert (
+        len(count) == 50
+        and clock.slept == []
+        and c.transport.retry.rate_waited == 0
+        and c.transport.retry.rate_limited == 0
+    )
+    assert all(lane.rate is None for lane in c.transport.governor.lanes.values())
 
 
 def test_one_governor_per_credential_keyed_by_a_hash_of_the_token():
@@ -501,13 +509,13 @@ def test_one_governor_per_credential_keyed_by_a_hash_of_the_token():
     a = core.WhiteskyClient(url, "secret-token-a", "cust")
     b = core.WhiteskyClient(url, "secret-token-a", "other-customer")
     other = core.WhiteskyClient(url, "secret-token-b", "cust")
-    assert a.governor is b.governor is gov.shared(a.base_url, "secret-token-a")
-    assert other.governor is not a.governor
-    keys = [k for k in gov._REGISTRY if k[0] == a.base_url]
+    assert a.transport.governor is b.transport.governor is gov.shared(a.transport.base_url, "secret-token-a")
+    assert other.transport.governor is not a.transport.governor
+    keys = [k for k in gov._REGISTRY if k[0] == a.transport.base_url]
     assert len(keys) == 2 and all("secret" not in str(k) for k in keys)
-    assert "secret" not in repr(a.governor)
+    assert "secret" not in repr(a.transport.governor)
     fake, _clock = fake_client(lambda request: httpx.Response(200))
-    assert fake.governor not in gov._REGISTRY.values(), "an injected clock gets a governor of its own"
+    assert fake.transport.governor not in gov._REGISTRY.values(), "an injected clock gets a governor of its own"
 
 
 def test_a_long_unthrottled_run_keeps_only_the_last_seconds_of_successes():

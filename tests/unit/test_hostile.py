@@ -16,7 +16,7 @@ import httpx
 import pytest
 from test_client_unit import FakeClock
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
@@ -34,6 +34,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 
 SECRET = "Zq8wPLANTEDk3Vx"
 JWT = "eyJhbGciOiJFUzM4NCJ9.eyJleHAiOjE5MDAwMDAwMDB9." + SECRET
@@ -121,7 +122,7 @@ def test_scrub_takes_anything():
 
 def test_the_clients_redaction_is_the_scrubber_plus_its_own_token():
     c = core.WhiteskyClient("http://127.0.0.1:9", "plain-" + SECRET, "cust")
-    text = c.redact("Traceback:\n  sent plain-%s\n  Bearer other%s \x1b" % (SECRET, SECRET))
+    text = c.transport.redact("Traceback:\n  sent plain-%s\n  Bearer other%s \x1b" % (SECRET, SECRET))
     assert SECRET not in text and text.startswith("Traceback:\n  sent ***\n") and "\\x1b" in text
 
 
@@ -168,6 +169,31 @@ def test_what_a_module_says_toward_ansible_is_scrubbed():
 
     module = run_module(warns)
     assert module.warnings == ["token=***\\nforged line"]
+
+
+def test_a_results_diff_is_data_in_the_core_and_text_scrubbed_where_the_module_base_renders_it():
+    """Issue 47: a result's diff was written as text by ``world/diff.py``, below the faces that show results.  The
+    core says what changed as data (``world/changes.py``: ``(kind, name)`` lines, a name as the platform gave it);
+    the module base renders each side that is lines as text (``faces/diff.py``), a line per thing, scrubbed, and
+    leaves a side of another shape (the vgpu module's per machine) to the scrubbing of every string."""
+    hostile = "web-1\x1b]0;token=%s\x07" % SECRET
+    said = names_diff("machine", ["web-0"], ["web-0", hostile])
+    assert said == {"before": [("machine", "web-0")], "after": [("machine", "web-0"), ("machine", hostile)]}
+
+    def changes(check_mode):
+        return {"changed": True, "diff": said}
+
+    base = module_base.WhiteskyModule.__new__(module_base.WhiteskyModule)
+    base.module, base.connection = FakeAnsibleModule(), False
+    base.module._diff = True
+    with pytest.raises(SystemExit):
+        base.run(changes)
+    assert base.module.result["diff"] == {
+        "before": "machine web-0\n",
+        "after": "machine web-0\nmachine web-1\\x1b]0;token=***\n",
+    }
+    per_machine = {"before": {"w0": []}, "after": {"w0": ["00 p\x1b"]}}
+    assert diff.render(per_machine) == per_machine
 
 
 def test_what_the_controller_writes_to_kubernetes_is_scrubbed():
@@ -602,7 +628,7 @@ def test_a_504_is_retried():
     """Kills: 504 left out of RETRY_STATUSES."""
     answers_ = [httpx.Response(504, json={"message": "gateway timeout"}), httpx.Response(200, json={"vm_id": 1})]
     c, _clock = mock_client(lambda request: answers_.pop(0))
-    assert c.get_vm(CS, 1) == {"vm_id": 1} and answers_ == [] and c.retries == 1
+    assert c.get_vm(CS, 1) == {"vm_id": 1} and answers_ == [] and c.transport.retry.retries == 1
 
 
 def test_a_retrys_request_timeout_is_capped_by_the_time_left():
@@ -614,7 +640,7 @@ def test_a_retrys_request_timeout_is_capped_by_the_time_left():
         return httpx.Response(503, json={"message": "busy"})
 
     c, clock = mock_client(handler, timeout=4.0, backoff=0.5, max_backoff=0.5)
-    with c.deadline(2.5), pytest.raises(ApiError):
+    with c.transport.deadlines.operation(2.5), pytest.raises(ApiError):
         c.get_vm(CS, 1)
     assert timeouts[0] == (0.0, 2.5), "the first attempt may use 2.5 s, not its own 4.0 s"
     assert len(timeouts) > 1 and all(t == pytest.approx(2.5 - at) for at, t in timeouts)

@@ -14,9 +14,9 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, planfile
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, plandoc
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
 
 from properties import examples
@@ -222,11 +222,11 @@ def test_select_releases_what_the_scope_allows_and_keeps_the_rest_with_a_reason(
         young = [k for k in kept if k["eligible_at"] is not None]
         assert all("grace period" in k["reason"] and k["eligible_at"] >= NOW for k in young)
         assert all(k["eligible_at"] is None for k in kept if "grace period" not in k["reason"])
-        left = planfile.left_out(kept, grace)
-        assert left["count"] == len(young) and len(left["reservations"]) == min(len(young), planfile.LEFT_OUT_SHOWN)
+        left = plandoc.left_out(kept, grace)
+        assert left["count"] == len(young) and len(left["reservations"]) == min(len(young), plandoc.LEFT_OUT_SHOWN)
         when = sorted(k["eligible_at"] for k in young)
-        assert left["first_eligible_at"] == (planfile._utc(when[0]) if young else None)
-        assert left["last_eligible_at"] == (planfile._utc(when[-1]) if young else None)
+        assert left["first_eligible_at"] == (plandoc._utc(when[0]) if young else None)
+        assert left["last_eligible_at"] == (plandoc._utc(when[-1]) if young else None)
 
 
 @pytest.mark.parametrize(

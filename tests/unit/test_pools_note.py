@@ -15,7 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import (
+    inventory_cache,
+    inventory_hosts,
+    inventory_records,
+    vm_inventory,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes import NotedPool
@@ -278,7 +283,7 @@ def test_fuzz_a_cloudspaces_notes_of_any_shape_never_raise(found):
     pools_, refused = notes.pools_in(found)
     assert set(pools_).isdisjoint(refused)
     records, warnings = vm_inventory.pool_records(CS, found, WHERE)
-    assert all(set(r) == set(vm_inventory.PoolRecord.__annotations__) for r in records)
+    assert all(set(r) == set(inventory_records.PoolRecord.__annotations__) for r in records)
     assert all("{{" not in json.dumps(r) for r in records)
     assert len(warnings) <= len(refused)
 
@@ -356,8 +361,8 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
     whole = (4 * 12.0 + 8 * 3.5 + 40 * 0.1) / 730 + 2.0
     assert at_zero["per_machine_hourly"] == round(whole, 6) and at_zero["currency"] == "EUR"
     assert records[0]["gpu"] is None and records[0]["per_machine_hourly"] == round((2 * 12 + 2 * 3.5 + 1) / 730, 6)
-    assert vm_inventory.pool_group(at_zero) == "pool_gpu"
-    assert vm_inventory.pool_vars(at_zero) == {
+    assert inventory_hosts.pool_group(at_zero) == "pool_gpu"
+    assert inventory_hosts.pool_vars(at_zero) == {
         "capvco_pool_cluster": "web",
         "capvco_pool_cloudspace_id": "cs-1",
         "capvco_pool_cloudspace": "shop",
@@ -370,7 +375,7 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
         "capvco_pool_per_machine_hourly": round(whole, 6),
         "capvco_pool_currency": "EUR",
     }
-    assert [p["name"] for p in vm_inventory.cluster_vars(records)["cluster_web"]["capvco_pools"]] == ["cp", "gpu"]
+    assert [p["name"] for p in inventory_hosts.cluster_vars(records)["cluster_web"]["capvco_pools"]] == ["cp", "gpu"]
     # a price that is not known is never free: without a vgu price a GPU pool's price per machine is null, one
     # without GPUs is still known; without a su price neither is; a note that records no disk prices no machine
     no_vgu = vm_inventory._Location({}, None, dict(RATES, vgu=None))
@@ -393,14 +398,14 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
 def test_the_cache_keeps_the_pools_and_refuses_pools_of_another_shape():
     gpu = notes.pools_note("web", [NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)])
     records, _ = vm_inventory.pool_records(CS, [note("creator cluster=web"), note(gpu[1])], WHERE)
-    key = vm_inventory.fingerprint("http://x/api/1", "acme", [], [])
-    got = vm_inventory.Read([], ["w"], records)
-    assert vm_inventory.from_cache(json.loads(json.dumps(vm_inventory.to_cache(got, key))), key) == got
-    entry = vm_inventory.to_cache(got, key)
+    key = inventory_cache.fingerprint("http://x/api/1", "acme", [], [])
+    got = inventory_records.Read([], ["w"], records)
+    assert inventory_cache.from_cache(json.loads(json.dumps(inventory_cache.to_cache(got, key))), key) == got
+    entry = inventory_cache.to_cache(got, key)
     for bad in (
         dict(entry, pools=None),
         dict(entry, pools=[{"name": "gpu"}]),
         dict(entry, pools=[dict(records[0], name=5)]),
         dict(entry, format=1),
     ):
-        assert vm_inventory.from_cache(bad, key) is None
+        assert inventory_cache.from_cache(bad, key) is None

@@ -6,11 +6,11 @@ walks the same places through the playbooks and a terminal's view of them."""
 from __future__ import annotations
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import summary
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, inventory_hosts
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 
 HOSTILE = "\x1b[5m\u009b2J\u202e"
 RAW = ("\x1b", "\u009b", "\u202e")
@@ -22,7 +22,7 @@ def raw(value):
 
 
 def test_a_diffs_lines_each_scrubbed_and_a_text_sides_line_breaks_kept():
-    side = diff_lines("price", ["2.00 EUR" + HOSTILE + "/h", "vgu 2 vGPU"])
+    side = diff.text(diff_lines("price", ["2.00 EUR" + HOSTILE + "/h", "vgu 2 vGPU"]))
     assert not raw(side) and side == "price 2.00 EUR\\x1b[5m\\x9b2J\\u202e/h\nprice vgu 2 vGPU\n"
     assert scrub_lines("a\x1b\nb\u009b\n") == "a\\x1b\nb\\x9b\n"
 
@@ -94,8 +94,8 @@ def test_the_inventorys_host_names_and_variables_are_scrubbed():
         "cost_by_unit": {"vgu": 1.0},
         "currency": "EUR" + HOSTILE,
     }
-    assert vm_inventory.hostname(host) == "evil\\x1b[5m\\x9b2J\\u202e"
-    assert not raw(vm_inventory.host_vars(host)) and vm_inventory.host_vars(host)["whitesky_vcpus"] == 1
+    assert inventory_hosts.hostname(host) == "evil\\x1b[5m\\x9b2J\\u202e"
+    assert not raw(inventory_hosts.host_vars(host)) and inventory_hosts.host_vars(host)["whitesky_vcpus"] == 1
     pool = {
         "cluster": "web",
         "name": "gpu",
@@ -110,4 +110,4 @@ def test_the_inventorys_host_names_and_variables_are_scrubbed():
         "per_machine_hourly": 1.0,
         "currency": "EUR" + HOSTILE,
     }
-    assert not raw(vm_inventory.pool_vars(pool)) and not raw(vm_inventory.cluster_vars([pool]))
+    assert not raw(inventory_hosts.pool_vars(pool)) and not raw(inventory_hosts.cluster_vars([pool]))

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,17 +42,24 @@ TOKEN = "tok-5f2c1a9e-agent-credential"  # noqa: S105 (a test's own credential)
 SPEC_CODES = {1, 2, 3, 4, 5, 6, 7, 11, 50, 51, 100}
 
 
+class FakeTransport:
+    """What the agent reads of its client's transport: the deadlines of a call, and the redaction of its token."""
+
+    def __init__(self):
+        self.deadlines = types.SimpleNamespace(timeout=30.0, retry_budget=30.0)
+
+    def redact(self, text):
+        return str(text).replace(TOKEN, "***")
+
+
 class FakePlatform:
     """The platform's NIC operations in memory, as the agent's client calls them (no server)."""
 
     def __init__(self):
         self.nics = {}  # ip -> NIC
         self.macs = 0
-        self.timeout, self.retry_budget = 30.0, 30.0
+        self.transport = FakeTransport()
         self.calls = []
-
-    def redact(self, text):
-        return str(text).replace(TOKEN, "***")
 
     def external_networks(self, location):
         return [dict(NET)]
@@ -466,7 +474,7 @@ def test_every_log_line_is_scrubbed_and_keeps_the_clients_own_redaction(agent):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    handler.addFilter(Redact(agent.client.redact))
+    handler.addFilter(Redact(agent.client.transport.redact))
     log = logging.getLogger("capvco-scrub-test")
     log.addHandler(handler)
     try:

@@ -38,7 +38,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -91,7 +91,7 @@ def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None, check_mode: b
         view["price"] = claimed(view["price"])
     space = diff_lines("cloudspace", [view["cloudspace"]["name"]])
     diff = {
-        "before": ("" if view["cloudspace"]["create"] else space)
+        "before": ([] if view["cloudspace"]["create"] else space)
         + diff_lines("machine", sorted(view["keep"] + view["delete"]))
         + diff_lines("vgpus", [view["price"]["vgpus_before"]]),
         "after": space

@@ -16,7 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan impor
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
 
@@ -179,7 +179,7 @@ def _refuse_live_elsewhere(spec: ClusterSpec, release: Iterable[Reservation], to
 
 def write_reclaim_plan(client: WhiteskyClient, p: TeardownPlan, path: str) -> dict[str, Any]:
     """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``sweep.write_plan``)."""
-    scope = planfile.scope_of("cluster", p.spec.location, p.spec.name)
+    scope = plandoc.scope_of("cluster", p.spec.location, p.spec.name)
     return sweep.write_plan(client, path, scope, p.release, "whitesky.capvco.cluster")
 
 

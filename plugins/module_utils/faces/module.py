@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import OPTIONS, Connection, Option
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError, known
@@ -104,7 +105,7 @@ class WhiteskyModule:
         try:
             if self.connection:
                 with self.client() as client:
-                    for warning in client.warnings:
+                    for warning in client.transport.warnings:
                         self.module.warn(scrub(warning, MESSAGE_LIMIT))
                     result = func(client, **params)
             else:
@@ -120,9 +121,10 @@ class WhiteskyModule:
         if not self.module._diff:
             result.pop("diff", None)
         elif isinstance(result.get("diff"), dict):
-            # Ansible's callback prints a diff as it is: every string in it scrubbed (a text side line by line)
+            # Ansible's callback prints a diff as it is: a side of lines the core said (``world/changes.py``) as text
+            # (``diff.render``), every string in it scrubbed (a text side line by line)
             result["diff"] = {
                 side: scrub_lines(text, MESSAGE_LIMIT) if isinstance(text, str) else scrub_tree(text, MESSAGE_LIMIT)
-                for side, text in result["diff"].items()
+                for side, text in diff.render(result["diff"]).items()
             }
         self.module.exit_json(**result)

@@ -5,9 +5,8 @@
 
 The core of the inventory plugin ``whitesky.capvco.vms``, without Ansible: :func:`read` reads the platform and
 returns a :class:`HostRecord` per VM and a :class:`PoolRecord` per pool that a cluster's pools note records (a pool
-at zero has no VM: it is known from the note alone); :func:`hostname`, :func:`groups` and :func:`host_vars` are the
-plugin's contract (what a host is called, the groups it is in, its variables), :func:`pool_group` and
-:func:`pool_vars` that of a pool's group; :func:`to_cache` and :func:`from_cache` what the plugin's cache keeps.
+at zero has no VM: it is known from the note alone), the records of ``inventory_records``.  What Ansible sees of them
+(host names, groups, variables) is ``inventory_hosts``'s, what the plugin's cache keeps ``inventory_cache``'s.
 
 The calls are bounded by the listings, never by the VMs of others: for C cloudspaces in L locations,
 
@@ -27,146 +26,30 @@ and notes are in.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.inventory_records import (
+    HostRecord,
+    PoolGpu,
+    PoolRecord,
+    Read,
+    VgpuOwner,
+    VgpuRecord,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import describe
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, DescribedVM, Reservation
-
-#: What ``hostnames`` may name, in the order the user gives: the VM's name, its first private address, the
-#: address of its first external NIC.
-HOSTNAME_SOURCES = ("name", "private_ip", "external_ip")
-#: Every host variable is a key of :class:`HostRecord` with this prefix.
-VAR_PREFIX = "whitesky_"
-#: The group of the VMs no cluster owns.
-UNOWNED = "unowned"
-#: The names no host may take: Ansible's own groups and this plugin's fixed one.
-RESERVED_GROUPS = ("all", "ungrouped", UNOWNED)
-#: The shape of what :func:`to_cache` keeps; a cache entry of another shape is read again from the platform.
-CACHE_FORMAT = 3
-#: Every variable of a pool's group (:func:`pool_vars`) has this prefix.
-POOL_VAR_PREFIX = "capvco_pool_"
-#: The variable of a cluster's group that lists its pools (:func:`cluster_vars`).
-POOLS_VAR = "capvco_pools"
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
-
-
-class VgpuOwner(TypedDict):
-    """Who a reservation's name says owns it (``naming.decode``): the cluster and machine as they stand in the
-    name (shortened when long), the slot, and when it was made (epoch seconds)."""
-
-    cluster: str
-    machine: str
-    slot: int
-    created: int
-
-
-class VgpuRecord(TypedDict):
-    """A vGPU reservation attached to a VM."""
-
-    vgpu_id: str
-    #: the reservation's ``vgpu_name``
-    name: str
-    #: decoded from the name; None for a name that is not the collection's
-    owner: VgpuOwner | None
-    #: the GPU profile's id (``gpu_id``)
-    profile: str
-    #: the profile's vendor and model (``NVIDIA A100``); None when the location no longer lists the profile
-    type: str | None
-    #: ``RESERVED``, ``ATTACHED`` or ``DELETED``
-    status: str
-    #: the location's price of one vGPU-hour (``billing.price_per_hour``); None when it is not known
-    cost_per_hour: float | None
-
-
-class HostRecord(TypedDict):
-    """One VM as the inventory shows it (each key is a host variable, prefixed with :data:`VAR_PREFIX`)."""
-
-    vm_id: int
-    name: str
-    cloudspace_id: str
-    #: the cloudspace's name
-    cloudspace: str
-    location: str
-    status: str | None
-    vcpus: int | None
-    #: MiB
-    memory: int | None
-    #: GiB of its boot disk (the listing's ``storage``)
-    storage: int | None
-    #: the addresses of its NICs that are not on an external network (the cloudspace's network)
-    private_ips: list[str]
-    #: the addresses of its NICs on external networks, in the listing's order
-    external_ips: list[str]
-    #: the cluster its marker names (None: no cluster owns it)
-    cluster: str | None
-    #: the pool its marker names (None: none, or no cluster owns it)
-    pool: str | None
-    vgpus: list[VgpuRecord]
-    #: what it costs per hour, whole: its vCPUs, memory, boot disk and vGPUs at the location's prices (``cost``);
-    #: None when the price of a unit it holds is not known (never 0)
-    cost_per_hour: float | None
-    #: that price by unit of the location's price list (``vcu``, ``mu``, ``su``, ``vgu``: each None when not known)
-    cost_by_unit: dict[str, float | None]
-    #: the currency of the location's prices
-    currency: str | None
-
-
-class PoolGpu(TypedDict):
-    type: str
-    count: int
-
-
-class PoolRecord(TypedDict):
-    """One pool of a cluster as its pools note on a cloudspace records it (``notes.pools_note``: written by the
-    cluster's runs, information only), priced at the location's price: a pool at zero has no VM, and is known
-    from this alone."""
-
-    cluster: str
-    #: the pool's name
-    name: str
-    cloudspace_id: str
-    cloudspace: str
-    location: str
-    #: how many machines the cluster's spec asks for (0: scaled to zero)
-    replicas: int
-    vcpus: int
-    #: MiB
-    memory: int
-    #: GiB of each machine's boot disk, as the note records it (None: not recorded)
-    disk: int | None
-    #: its vGPUs per machine, by type; None for a pool without GPUs
-    gpu: PoolGpu | None
-    #: what one machine of it costs per hour at the location's prices, whole (vCPUs, memory, boot disk, vGPUs: as
-    #: the plan prices it); None when a unit's price, or the disk of a note that records none, is not known
-    per_machine_hourly: float | None
-    currency: str | None
-
-
-@dataclass(frozen=True)
-class Read:
-    """What :func:`read` found: the hosts (sorted by location, cloudspace and name), what to warn about, and the
-    pools the clusters' pools notes record (sorted by cluster, location, cloudspace and the note's order)."""
-
-    hosts: list[HostRecord]
-    warnings: list[str] = field(default_factory=list)
-    pools: list[PoolRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -177,148 +60,6 @@ class _Location:
     vgpus: dict[int, list[VgpuRecord]]
     currency: str | None
     rates: dict[str, float | None] = field(default_factory=lambda: billing.rates({}))
-
-
-# --- the contract: hostnames, groups, variables -------------------------------------------------------------------
-
-
-def hostname(host: HostRecord, order: Sequence[str] = ("name",)) -> str | None:
-    """The host's name: the first of ``order`` (of :data:`HOSTNAME_SOURCES`) that gives a value, else None."""
-    for source in order:
-        if source == "name":
-            value: str | None = host["name"] or None
-        elif source == "private_ip":
-            value = host["private_ips"][0] if host["private_ips"] else None
-        elif source == "external_ip":
-            value = host["external_ips"][0] if host["external_ips"] else None
-        else:
-            raise ValueError("unknown hostname source %r: use %s" % (source, ", ".join(HOSTNAME_SOURCES)))
-        if value:
-            return scrub(value)  # a VM's name is anyone's: shown (ansible-inventory --graph) with controls escaped
-    return None
-
-
-def safe_group(name: str) -> str:
-    """A group name as Ansible makes it safe: each character that is not a letter, a digit or ``_`` becomes ``_``
-    (``cluster_web-gpu`` is ``cluster_web_gpu``; cluster and pool names hold no ``_``, so two never meet)."""
-    return _UNSAFE.sub("_", name)
-
-
-def gpu_group(gpu_type: str) -> str:
-    """The group of a GPU type: ``gpu_`` and the type in lower case, each run of other characters one ``_``
-    (``NVIDIA A100`` is ``gpu_nvidia_a100``)."""
-    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", gpu_type.lower()).strip("_")
-
-
-def groups(host: HostRecord) -> list[str]:
-    """The groups of a host: ``cluster_<cluster>`` and ``pool_<pool>`` from its marker, or ``unowned``; a
-    ``gpu_<type>`` per type of its vGPUs (the profile's id when the location no longer lists the profile)."""
-    out = []
-    if host["cluster"]:
-        out.append(safe_group("cluster_" + host["cluster"]))
-        if host["pool"]:
-            out.append(safe_group("pool_" + host["pool"]))
-    else:
-        out.append(UNOWNED)
-    types = {v["type"] or v["profile"] for v in host["vgpus"]}
-    out.extend(sorted({gpu_group(t) for t in types if t}))
-    return out
-
-
-def host_vars(host: HostRecord) -> dict[str, Any]:
-    """The host's variables: every key of the record, prefixed with :data:`VAR_PREFIX`, every string in it scrubbed
-    (``scrub_tree``: what the platform said, a name or a currency, is shown with its controls escaped)."""
-    return {VAR_PREFIX + key: scrub_tree(value) for key, value in host.items()}
-
-
-def pool_group(pool: PoolRecord) -> str:
-    """The group of a pool: ``pool_<pool>``, the group its machines are in (:func:`groups`), empty at zero."""
-    return safe_group("pool_" + pool["name"])
-
-
-def pool_vars(pool: PoolRecord) -> dict[str, Any]:
-    """The variables of a pool's group: every key of the record but the pool's name, prefixed with
-    :data:`POOL_VAR_PREFIX` (``capvco_pool_replicas``, ``capvco_pool_gpu``, ``capvco_pool_per_machine_hourly``,
-    ``capvco_pool_currency``, ...)."""
-    return {POOL_VAR_PREFIX + key: scrub_tree(value) for key, value in pool.items() if key != "name"}
-
-
-def pools_by_group(pools: Iterable[PoolRecord]) -> dict[str, list[PoolRecord]]:
-    """The pools of each pool group (by :func:`pool_group`): one pool, or several pools of one name (the control
-    plane's ``cp`` of each cluster, two clusters' ``gpu``), whose group then holds no pool variables."""
-    out: dict[str, list[PoolRecord]] = {}
-    for pool in pools:
-        out.setdefault(pool_group(pool), []).append(pool)
-    return out
-
-
-def cluster_vars(pools: Iterable[PoolRecord]) -> dict[str, dict[str, Any]]:
-    """``{cluster group: its variables}``: :data:`POOLS_VAR`, the cluster's pools (each record but its cluster), in
-    the notes' order."""
-    out: dict[str, dict[str, Any]] = {}
-    for pool in pools:
-        group = out.setdefault(safe_group("cluster_" + pool["cluster"]), {POOLS_VAR: []})
-        group[POOLS_VAR].append({k: scrub_tree(v) for k, v in pool.items() if k != "cluster"})
-    return out
-
-
-# --- the cache ----------------------------------------------------------------------------------------------------
-
-
-def fingerprint(api_url: str, customer_id: str, locations: Iterable[str], cloudspaces: Iterable[str]) -> str:
-    """What a cache entry was read for (never the token): another platform, customer or filter reads again."""
-    what = {
-        "format": CACHE_FORMAT,
-        "api_url": api_url.rstrip("/"),
-        "customer_id": customer_id,
-        "locations": sorted(set(locations)),
-        "cloudspaces": sorted(set(cloudspaces)),
-    }
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
-
-_HOST_KEYS = frozenset(HostRecord.__annotations__)
-
-
-_POOL_KEYS = frozenset(PoolRecord.__annotations__)
-_POOL_STRINGS = ("cluster", "name", "cloudspace_id", "cloudspace", "location")
-
-
-def to_cache(got: Read, key: str) -> dict[str, Any]:
-    """What the cache keeps of a read (JSON: the records are plain dicts and lists)."""
-    return {
-        "format": CACHE_FORMAT,
-        "fingerprint": key,
-        "hosts": got.hosts,
-        "warnings": got.warnings,
-        "pools": got.pools,
-    }
-
-
-def _cached_pool(pool: object) -> bool:
-    """A cached pool of the record's shape, whose names (which make groups) are strings."""
-    return isinstance(pool, dict) and set(pool) == _POOL_KEYS and all(isinstance(pool[k], str) for k in _POOL_STRINGS)
-
-
-def from_cache(entry: object, key: str) -> Read | None:
-    """The read a cache entry holds, or None when it is of another shape or was read for another fingerprint.  The
-    entry is taken as plain JSON: whatever type or mark the cache plugin gave a value (ansible-core 2.19 and later
-    read back a string marked as a trusted template as one) does not survive, so a cached string is data."""
-    try:
-        entry = json.loads(json.dumps(entry))
-    except (TypeError, ValueError, RecursionError):
-        return None
-    if not isinstance(entry, Mapping) or entry.get("format") != CACHE_FORMAT or entry.get("fingerprint") != key:
-        return None
-    hosts, warnings, pools = entry.get("hosts"), entry.get("warnings"), entry.get("pools")
-    if not isinstance(hosts, list) or not all(isinstance(h, dict) and set(h) == _HOST_KEYS for h in hosts):
-        return None
-    if not isinstance(pools, list) or not all(_cached_pool(p) for p in pools):
-        return None
-    return Read(hosts, [str(w) for w in warnings] if isinstance(warnings, list) else [], pools)
-
-
-# --- the read -----------------------------------------------------------------------------------------------------
 
 
 def select(

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The platform operations on one vGPU reservation: release, restore, attach, reserve (plain Python, no Ansible).
 
-The client retries (``client.request``: one layer, with a deadline); what
+The client retries (``client.transport.retry``: one layer, with a deadline); what
 these add is theirs: a VM that is ``locked`` by another operation is waited
 out (the ``vm_locked`` hook), and a reserve or attach whose outcome is
 unknown (a lost answer, a timeout, a 5xx after sending) is resolved before
@@ -11,7 +11,7 @@ anything else touches that slot: wait until the VM is no longer locked (the
 request may still be running on the platform), then look the slot up by
 name; it is sent again only when the platform shows it absent.  "Already
 attached to this VM" is success.  An attach or a reserve is one operation with
-one deadline (``client.deadline()``): its waits for the VM lock, its lookups
+one deadline (``client.transport.deadlines.operation()``): its waits for the VM lock, its lookups
 and its retries all end by it, however deeply they nest.
 """
 
@@ -72,7 +72,7 @@ class Ops:
 
     def attach(self, item: Reservation, vm_id: int) -> None:
         """Detach from another VM if need be, then attach: within one deadline, the lock's waits included."""
-        with self.client.deadline():
+        with self.client.transport.deadlines.operation():
             self._attach(item, vm_id)
 
     def _attach(self, item: Reservation, vm_id: int) -> None:
@@ -110,7 +110,7 @@ class Ops:
 
     def reserve(self, cluster: str, machine: str, vm_id: int, slot: int, gpu_id: str) -> Reservation:
         """Reserve-and-attach slot ``slot``; never twice, even when an answer is lost; within one deadline."""
-        with self.client.deadline():
+        with self.client.transport.deadlines.operation():
             return self._reserve(cluster, machine, vm_id, slot, gpu_id)
 
     def _reserve(self, cluster: str, machine: str, vm_id: int, slot: int, gpu_id: str) -> Reservation:

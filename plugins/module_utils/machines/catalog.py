@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import display_type
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import no_such_location
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.caller import no_such_location
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 

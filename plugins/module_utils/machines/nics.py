@@ -31,7 +31,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     gone_is_done,
     missing_is_none,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import resolve_machines
 
 if TYPE_CHECKING:

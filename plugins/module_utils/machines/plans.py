@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import Diff
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import Diff
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM
 
 

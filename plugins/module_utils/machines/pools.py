@@ -33,7 +33,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import l
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import release_cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described, refuse_foreign
 

@@ -9,17 +9,22 @@ One VM takes one mutating operation at a time; a second one is refused with 409 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, missing_is_none
 
+if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.platform.transport import Transport
+
 
 class VmClient(Protocol):
-    """What the lock's policy needs of ``client.WhiteskyClient`` (which imports this module)."""
+    """What the lock's policy needs of ``caller.Caller`` (which imports this module): a VM's info, and the
+    transport whose deadlines a wait keeps."""
+
+    @property
+    def transport(self) -> Transport: ...
 
     def get_vm(self, cloudspace_id: str, vm_id: int) -> Any: ...
-
-    def wait_until(self, condition: Callable[[], object], what: str, interval: float = ...) -> None: ...
 
 
 def vm_locked(client: VmClient, cloudspace_id: str | None, vm_id: int | None) -> Callable[[ApiError], bool]:
@@ -46,11 +51,11 @@ def vm_locked(client: VmClient, cloudspace_id: str | None, vm_id: int | None) ->
 
 
 def wait_unlocked(client: VmClient, cloudspace_id: str, vm_id: int) -> None:
-    """Wait (within a call's deadline, or the operation's it runs in when that is earlier: ``WhiteskyClient.deadline``)
-    until no operation holds the VM: what was sent to it has settled."""
+    """Wait (within a call's deadline, or the operation's it runs in when that is earlier: ``Deadlines.operation``,
+    ``client.transport.deadlines``) until no operation holds the VM: what was sent to it has settled."""
 
     def unlocked() -> bool:
         vm = missing_is_none(client.get_vm, cloudspace_id, vm_id)
         return vm is None or not vm.get("locked")
 
-    client.wait_until(unlocked, "VM %s to be unlocked" % vm_id)
+    client.transport.deadlines.wait_until(unlocked, "VM %s to be unlocked" % vm_id)

@@ -4,7 +4,7 @@
 """The orphan rule (plain Python; only :func:`machines_in_location` reads): a reservation is an orphan when it is
 owned (its name decodes) and no VM of its machine exists in the location; :func:`select` says which of a scope's
 reservations a reclaim releases, and why it keeps the others.  The report (``sweep.info``), the reclaim
-(``sweep.reclaim``), a reviewed plan (``planfile.match``) and the event source (``reclaim.events``) all ask here:
+(``sweep.reclaim``), a reviewed plan (``planmatch.match``) and the event source (``reclaim.events``) all ask here:
 a new orphan rule goes here.
 """
 

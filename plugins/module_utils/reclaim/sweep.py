@@ -46,7 +46,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans im
     machines_in_location,
     select,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import names_diff
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import (
     Inventory,
     attached_to,

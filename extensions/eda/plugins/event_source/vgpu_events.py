@@ -170,8 +170,8 @@ async def _connect(config: events.Settings) -> _Platform:
         if exc.status in AUTH_STATUSES:
             raise _stopped(exc, "before the first call", config.redact) from None
         raise
-    for warning in client.warnings:
-        LOG.warning("%s: %s", events.SOURCE, client.redact(warning))
+    for warning in client.transport.warnings:
+        LOG.warning("%s: %s", events.SOURCE, client.transport.redact(warning))
     return _Platform(client)
 
 
@@ -202,13 +202,17 @@ async def _poll(
             reading = await platform.call(orphans.read, platform.client, location)
         except ApiError as exc:
             if exc.status in AUTH_STATUSES:
-                raise _stopped(exc, "reading location %s" % location, platform.client.redact) from None
+                raise _stopped(exc, "reading location %s" % location, platform.client.transport.redact) from None
             ok = False
-            LOG.warning("%s: reading location %s failed: %s", events.SOURCE, location, platform.client.redact(exc))
+            LOG.warning(
+                "%s: reading location %s failed: %s", events.SOURCE, location, platform.client.transport.redact(exc)
+            )
             continue
         except WhiteskyError as exc:  # an answer the core refused (BadAnswer), or one that does not add up
             ok = False
-            LOG.warning("%s: reading location %s failed: %s", events.SOURCE, location, platform.client.redact(exc))
+            LOG.warning(
+                "%s: reading location %s failed: %s", events.SOURCE, location, platform.client.transport.redact(exc)
+            )
             continue
         await _deliver(queue, cursor, reading, config)
     return ok
