@@ -67,9 +67,8 @@ def dev_files(names):
         for n in names
         if any(part.startswith(".") or part == "__pycache__" or part.endswith(".egg-info") for part in n.split("/"))
         or n.split("/")[0] in DEV_ONLY
-        or n.startswith("extensions/molecule/")
         or n == "changelogs/fragments"
-        or n.startswith("changelogs/fragments/")
+        or n.startswith(("extensions/molecule/", "changelogs/fragments/"))
         or n.endswith(".pyc")
     )
 
