@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the cluster spec's reference into docs/lifecycle.md, from the schema (reference.reference()).
 
-tests/unit/test_clusterspec.py fails when the docs and the schema differ; this script brings them together again.
+tests/unit/spec/test_clusterspec.py fails when the docs and the schema differ; this script brings them together again.
 """
 
 from __future__ import annotations

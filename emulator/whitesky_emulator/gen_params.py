@@ -5,7 +5,7 @@
 For every operation of the collection's one table (``api_table.OPERATIONS``), in its order: each path and query
 parameter's type, whether it is required and its allowed values, and the request body's closed schema (nested
 objects included), as the spec declares them.  Nothing of the spec's prose is copied.  The spec is not shipped
-(nor needed to run the emulator): the generated module is committed, and ``tests/unit/test_emulator_params.py``
+(nor needed to run the emulator): the generated module is committed, and ``tests/unit/emulator/test_emulator_params.py``
 checks that it is what this writes from the spec.  Where the emulator decides what the spec leaves open, the
 rules are here (:data:`MINIMUMS`, :data:`OPEN_ENUMS`), not in the generated file.
 """

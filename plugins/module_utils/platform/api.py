@@ -7,7 +7,7 @@ Pure data, importing nothing of the collection (the emulator reads it as a file 
 path).  Each operation is written once, exactly as the platform's Swagger spec has it: its method, its path
 template under ``/api/1`` (path parameters named as in the spec), and the query parameter and body field names
 that may be sent with it.  ``client.WhiteskyClient.call`` sends by it, the emulator
-(``emulator/whitesky_emulator/http.py``'s ``op``) serves its routes by it, and ``tests/unit/test_contract.py``
+(``emulator/whitesky_emulator/http.py``'s ``op``) serves its routes by it, and ``tests/unit/suites/test_contract.py``
 checks every entry against the spec.  The emulator serves a few operations that the client never calls
 (``reserveVGPU``, ``getExternalNetwork``).
 """

@@ -10,7 +10,7 @@ not have; listings paged and unwrapped) is ``caller.Caller``'s, which the client
 ``transport.deadlines``, the rate governor ``transport.governor``) rather than being one, and reads nothing of it
 under another name.  Every operation it calls is declared once, in ``api.OPERATIONS`` (method, path template, query
 names, body names) exactly as the platform's Swagger spec has them: the one table that the emulator serves its
-routes from too, and that ``tests/unit/test_contract.py`` checks against the spec.
+routes from too, and that ``tests/unit/suites/test_contract.py`` checks against the spec.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 inventory plugin (``plugins/inventory/vms.py``) and the event source (``faces/events.py``) take theirs from it; the
 node agent builds its :class:`Connection` from its command line and credential file.  Their documentation
 (``plugins/doc_fragments/connection.py``, the plugins' ``DOCUMENTATION``) is static YAML, checked against the table
-by ``tests/unit/test_connection.py``.
+by ``tests/unit/platform/test_connection.py``.
 
 A :class:`Connection` never shows its token: not in its ``repr`` or ``str``, and :meth:`Connection.redact` cuts it
 out of any text (through the one scrubber, ``scrub.scrub``).

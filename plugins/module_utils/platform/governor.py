@@ -33,7 +33,7 @@ outside the lock, and then goes; a thread never starves behind later ones (the c
 them).  Every wait is jittered a little, so that processes sharing a credential do not move in lockstep.
 
 :class:`Lane` is the decision logic alone, stepped with explicit times (``join``, ``poll``, ``done``), so that a
-simulation drives it without threads (``tests/unit/test_governor.py``); :class:`Governor` runs it for threads.
+simulation drives it without threads (``tests/unit/platform/test_governor.py``); :class:`Governor` runs it for threads.
 :func:`shared` is the registry: one governor per ``(base_url, sha256 of the token)`` in the process (the token
 itself is never kept).
 """
@@ -79,7 +79,7 @@ RAMP_SECONDS = 0.5
 #: sharing a credential end nearer their fair shares); a deeper one costs fewer 429s.  0.6: at 5 a second with a
 #: burst of 50 the tokens saved below the limit (about 13) fit in the burst, a sawtooth lasts about 25 s (one 429),
 #: and 20 agents sharing the limit still end near their shares (``benchmarks/scale_bench.py``, ``cni_bench.py``;
-#: ``tests/unit/test_governor.py`` simulates it).
+#: ``tests/unit/platform/test_governor.py`` simulates it).
 BETA = 0.6
 #: The increase per second of sending: :data:`ALPHA` requests a second plus :data:`ALPHA_SHARE` of the rate.  The
 #: additive part makes processes sharing a credential converge to fair shares (the slower one gains relatively more);

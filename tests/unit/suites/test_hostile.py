@@ -14,7 +14,6 @@ import time
 
 import httpx
 import pytest
-from test_client_unit import FakeClock
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
@@ -35,6 +34,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub, scrub_tree
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
+
+from fakes.clients import mock_client
 
 SECRET = "Zq8wPLANTEDk3Vx"
 JWT = "eyJhbGciOiJFUzM4NCJ9.eyJleHAiOjE5MDAwMDAwMDB9." + SECRET
@@ -344,15 +345,6 @@ def test_a_running_first_boot_has_no_verdict_whatever_else_it_says():
 # a client on a mock transport: ``routes`` maps (method, path suffix) to a response or a callable
 
 CS, VM_ID = "cs-1", 7
-
-
-def mock_client(handler, token="t", **kw):
-    clock = FakeClock()
-    kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 0.1, "max_backoff": 0.1}, **kw)
-    c = core.WhiteskyClient("http://127.0.0.1:9", token, "cust", sleep=clock.sleep, clock=clock, **kw)
-    c.transport._http.close()
-    c.transport._http = httpx.Client(transport=httpx.MockTransport(handler))
-    return c, clock
 
 
 def platform(file=None, file_status=200, vm=True, cloudspace=True, seen=None):

@@ -24,7 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Where the connection options are documented, and how each place documents an option's variable.
 DOCUMENTED = {
     "plugins/doc_fragments/connection.py": "description",

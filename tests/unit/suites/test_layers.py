@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CORE = ROOT / "plugins" / "module_utils"
 PREFIX = "ansible_collections.whitesky.capvco.plugins.module_utils."
 #: Bottom to top: each package may import the packages before it, never one after it.

@@ -20,12 +20,12 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_hostile import mock_client  # beside this file: a client on a fake clock, no network
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import errors
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import governor as gov
 
+from fakes.clients import mock_client  # a client on a fake clock, no network
 from properties import examples
 
 

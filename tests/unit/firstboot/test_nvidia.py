@@ -16,7 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 
 from properties import examples
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 STUB = """#!/bin/sh
 cat %s
 exit %d

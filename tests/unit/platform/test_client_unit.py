@@ -16,6 +16,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform import er
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.deadline import Deadlines
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.retry import Retry
 
+from fakes.clients import mock_client
+
 
 def jwt(claims):
     def enc(obj):
@@ -108,30 +110,10 @@ def test_backoff_honours_retry_after_and_grows():
 # (the client's own deadline is timeout + retry_budget = 10 + 30 = 40 s after a call or wait starts)
 
 
-class FakeClock:
-    """The client's ``clock`` and ``sleep``: time moves only when the client sleeps (or a test moves it)."""
-
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += max(0.0, seconds)
-
-
 def fake_client(handler=None, **kw):
-    """A client on a fake clock; ``handler(request) -> httpx.Response`` answers its requests (no network)."""
-    clock = FakeClock()
-    kw = dict({"timeout": 10, "retry_budget": 30, "backoff": 1.0, "max_backoff": 1.0, "max_attempts": 1000}, **kw)
-    c = core.WhiteskyClient("http://127.0.0.1:9", "t", "cust", sleep=clock.sleep, clock=clock, **kw)
-    if handler is not None:
-        c.transport._http.close()
-        c.transport._http = httpx.Client(transport=httpx.MockTransport(handler))
-    return c, clock
+    """A client on a fake clock (``fakes.clients.mock_client``), with this file's retry settings."""
+    kw = dict({"backoff": 1.0, "max_backoff": 1.0, "max_attempts": 1000}, **kw)
+    return mock_client(handler, **kw)
 
 
 def never():
