@@ -1,9 +1,10 @@
 """The pure planners, by property (no server): a machine's vGPU slots (``vgpus.plan_machine``), a cluster's machines
-(``pools.plan_machines``) and the reclaim's choice (``orphans.select``), each on random worlds built the way the
-platform and the ownership formats build them."""
+(``pools.plan_machines``), one machine (``machine.plan_machine``) and the reclaim's choice (``orphans.select``), each
+on random worlds built the way the platform and the ownership formats build them."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, planfile
@@ -265,3 +266,85 @@ def test_a_known_price_is_per_hour():
     assert billing.price_per_hour({"resources": {"vgu": 730}}) == 1.0
     assert billing.price_per_hour({"resources": {"vgu": 0}}) == 0.0
     assert billing.price_problem({"resources": {"vgu": 730.0}}) is None
+
+
+# --- machine.plan_machine: one machine's typed plan ---
+
+
+@st.composite
+def one_machine(draw):
+    """What ``machine.ensure`` is asked (``Asked``) and what it read (``Found``), the way its read makes it: the VM
+    with its owner only with a cluster, the images only for a machine to create, the reservations only for a
+    graceful delete of the cluster's machine."""
+    state = draw(st.sampled_from(["present", "absent"]))
+    cluster = draw(st.sampled_from([None, CLUSTER]))
+    force, location = draw(st.booleans()), draw(st.sampled_from([None, "loc"]))
+    size = {
+        "vcpus": draw(st.sampled_from([None, 2])),
+        "memory": draw(st.sampled_from([None, 2048])),
+        "image_id": draw(st.sampled_from([None, 12, 99])),
+        "disk_size": draw(st.sampled_from([None, 20])),
+    }
+    asked = machine.Asked(
+        "cs-1", "c1-a", state, force, cluster, location, size, {"cluster": cluster, "pool": "a", "description": None},
+        userdata.Boot({}, "#cloud-config\n"),
+    )  # fmt: skip
+    vm = seen = None
+    if draw(st.booleans()):
+        owner = draw(st.sampled_from([CLUSTER, "c2", None]))
+        vm = {"vm_id": VM_ID, "name": "c1-a", "status": "RUNNING", "vcpus": draw(st.sampled_from([2, 4])),
+              "memory": 2048, "image_id": 12}  # fmt: skip
+        if cluster:
+            vm = seen = dict(
+                vm, owner=owner, description=markers.machine_marker(owner, "a") if owner else "x", pool="a"
+            )
+    images = [{"image_id": 12}] if state == "present" and vm is None and location else None
+    owned = None
+    if state == "absent" and seen is not None and not force and location and seen["owner"] == cluster:
+        owned = [reservation(s, "a100-40", "here", machine="c1-a") for s in range(draw(st.integers(0, 2)))]
+    return asked, machine.Found(vm, seen, images, owned)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(one_machine())
+def test_one_machines_plan_is_typed_and_says_what_ensure_does(case):
+    asked, found = case
+    vm, size = found.vm, asked.size
+    stranger = found.seen is not None and found.seen["owner"] != asked.cluster
+    creates = asked.state == "present" and vm is None
+    deletes = asked.state == "absent" and vm is not None
+    refused = (
+        stranger
+        or (creates and not (size["vcpus"] and size["memory"] and size["image_id"]))
+        or (creates and found.images is not None and size["image_id"] != 12)
+        or (deletes and not asked.force and not (asked.cluster and asked.location))
+    )
+    try:
+        plan = machine.plan_machine(asked, found)
+    except InputError as exc:
+        assert refused, exc
+        if stranger:
+            assert "is not owned by cluster 'c1'" in str(exc)
+        return
+    assert not refused
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.create = None  # type: ignore[misc]
+    view = plan.view()
+    before = machine.vm_view(vm) if vm else {}
+    assert plan.changed == view["changed"] == (creates or deletes)
+    assert view["machine"] == view["diff"]["before"] == before
+    if creates:  # the VM as it is made: its size, its owner's marker fields, its rendered first boot
+        assert plan.create == {**size, **asked.owner} and "capvco-first-boot" in plan.user_data
+        assert view["diff"]["after"] == {"name": "c1-a", **{k: size[k] for k in ("vcpus", "memory", "image_id")}}
+    else:
+        assert plan.create is None and plan.user_data == ""
+    if deletes:
+        assert plan.delete is vm and view["diff"]["after"] == {} and plan.force == asked.force
+        assert list(plan.releases) == (found.owned or [])
+        assert ("released_vgpus" in view) == (not asked.force)
+        assert view.get("released_vgpus", []) == [i["vgpu_name"] for i in found.owned or []]
+    else:
+        assert plan.delete is None and plan.releases == () and "released_vgpus" not in view
+    if asked.state == "present" and vm is not None:  # it exists: never resized, a warning when its size differs
+        assert view["diff"]["after"] == before
+        assert ("warnings" in view) == (size["vcpus"] is not None and vm["vcpus"] != size["vcpus"])

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import Capacity, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
@@ -83,11 +83,6 @@ class SlotReserve(TypedDict):
     slot: int
     type: str
     profile: str
-
-
-class Capacity(TypedDict):
-    needed: int
-    available: int
 
 
 class PoolGpu(TypedDict):
@@ -440,6 +435,14 @@ def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, loc
         )
 
 
+def _targets(planned: VgpuPlan, gpu: bool) -> VgpuPlan:
+    """A pool's vGPU plan with its targets: every machine of a GPU pool, those of another pool that hold
+    reservations to release."""
+    if gpu:
+        return planned
+    return VgpuPlan(machines={n: mp for n, mp in planned.machines.items() if mp.releases}, alloc=planned.alloc)
+
+
 def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None = None) -> ClusterPlan:
     """What converging to ``spec`` changes, from the ``world`` that ``world.read`` returned (pure).
 
@@ -467,52 +470,24 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     if deletes:
         need_graceful(False, cluster, location, deletes)
     graceful = {n: inventory.owned(cluster, n) for n in deletes}
-    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve}, {machine: the
-    #: profile ids its pool's gpu.profile allows})
-    needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int], dict[str, set[str]]]] = {}
-    per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
-    gpu_memory: dict[str, int | None] = {}  # {pool: GB of GPU memory of each vGPU}
-    for pool in wanted:
-        g = pool["gpu"]
-        type_ids: set[str] = set()
-        if g:
-            profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
-            # the profiles the pool asks for (whole cards without gpu.profile): a reservation of another is replaced,
-            # and a profile the type does not have is refused here, before anything is written
-            chosen = gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)
-            type_ids = {p["id"] for p in chosen}
-            gpu_memory[pool["name"] or ""] = gpu_profiles.least_memory(chosen)
-            needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}, {}))
-        plans: dict[str, MachinePlan] = {}
-        for name in pool["names"]:
-            items = inventory.owned(cluster, name)
-            if not g and not items:
-                continue
-            vm_id = by_name[name]["vm_id"] if name in by_name else None
-            mp = vgpus.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
-            plans[name] = mp
-            if g and mp.missing:
-                needs[gpu_profiles.normalise_type(g["type"])][2][name] = len(mp.missing)
-                needs[gpu_profiles.normalise_type(g["type"])][3][name] = type_ids
-        per_pool.append((pool, plans))
-    capacity: dict[str, Capacity] = {}
-    alloc: dict[str, str] = {}
-    for label, profiles, slots, allowed in needs.values():
-        # InsufficientCapacity before anything is made; one allocation for the type's pools, whatever each asks for
-        alloc.update(gpu_profiles.allocate(profiles, slots, label, allowed))
-        usable = set().union(*allowed.values()) if allowed else {p["id"] for p in profiles}
-        capacity[label] = {
-            "needed": sum(slots.values()),
-            "available": sum(int(p.get("available_instances") or 0) for p in profiles if p["id"] in usable),
-        }
-    pool_vgpus = tuple(
-        PoolVgpus(
-            pool["name"] or "",
-            tuple(plans),
-            VgpuPlan(machines=plans, alloc={n: alloc[n] for n, mp in plans.items() if mp.missing}),
+    # every pool's vGPUs, one allocation per type for all its pools; a pool without vGPUs releases what its machines
+    # hold (those that hold none are no targets)
+    groups = [
+        vgpus.Group(
+            tuple((by_name[n]["vm_id"] if n in by_name else None, n) for n in pool["names"]),
+            pool["gpu"]["count"] if pool["gpu"] else 0,
+            pool["gpu"]["type"] if pool["gpu"] else None,
+            pool["gpu"].get("profile") if pool["gpu"] else None,
         )
-        for pool, plans in per_pool
-        if plans
+        for pool in wanted
+    ]
+    slots = vgpus.plan_groups(world["profiles"], inventory, cluster, location, groups)
+    capacity = slots.capacity
+    gpu_memory = {pool["name"] or "": m for pool, m in zip(wanted, slots.memory, strict=True) if pool["gpu"]}
+    pool_vgpus = tuple(
+        PoolVgpus(pool["name"] or "", tuple(vp.machines), vp)
+        for pool, vp in zip(wanted, (_targets(vp, bool(pool["gpu"])) for vp in slots.plans), strict=True)
+        if vp.machines
     )
     reserve = sum(len(mp.missing) for pv in pool_vgpus for mp in pv.plan.machines.values())
     release = sum(len(mp.releases) for pv in pool_vgpus for mp in pv.plan.machines.values())

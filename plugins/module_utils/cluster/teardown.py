@@ -16,7 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan impor
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, reviewed, sweep
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
 
@@ -68,6 +68,12 @@ class TeardownPlan:
     left: dict[str, int] = field(default_factory=dict)
     #: the teardown may delete the cloudspaces it empties (``delete_cloudspace``)
     delete_cloudspace: bool = True
+
+    @property
+    def changed(self) -> bool:
+        """Whether applying it changes anything: a machine deleted, a reservation released, a cloudspace deleted,
+        or the cluster's pools note deleted where a cloudspace stays."""
+        return bool(self.release or any(s["machines"] or s["delete"] or s["pools_notes"] for s in self.cloudspaces))
 
     def view(self) -> TeardownView:
         return {
@@ -178,9 +184,9 @@ def _refuse_live_elsewhere(spec: ClusterSpec, release: Iterable[Reservation], to
 
 
 def write_reclaim_plan(client: WhiteskyClient, p: TeardownPlan, path: str) -> dict[str, Any]:
-    """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``sweep.write_plan``)."""
+    """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``reviewed.write_plan``)."""
     scope = planfile.scope_of("cluster", p.spec.location, p.spec.name)
-    return sweep.write_plan(client, path, scope, p.release, "whitesky.capvco.cluster")
+    return reviewed.write_plan(client, path, scope, p.release, "whitesky.capvco.cluster")
 
 
 def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list[str]], parallel: int) -> None:

@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import type_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import images_of, require_images
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import (
+    check_images,
+    images_of,
+    require_images,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import (
     create,
@@ -29,7 +33,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine i
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot, pool_user_data
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.converge import Concern, Where, converge
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import release_cluster
@@ -244,54 +249,105 @@ def converge_machines(
     names = unique_names(pools)
     if not names and not scope.exclusive:
         return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": names_diff("machine", [], [])}
-    step = _prepare(client, pools, scope, boot or Boot())
-    if check_mode or not step.result["changed"]:
-        return step.result
-    # one run at a time per cluster; what was read before this run held the cluster may be stale
-    with lease.held(client, scope.cloudspace_id, scope.cluster) as fresh:
-        if fresh is not None:
-            step = _prepare(client, pools, scope, boot or Boot())
-        if step.result["changed"]:
-            apply_machines(client, scope, pools, step.planned, step.data, step.reservations, step.result)
-    return step.result
+    return converge(client, _Machines(client, tuple(pools), scope, boot or Boot()), check_mode)
 
 
-class _Step(NamedTuple):
-    result: dict[str, Any]
-    planned: MachinesPlan
-    data: dict[int, str]
-    reservations: dict[str, list[Reservation]]
+@dataclass(frozen=True)
+class Listed:
+    """What a converge of pools reads: the cloudspace's VMs with their owners, the location's images (None: not
+    read, nothing to create or no location) and its reservations (None: not read, no graceful delete)."""
+
+    listing: list[DescribedVM]
+    images: list[Any] | None
+    inventory: Inventory | None
 
 
-def _prepare(client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot) -> _Step:
-    """Read, plan, check sizes and user data: what :func:`apply_machines` needs."""
-    cs, cluster = scope.cloudspace_id, scope.cluster
-    result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
-    listing = described(client, cs, cluster, scope.parallel)
-    planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
-    creates, deletes = planned.creates, planned.deletes
-    result.update(machines=[vm_view(v) for v in planned.listed], diff=planned.diff)
-    if planned.warnings:
-        result["warnings"] = planned.warnings
-    if not creates and not deletes:
-        return _Step(result, planned, {}, {})
-    for pool in pools:
-        missing = [n for q, n in creates if q is pool]
-        if missing:
-            need_size(pool, missing)
-    to_create: list[Pool] = [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools]
-    data = pool_user_data(boot, to_create)
-    if scope.location:  # an image the location does not have is refused before anything is made
-        require_images(client, scope.location, images_of(to_create))
-    if deletes:
-        need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
-    reservations: dict[str, list[Reservation]] = {}
-    if deletes and not scope.force:
-        inventory = Inventory(client, known(scope.location, "location"))
-        reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
-        result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
-    result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
-    return _Step(result, planned, data, reservations)
+@dataclass(frozen=True)
+class PoolsPlan:
+    """What a converge of pools changes: the machines' plan (:func:`plan_machines`), the user data of each pool
+    with machines to create (by index) and the reservations each graceful delete releases first."""
+
+    scope: Scope
+    pools: tuple[Pool, ...]
+    machines: MachinesPlan
+    user_data: dict[int, str]
+    graceful: dict[str, list[Reservation]]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.machines.creates or self.machines.deletes)
+
+    def view(self) -> dict[str, Any]:
+        """The result of the plan (``machine_pool``'s, check mode): the machines listed, those it creates and
+        deletes, the diff, the size warnings, and the vGPUs the graceful deletes release."""
+        planned = self.machines
+        out: dict[str, Any] = {
+            "changed": self.changed,
+            "machines": [vm_view(v) for v in planned.listed],
+            "created": [n for _p, n in planned.creates],
+            "deleted": [v["name"] for v in planned.deletes],
+            "diff": planned.diff,
+        }
+        if planned.warnings:
+            out["warnings"] = planned.warnings
+        if planned.deletes and not self.scope.force:
+            out["released_vgpus"] = sorted(i["vgpu_name"] for items in self.graceful.values() for i in items)
+        return out
+
+
+class _Machines(Concern[Listed, PoolsPlan]):
+    """``machine_pool``'s concern: the pools' machines in one cloudspace, under the cluster's lease."""
+
+    def __init__(self, client: WhiteskyClient, pools: tuple[Pool, ...], scope: Scope, boot: Boot) -> None:
+        self.client, self.pools, self.scope, self.boot = client, pools, scope, boot
+
+    def read(self) -> Listed:
+        """The listing, each VM's description read in parallel; then what the plan of it needs: the images when it
+        creates machines, the reservations when it deletes some gracefully."""
+        scope = self.scope
+        listing = described(self.client, scope.cloudspace_id, scope.cluster, scope.parallel)
+        planned = plan_machines(self.pools, listing, scope.cluster, scope.state == "present", scope.exclusive)
+        images = self.client.images(scope.location) if scope.location and planned.creates else None
+        inventory = None
+        if scope.location and planned.deletes and not scope.force:
+            inventory = Inventory(self.client, scope.location)
+        return Listed(listing, images, inventory)
+
+    def plan(self, world: Listed) -> PoolsPlan:
+        """:func:`plan_machines`, then the checks of what it creates (sizes, user data, images) and deletes."""
+        scope, pools, cluster = self.scope, self.pools, self.scope.cluster
+        planned = plan_machines(pools, world.listing, cluster, scope.state == "present", scope.exclusive)
+        creates, deletes = planned.creates, planned.deletes
+        data: dict[int, str] = {}
+        if creates:
+            for pool in pools:
+                missing = [n for q, n in creates if q is pool]
+                if missing:
+                    need_size(pool, missing)
+            to_create: list[Pool] = [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools]
+            data = pool_user_data(self.boot, to_create)
+            if world.images is not None:  # an image the location does not have is refused before anything is made
+                check_images(world.images, images_of(to_create), known(scope.location, "location"))
+        if deletes:
+            need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
+        inventory = world.inventory
+        graceful = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes} if inventory is not None else {}
+        return PoolsPlan(scope, pools, planned, data, graceful)
+
+    def lease(self, plan: PoolsPlan) -> Where:
+        return Where(self.scope.cloudspace_id, self.scope.cluster)
+
+    def nothing_done(self) -> dict[str, Any]:
+        return {"created": [], "deleted": [], "machines": []}
+
+    def apply(self, plan: PoolsPlan, done: dict[str, Any]) -> None:
+        apply_machines(self.client, self.scope, plan.pools, plan.machines, plan.user_data, plan.graceful, done)
+
+    def result(self, plan: PoolsPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = plan.view()
+        if done is not None:
+            out.update(created=done["created"], deleted=done["deleted"], machines=out["machines"] + done["machines"])
+        return out
 
 
 def plan_machines(
