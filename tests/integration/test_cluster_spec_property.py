@@ -165,7 +165,7 @@ def converged(emu, spec):
         if n["cloudspace_id"] == spaces[0]["cloudspace_id"] and notes.pools_note_cluster(n["title"], n["content"])
     ]
     pools = [dict(spec["control_plane"], name="cp")] + spec["pools"]
-    assert [(c, tuple(tuple(p[:6]) for p in ps)) for c, ps in noted] == [
+    assert [(c, tuple((*p[:6], p.disk_size) for p in ps)) for c, ps in noted] == [
         (
             NAME,
             tuple(

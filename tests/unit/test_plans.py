@@ -16,6 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import ma
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, planfile
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.diff import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
@@ -126,15 +127,7 @@ def machine_worlds(draw):
     cuts = sorted(draw(st.lists(st.integers(0, len(wanted)), max_size=2)))
     bounds = [0, *cuts, len(wanted)]
     pool_list = [
-        {
-            "name": "p%d" % i,
-            "names": wanted[a:b],
-            "gpu": None,
-            "vcpus": 2,
-            "memory": 4096,
-            "image_id": 1,
-            "disk_size": 10,
-        }
+        Pool("p%d" % i, tuple(wanted[a:b]), vcpus=2, memory=4096, image=1, disk_size=10)
         for i, (a, b) in enumerate(itertools.pairwise(bounds))
     ]
     return pool_list, listing
@@ -145,7 +138,7 @@ def machine_worlds(draw):
 def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(world, present, exclusive):
     pool_list, listing = world
     by_name = {v["name"]: v for v in listing}
-    names = [n for p in pool_list for n in p["names"]]
+    names = [n for p in pool_list for n in p.names]
     held_by_others = [n for n in names if n in by_name and by_name[n]["owner"] != CLUSTER]
     if held_by_others:
         with pytest.raises(InputError) as err:
@@ -156,7 +149,7 @@ def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(worl
     created = [n for _p, n in plan.creates]
     assert not set(created) & set(by_name), "never creates a name that exists"
     assert all(v["owner"] == CLUSTER for v in plan.deletes), "never deletes a VM the cluster does not own"
-    assert all(any(q is p and n in p["names"] for p in pool_list) for q, n in plan.creates)
+    assert all(any(q is p and n in p.names for p in pool_list) for q, n in plan.creates)
     if not present:
         assert not created
     owned = {v["name"] for v in listing if v["owner"] == CLUSTER}
@@ -279,16 +272,15 @@ def one_machine(draw):
     state = draw(st.sampled_from(["present", "absent"]))
     cluster = draw(st.sampled_from([None, CLUSTER]))
     force, location = draw(st.booleans()), draw(st.sampled_from([None, "loc"]))
-    size = {
-        "vcpus": draw(st.sampled_from([None, 2])),
-        "memory": draw(st.sampled_from([None, 2048])),
-        "image_id": draw(st.sampled_from([None, 12, 99])),
-        "disk_size": draw(st.sampled_from([None, 20])),
-    }
-    asked = machine.Asked(
-        "cs-1", "c1-a", state, force, cluster, location, size, {"cluster": cluster, "pool": "a", "description": None},
-        userdata.Boot({}, "#cloud-config\n"),
-    )  # fmt: skip
+    one = Pool(
+        "a",
+        ("c1-a",),
+        vcpus=draw(st.sampled_from([None, 2])),
+        memory=draw(st.sampled_from([None, 2048])),
+        image=draw(st.sampled_from([None, 12, 99])),
+        disk_size=draw(st.sampled_from([None, 20])),
+    )
+    asked = machine.Asked("cs-1", state, force, cluster, location, one, None, userdata.Boot({}, "#cloud-config\n"))
     vm = seen = None
     if draw(st.booleans()):
         owner = draw(st.sampled_from([CLUSTER, "c2", None]))
@@ -309,14 +301,14 @@ def one_machine(draw):
 @given(one_machine())
 def test_one_machines_plan_is_typed_and_says_what_ensure_does(case):
     asked, found = case
-    vm, size = found.vm, asked.size
+    vm, one = found.vm, asked.machine
     stranger = found.seen is not None and found.seen["owner"] != asked.cluster
     creates = asked.state == "present" and vm is None
     deletes = asked.state == "absent" and vm is not None
     refused = (
         stranger
-        or (creates and not (size["vcpus"] and size["memory"] and size["image_id"]))
-        or (creates and found.images is not None and size["image_id"] != 12)
+        or (creates and not (one.vcpus and one.memory and one.image))
+        or (creates and found.images is not None and one.image != 12)
         or (deletes and not asked.force and not (asked.cluster and asked.location))
     )
     try:
@@ -333,9 +325,14 @@ def test_one_machines_plan_is_typed_and_says_what_ensure_does(case):
     before = machine.vm_view(vm) if vm else {}
     assert plan.changed == view["changed"] == (creates or deletes)
     assert view["machine"] == view["diff"]["before"] == before
-    if creates:  # the VM as it is made: its size, its owner's marker fields, its rendered first boot
-        assert plan.create == {**size, **asked.owner} and "capvco-first-boot" in plan.user_data
-        assert view["diff"]["after"] == {"name": "c1-a", **{k: size[k] for k in ("vcpus", "memory", "image_id")}}
+    if creates:  # the VM as it is made: the machine (a pool of one), its rendered first boot
+        assert plan.create is one and "capvco-first-boot" in plan.user_data
+        assert view["diff"]["after"] == {
+            "name": "c1-a",
+            "vcpus": one.vcpus,
+            "memory": one.memory,
+            "image_id": one.image,
+        }
     else:
         assert plan.create is None and plan.user_data == ""
     if deletes:
@@ -347,4 +344,4 @@ def test_one_machines_plan_is_typed_and_says_what_ensure_does(case):
         assert plan.delete is None and plan.releases == () and "released_vgpus" not in view
     if asked.state == "present" and vm is not None:  # it exists: never resized, a warning when its size differs
         assert view["diff"]["after"] == before
-        assert ("warnings" in view) == (size["vcpus"] is not None and vm["vcpus"] != size["vcpus"])
+        assert ("warnings" in view) == (one.vcpus is not None and vm["vcpus"] != one.vcpus)

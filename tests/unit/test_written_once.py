@@ -10,7 +10,11 @@ machines, ``machine``, ``vgpu``, the reclaims, and so the controller's machine, 
 ``tests/integration/test_converge_runner.py``.
 
 One allocation of vGPUs: the cluster's plan makes its pools' vGPU plans with the GPU core's planner
-(``vgpus.plan_groups``, which ``vgpu``'s plan calls too), not with a copy of its own."""
+(``vgpus.plan_groups``, which ``vgpu``'s plan calls too), not with a copy of its own.
+
+One pool record: ``spec/pool.py``'s ``Pool`` (and ``GpuSpec``), which the cluster spec's pools are and the machines
+core takes; one shape of a pool shown (``PoolShown``, ``PoolGpu``), which the plan's ``PoolView`` and the
+inventory's ``PoolRecord`` extend."""
 
 from __future__ import annotations
 
@@ -128,3 +132,26 @@ def test_the_cluster_plans_its_vgpus_with_the_vgpu_cores_planner():
         if isinstance(fn, ast.FunctionDef) and "allocate" in calls(fn) and fn.name != "allocate"
     }
     assert allocating == {"gpu/vgpus.py:plan_groups"}
+
+
+POOL_RECORDS = ("Pool", "GpuSpec", "PoolSpec", "PoolGpu", "PoolShown", "PoolView", "PoolRecord", "GpuView")
+
+
+def test_one_pool_record_and_one_shape_of_a_pool_shown():
+    defined: dict[str, list[tuple[str, list[str]]]] = {}
+    for path in sorted(CORE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name in POOL_RECORDS:
+                where = str(path.relative_to(CORE))
+                defined.setdefault(node.name, []).append((where, [ast.unparse(b) for b in node.bases]))
+    assert {name: len(places) for name, places in defined.items()} == dict.fromkeys(POOL_RECORDS, 1)
+    assert defined["Pool"] == [("spec/pool.py", [])] and defined["GpuSpec"] == [("spec/pool.py", [])]
+    assert defined["PoolSpec"] == [("spec/clusterspec.py", ["Pool"])]
+    assert defined["PoolGpu"] == [("spec/pool.py", ["TypedDict"])]
+    assert defined["PoolShown"] == [("spec/pool.py", ["TypedDict"])]
+    assert defined["PoolView"] == [("cluster/plan.py", ["PoolShown"])]
+    assert defined["GpuView"] == [("cluster/plan.py", ["PoolGpu"])]
+    assert defined["PoolRecord"] == [("faces/vm_inventory.py", ["PoolShown"])]
+    # and nothing turns a pool of the spec back into a dict for the machines core
+    plan = (CORE / "cluster" / "plan.py").read_text(encoding="utf-8")
+    assert "def machine_pools" not in plan and '"image_id": p.image' not in plan

@@ -17,12 +17,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cl
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile, reviewed, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
-    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
@@ -131,7 +132,7 @@ def plan_teardown(
         )
         planned = None
         if names:
-            wanted: tuple[Pool, ...] = ({"name": None, "names": names, "gpu": None},)
+            wanted = (Pool(None, tuple(names)),)
             planned = pools.plan_machines(wanted, space["vms"], cluster, present=False, exclusive=False)
             if not force:
                 graceful.update((n, inventory.owned(cluster, n)) for n in names)
@@ -199,7 +200,7 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
             space["cloudspace_id"], spec.name, spec.location, state="absent", force=p.force, parallel=parallel
         )
         result: dict[str, Any] = {"created": [], "deleted": [], "machines": []}
-        pool: tuple[Pool, ...] = ({"name": None, "names": space["machines"], "gpu": None},)
+        pool = (Pool(None, tuple(space["machines"])),)
         try:
             pools.apply_machines(client, scope, pool, planned, {}, p.graceful, result)
         finally:

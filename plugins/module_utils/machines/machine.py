@@ -12,12 +12,16 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import IMAGE_HINT, check_images
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import (
+    IMAGE_HINT,
+    check_images,
+    images_of,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import user_data as render_user_data
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
@@ -30,6 +34,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     known,
     missing_is_none,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import (
     describe,
@@ -61,9 +66,9 @@ def vm_view(vm: VM) -> dict[str, Any]:
     }
 
 
-def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
-    """A warning when an existing machine's size differs from the one asked for (it is never resized)."""
-    wanted = {k: p[k] for k in ("vcpus", "memory") if p.get(k) is not None}
+def size_warning(vm: VM, p: Pool) -> str | None:
+    """A warning when an existing machine's size differs from the one its pool asks for (it is never resized)."""
+    wanted = {k: v for k, v in (("vcpus", p.vcpus), ("memory", p.memory)) if v is not None}
     differs = {k: (vm.get(k), v) for k, v in wanted.items() if vm.get(k) != v}
     if not differs:
         return None
@@ -73,13 +78,13 @@ def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
     )
 
 
-def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
-    """Refuse to create machines without vcpus, memory and an image (``image_id``: a VM made without one boots
-    nothing, and the platform shows it as image 0)."""
+def need_size(p: Pool, names: Iterable[str]) -> None:
+    """Refuse to create machines of pool ``p`` without vcpus, memory and an image (``image_id``: a VM made without
+    one boots nothing, and the platform shows it as image 0)."""
     listed = ", ".join(repr(n) for n in names)
-    if not p.get("vcpus") or not p.get("memory"):
+    if not p.vcpus or not p.memory:
         raise InputError("creating machine(s) %s needs vcpus and memory" % listed)
-    image = p.get("image_id")
+    image = p.image
     if isinstance(image, bool) or not isinstance(image, int) or image < 1:
         raise InputError(
             "creating machine(s) %s needs image_id (a cluster spec's control_plane.image or pools[].image)%s: the "
@@ -88,14 +93,22 @@ def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
         )
 
 
-def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], data: str) -> dict[str, Any]:
-    """Create one VM with the cluster's marker (or the given description); a lost answer is resolved by name, and a
-    VM found there must carry the marker.  Returns its view."""
-    cluster = p.get("cluster")
+def create(
+    client: WhiteskyClient,
+    cs: str,
+    name: str,
+    p: Pool,
+    data: str,
+    cluster: str | None = None,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Create one VM of pool ``p`` (``need_size`` passed) with ``cluster``'s marker, naming the pool (or the given
+    description); a lost answer is resolved by name, and a VM found there must carry the marker.  Returns its
+    view."""
     if cluster:
-        description = markers.machine_marker(cluster, p.get("pool"))
+        description = markers.machine_marker(cluster, p.name)
     else:
-        description = p.get("description") or "capvco machine"
+        description = description or "capvco machine"
 
     def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: created after all?
         found = find_vm(client, cs, name)
@@ -111,10 +124,10 @@ def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], dat
         cs,
         name=name,
         description=description,
-        vcpus=p["vcpus"],
-        memory=p["memory"],
-        image_id=p.get("image_id"),
-        disk_size=p.get("disk_size"),
+        vcpus=known(p.vcpus, "vcpus"),
+        memory=known(p.memory, "memory"),
+        image_id=p.image,
+        disk_size=p.disk_size,
         user_data=data,
         resolve=resolve,
     )
@@ -179,13 +192,12 @@ def ensure(
         markers.check_machine_name(cluster, name)
     m = Asked(
         cloudspace_id,
-        name,
         state,
         force,
         cluster,
         location,
-        {"vcpus": vcpus, "memory": memory, "image_id": image_id, "disk_size": disk_size},
-        {"cluster": cluster, "pool": pool, "description": description},
+        Pool(pool, (name,), vcpus, memory, image_id, disk_size),
+        description,
         Boot(first_boot or {}, bootstrap_data, provider_id, user_data, dict(node_labels or {})),
     )
     return converge(client, _One(client, m), check_mode)
@@ -193,17 +205,21 @@ def ensure(
 
 @dataclass(frozen=True)
 class Asked:
-    """What :func:`ensure` was asked for."""
+    """What :func:`ensure` was asked for: the machine, a pool of one (its pool's name, its size), where, how, and what
+    it boots with."""
 
     cloudspace_id: str
-    name: str
     state: str
     force: bool
     cluster: str | None
     location: str | None
-    size: dict[str, Any]
-    owner: dict[str, Any]
+    machine: Pool
+    description: str | None
     boot: Boot
+
+    @property
+    def name(self) -> str:
+        return self.machine.names[0]
 
 
 @dataclass(frozen=True)
@@ -221,12 +237,12 @@ class Found:
 @dataclass(frozen=True)
 class MachineChange:
     """What :func:`ensure` changes of one machine (:func:`plan_machine`, pure): the VM as it is (``before``, its
-    view; empty: none), the VM to create (``create``: its size and owner, with its rendered ``user_data``) or to
-    delete (``delete``, by force or after its reservations ``releases``), and a size warning."""
+    view; empty: none), the VM to create (``create``: the machine, a pool of one, with its rendered ``user_data``)
+    or to delete (``delete``, by force or after its reservations ``releases``), and a size warning."""
 
     name: str
     before: dict[str, Any]
-    create: dict[str, Any] | None = None
+    create: Pool | None = None
     user_data: str = ""
     delete: VM | None = None
     force: bool = False
@@ -245,8 +261,8 @@ class MachineChange:
             out["warnings"] = list(self.warnings)
         after: dict[str, Any] = self.before
         if self.create is not None:
-            after = {k: self.create[k] for k in ("vcpus", "memory", "image_id")}
-            after = {"name": self.name, **after}
+            p = self.create
+            after = {"name": self.name, "vcpus": p.vcpus, "memory": p.memory, "image_id": p.image}
         elif self.delete is not None:
             after = {}
         out["diff"] = {"before": self.before, "after": after}
@@ -265,13 +281,13 @@ def plan_machine(m: Asked, found: Found) -> MachineChange:
     before = vm_view(vm) if vm else {}
     if m.state == "present":
         if vm is not None:
-            warning = size_warning(vm, m.size)
+            warning = size_warning(vm, m.machine)
             return MachineChange(name, before, warnings=(warning,) if warning else ())
-        need_size(m.size, [name])
+        need_size(m.machine, [name])
         data = render_user_data(m.boot, "machine %r" % name)
         if found.images is not None:  # an image the location does not have is refused before anything is made
-            check_images(found.images, {m.size["image_id"]: [name]}, known(m.location, "location"))
-        return MachineChange(name, before, create={**m.size, **m.owner}, user_data=data)
+            check_images(found.images, images_of([m.machine]), known(m.location, "location"))
+        return MachineChange(name, before, create=m.machine, user_data=data)
     if vm is None:
         return MachineChange(name, before)
     need_graceful(m.force, cluster, m.location, [name])
@@ -309,7 +325,7 @@ class _One(Concern[Found, MachineChange]):
     def apply(self, plan: MachineChange, done: dict[str, Any]) -> None:
         m, cs = self.m, self.m.cloudspace_id
         if plan.create is not None:
-            done["machine"] = create(self.client, cs, plan.name, plan.create, plan.user_data)
+            done["machine"] = create(self.client, cs, plan.name, plan.create, plan.user_data, m.cluster, m.description)
         elif plan.delete is not None:
             ops = None if plan.force or m.location is None else Ops(self.client, m.location, cs, permanently=True)
             delete(self.client, cs, plan.delete, plan.force, ops, plan.releases)
