@@ -51,7 +51,7 @@ SCAN_CHILD = """
 import json, resource, statistics, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import httpx
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 url, token, customer, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 LOC = "be-gen-1"
@@ -88,7 +88,7 @@ params = dict(location=LOC, orphans_only=True, with_cost=True, max_rows=20)
 scans, plain, count = [], [], None
 for _ in range(rounds):  # side by side, alternating
     t0 = time.monotonic()
-    count = sweep.info(client, **params)["summary"]["count"]
+    count = report.info(client, **params)["summary"]["count"]
     scans.append(time.monotonic() - t0)
     if rounds > 1:
         t0 = time.monotonic()

@@ -20,6 +20,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import require_images
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_size
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -45,7 +46,7 @@ def machine_config(client: WhiteskyClient, location: str, spec: Mapping[str, Any
     """Refuse (:class:`InputError`, the core's messages) a machine spec without vcpus, memory or an image, or with
     an image ``location`` does not have (one read of its images)."""
     image = spec.get("image")
-    need_size({"vcpus": spec.get("vcpus"), "memory": spec.get("memory"), "image_id": image}, [name])
+    need_size(Pool(None, (name,), spec.get("vcpus"), spec.get("memory"), image), [name])
     if isinstance(image, int):  # need_size refused any other
         require_images(client, location, {image: [name]})
 

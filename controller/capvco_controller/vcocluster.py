@@ -21,7 +21,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cl
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import vm_view
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError, missing_is_none
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import marker_view
 from capvco_controller import addon, objects
 from capvco_controller.context import DONE, Context, Result, Retry
@@ -44,7 +44,7 @@ def orphan_report(ctx: Context, c: VCOCluster, cs_id: str) -> dict[str, Any]:
     figures), as ``vgpu_info orphans_only=true with_cost=true`` gives them; and the VMs of its cloudspace that carry
     its marker and no VCOMachine accounts for (:func:`unaccounted_vms`)."""
     client = ctx.client()
-    got = sweep.info(client, location=c.location, cluster=c.cluster, orphans_only=True, with_cost=True)
+    got = report.info(client, location=c.location, cluster=c.cluster, orphans_only=True, with_cost=True)
     rows = list(got.get("reservations") or [])
     late = [r for r in rows if int(r.get("age") or 0) >= c.grace]
     return {

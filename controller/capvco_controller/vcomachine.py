@@ -21,7 +21,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import release, report
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, machines_in_location
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory, attached_to, owner_of
 from capvco_controller import objects, precheck
@@ -375,7 +375,7 @@ def release_lost(client: WhiteskyClient, location: str, cluster: str, vm_name: s
     orphan = OrphanCheck(machines_in_location(client, location))
     going = [i for i in owned if orphan(owner_of(i)) and attached_to(i) is None]
     if going:
-        sweep.release(client, location, going, permanently=True, parallel=4)
+        release.release(client, location, going, permanently=True, parallel=4)
     return going, [i for i in owned if i not in going]
 
 
@@ -395,7 +395,7 @@ def failed(
     owned: list[dict[str, Any]] | None = None
     if location:
         try:
-            owned = sweep.info(ctx.client(), location=location, cluster=m.cluster, machine=m.vm_name)["reservations"]
+            owned = report.info(ctx.client(), location=location, cluster=m.cluster, machine=m.vm_name)["reservations"]
         except WhiteskyError as again:
             log.warning("%s/%s: reading its reservations after a failure: %s", m.namespace, m.name, ctx.say(again))
     reason = "InvalidConfiguration" if terminal else "ReconcileFailed"

@@ -195,7 +195,7 @@ total_cost:
 """
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
 
 
 def main():
@@ -208,7 +208,7 @@ def main():
             with_cost=dict(type="bool", default=False),
             max_rows=dict(type="int"),
         )
-    ).run(sweep.info)
+    ).run(report.info)
 
 
 if __name__ == "__main__":

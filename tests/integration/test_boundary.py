@@ -25,7 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     InputError,
     PartialFailure,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report, sweep
 
 from helpers import CUSTOMER, run_playbook, task_results
 
@@ -248,7 +248,7 @@ def test_paging_lists_everything_when_the_platform_pages_smaller_than_asked(emul
     client = emulator.client()
     listed = [v["vgpu_name"] for v in client.vgpus(LOC)]
     assert listed == names
-    info = sweep.info(client, location=LOC, cluster="c1")
+    info = report.info(client, location=LOC, cluster="c1")
     assert len(info["reservations"]) == 250
 
 

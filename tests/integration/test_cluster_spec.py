@@ -17,6 +17,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import live
@@ -337,7 +338,7 @@ def test_vgpu_and_reclaim_refuse_a_vm_another_cluster_owns(emulator):
         with pytest.raises(InputError) as by_machine:
             pools.converge_machines(
                 client,
-                [{"name": None, "names": ["ty-gpu-0"], "gpu": None, "vcpus": 2, "memory": 1024, "image_id": 12}],
+                [Pool(None, ("ty-gpu-0",), 2, 1024, 12)],
                 pools.Scope(cs_id, "other", LOC),
             )
         assert "is not owned by cluster 'other'" in str(by_machine.value)

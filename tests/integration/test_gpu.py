@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report, sweep
 
 from helpers import CUSTOMER, ROOT, run_playbook, task_results, wait_for
 
@@ -324,7 +324,7 @@ def test_a_large_orphan_scan_summarises_and_names_a_bounded_sample(emulator):
     emulator.admin("POST", "/seed-vgpu", {"location": LOC, "gpu_id": "nvidia-a100-40c", "vgpu_name": "someone-else"})
     params = dict(location=LOC, cluster=None, machine=None, orphans_only=True, with_cost=True, max_rows=5)
     with emulator.client() as client:
-        found = sweep.info(client, **params)
+        found = report.info(client, **params)
     assert [r["vgpu_name"] for r in found["reservations"]] == names[:5] and found["truncated"] == 25
     summary = found["summary"]
     assert (summary["count"], summary["orphans"], summary["owned"]) == (30, 30, 30)

@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import ApiError, InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from capvco_lab.specs import cluster_spec
 
 from helpers import one_result, play_tasks, run_playbook
@@ -162,16 +163,16 @@ def test_the_cores_refuse_it_too(emulator):
     image the location lacks is refused by its one read of the images."""
     with emulator.client() as client:
         with pytest.raises(InputError, match="needs image_id"):
-            machine.need_size({"vcpus": 1, "memory": 512, "image_id": None}, ["c1-a"])
+            machine.need_size(Pool("a", ("c1-a",), 1, 512), ["c1-a"])
         with pytest.raises(InputError, match="location 'nl-ams-1' has no such image"):
             pools.converge_machines(
                 client,
-                [{"name": "a", "names": ["c1-a"], "gpu": None, "vcpus": 1, "memory": 512, "image_id": 21}],
+                [Pool("a", ("c1-a",), 1, 512, 21)],
                 pools.Scope("cs-ams", "c1", "nl-ams-1"),
             )
         made = pools.converge_machines(
             client,
-            [{"name": "a", "names": ["c1-a"], "gpu": None, "vcpus": 1, "memory": 512, "image_id": 14}],
+            [Pool("a", ("c1-a",), 1, 512, 14)],
             pools.Scope("cs-ams", "c1", "nl-ams-1"),
         )
         assert [m["image_id"] for m in made["machines"]] == [14]

@@ -11,7 +11,10 @@ import threading
 
 import pytest
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.run import run
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from capvco_lab.specs import cluster_spec
 
@@ -95,3 +98,26 @@ def test_a_new_path_is_made_private_and_gets_the_lines(emulator, tmp_path):
     mode = os.lstat(path).st_mode
     assert stat.S_ISREG(mode) and stat.S_IMODE(mode) == 0o600
     assert "machine pf-gpu-0: vGPU slot 0 reserved" in path.read_text()
+
+
+def test_the_observed_client_is_the_runs_client_typed_and_no_proxy(emulator, tmp_path):
+    """Issue 47, point 1: the observed client was a ``__getattr__`` proxy (``Any`` to the appliers, and to mypy);
+    now it is a :class:`WhiteskyClient` of the run's own parts: the same transport, markers and leases (a lease taken
+    through it is the run's), its five observed calls the client's with a line each, every other call inherited."""
+    with emulator.client() as client:
+        observed = progress.observe(client, str(tmp_path / "progress"))
+        assert isinstance(observed, progress.Observed) and isinstance(observed, WhiteskyClient)
+        assert "__getattr__" not in vars(progress.Observed) and observed.client is client
+        assert observed.transport is client.transport
+        assert observed.markers is client.markers and observed.leases is client.leases
+        with lease.held(observed, "cs-demo", "pf") as took:
+            assert took is not None
+            with lease.held(client, "cs-demo", "pf") as inner:  # the run holds it already: not taken again
+                assert inner is None
+        vm_id = observed.create_vm("cs-demo", "pf-a", "made by hand", 1, 512, image_id=12)
+        observed.delete_vm("cs-demo", vm_id)
+        progress.finish(observed)
+    assert (tmp_path / "progress").read_text().splitlines() == [
+        "machine pf-a: created (VM %s, 1 vCPUs, 512 MiB)" % vm_id,
+        "machine pf-a: deleted",
+    ]

@@ -16,23 +16,25 @@ capacity, the budget.  ``apply.apply`` carries out exactly this object; check mo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import Capacity, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import PoolGpu, PoolShown
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterSpace, ClusterWorld
-    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec, PoolSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, Reservation
 
 
@@ -85,14 +87,9 @@ class SlotReserve(TypedDict):
     profile: str
 
 
-class Capacity(TypedDict):
-    needed: int
-    available: int
+class GpuView(PoolGpu):
+    """A pool's vGPUs as the plan shows them: their type and count, and what the location gives them."""
 
-
-class PoolGpu(TypedDict):
-    type: str
-    count: int
     #: the profile the pool takes (``profiles.effective``): its gpu.profile, ``full`` (whole cards) when it names
     #: none, a profile id, or ``any``
     profile: str
@@ -101,19 +98,13 @@ class PoolGpu(TypedDict):
     memory: int | None
 
 
-class PoolView(TypedDict):
-    """One pool of the spec (the control plane included) with its price: one machine of it whole at the location's
-    prices (``per_machine_hourly``: its vCPUs, memory, boot disk and vGPUs; None when a price is not known) and
-    every machine the spec asks for (``hourly``: 0 for a pool at zero)."""
+class PoolView(PoolShown):
+    """One pool of the spec (the control plane included) as the plan shows it (``spec.pool.PoolShown``), with the
+    price of every machine the spec asks for (``hourly``: 0 for a pool at zero)."""
 
-    name: str
-    replicas: int
-    vcpus: int
-    memory: int
     #: GiB of each machine's boot disk: its ``diskSize``, else its image's ``boot_disk_size`` (None: not known)
     disk_size: int | None
-    gpu: PoolGpu | None
-    per_machine_hourly: float | None
+    gpu: GpuView | None
     hourly: float | None
 
 
@@ -161,8 +152,8 @@ class ClusterPlan:
 
     spec: ClusterSpec
     cloudspace: CloudspacePlan
-    #: the spec's pools in the machines core's shape, the control plane first (``machines`` refers to these)
-    pools: tuple[Pool, ...]
+    #: the spec's pools, the control plane first (``machines`` refers to these)
+    pools: tuple[PoolSpec, ...]
     machines: MachinesPlan
     #: ``{pool index: user data}`` of the pools with machines to create, rendered and checked
     user_data: dict[int, str]
@@ -196,23 +187,23 @@ class ClusterPlan:
         attach: list[Reservation] = []
         by_pool = {pv.pool: pv for pv in self.vgpus}
         for pool in self.pools:
-            pv = by_pool.get(pool["name"] or "")
+            pv = by_pool.get(pool.name)
             if pv is None:
                 continue
             for name in pv.targets:
                 mp = pv.plan.machines[name]
                 releases += mp.releases
                 attach += mp.fixes
-                if pool["gpu"]:
+                if pool.gpu:
                     reserve += [
-                        {"machine": name, "slot": s, "type": pool["gpu"]["type"], "profile": pv.plan.alloc[name]}
+                        {"machine": name, "slot": s, "type": pool.gpu.type, "profile": pv.plan.alloc[name]}
                         for s in mp.missing
                     ]
         deleted = {v["name"] for v in self.machines.deletes}
         owned = self.machines.owned
         return {
             "cloudspace": dict(self.cloudspace),  # type: ignore[typeddict-item]
-            "create": [{"name": n, "pool": pool["name"] or ""} for pool, n in self.machines.creates],
+            "create": [{"name": n, "pool": pool.name or ""} for pool, n in self.machines.creates],
             "delete": [v["name"] for v in self.machines.deletes],
             "keep": [n for n in owned if n not in deleted],
             "reserve": reserve,
@@ -220,32 +211,13 @@ class ClusterPlan:
             "attach": sorted(i["vgpu_name"] for i in attach),
             "capacity": dict(self.capacity),
             "price": self.price,
-            "user_data_bytes": {self.pools[i]["name"] or "": len(d) for i, d in sorted(self.user_data.items())},
+            "user_data_bytes": {self.pools[i].name: len(d) for i, d in sorted(self.user_data.items())},
             "pools": [
                 {**v, "gpu": dict(v["gpu"]) if v["gpu"] else None}  # type: ignore[typeddict-item]
                 for v in self.pool_views
             ],
             "pools_note": {**self.pools_note, "remove": list(self.pools_note["remove"])},
         }
-
-
-def machine_pools(spec: ClusterSpec) -> tuple[Pool, ...]:
-    """The spec's pools in the machines core's shape (``image_id``, ``disk_size``, ``gpu.driver_version``,
-    ``gpu.profile``)."""
-    return tuple(
-        {
-            "name": p.name,
-            "names": list(p.names),
-            "vcpus": p.vcpus,
-            "memory": p.memory,
-            "image_id": p.image,
-            "disk_size": p.disk_size,
-            "gpu": dict(type=p.gpu.type, count=p.gpu.count, driver_version=p.gpu.driver_version, profile=p.gpu.profile)
-            if p.gpu
-            else None,
-        }
-        for p in spec.pools
-    )
 
 
 def boot(spec: ClusterSpec) -> userdata.Boot:
@@ -322,10 +294,10 @@ def held(vms: Iterable[VM], cloudspaces: int, vgpus: int) -> billing.Amounts:
 def pool_disk(pool: Pool, images: Iterable[Mapping[str, Any]] | None) -> int | None:
     """GiB of the boot disk a machine of ``pool`` gets: its ``disk_size``, else its image's ``boot_disk_size``
     (None when neither is known)."""
-    if pool.get("disk_size"):
-        return pool.get("disk_size")
+    if pool.disk_size:
+        return pool.disk_size
     for image in images or []:
-        if isinstance(image, Mapping) and image.get("image_id") == pool.get("image_id"):
+        if isinstance(image, Mapping) and image.get("image_id") == pool.image:
             size = image.get("boot_disk_size")
             return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
     return None
@@ -333,13 +305,12 @@ def pool_disk(pool: Pool, images: Iterable[Mapping[str, Any]] | None) -> int | N
 
 def pool_amounts(pool: Pool, images: Iterable[Mapping[str, Any]] | None, vgpus: bool = True) -> billing.Amounts:
     """What one machine of ``pool`` holds of each unit once created: its size, boot disk and (``vgpus``) vGPUs."""
-    count = pool["gpu"]["count"] if pool["gpu"] and vgpus else 0
-    return billing.machine_amounts(pool.get("vcpus"), pool.get("memory"), pool_disk(pool, images), count)
+    count = pool.gpu.count if pool.gpu and vgpus else 0
+    return billing.machine_amounts(pool.vcpus, pool.memory, pool_disk(pool, images), count)
 
 
 def pool_views(
     spec: ClusterSpec,
-    wanted: Sequence[Pool],
     rates: Mapping[str, float | None],
     images: list[Any] | None,
     gpu_memory: Mapping[str, int | None] | None = None,
@@ -348,16 +319,15 @@ def pool_views(
     never free): one machine whole, and all of the pool's machines; a GPU pool's profile and the GPU memory of each
     of its vGPUs (``gpu_memory``, by pool)."""
     out: list[PoolView] = []
-    for i, p in enumerate(spec.pools):
-        pool = wanted[i]
-        one = pool_amounts(pool, images)
+    for p in spec.pools:
+        one = pool_amounts(p, images)
         out.append(
             {
                 "name": p.name,
                 "replicas": len(p.names),
                 "vcpus": p.vcpus,
                 "memory": p.memory,
-                "disk_size": pool_disk(pool, images),
+                "disk_size": pool_disk(p, images),
                 "gpu": {
                     "type": p.gpu.type,
                     "count": p.gpu.count,
@@ -378,10 +348,9 @@ def noted_pools(
 ) -> list[ownership_notes.NotedPool]:
     """The spec's pools as the pools note records them (``clusterspec.record``), each with the boot disk its
     machines are priced at (:func:`pool_disk`, from ``images``, when the spec gives none)."""
-    wanted = machine_pools(spec)
     out = []
-    for i, p in enumerate(clusterspec.record(spec).pools):
-        disk = pool_disk(wanted[i], images)
+    for pool, p in zip(spec.pools, clusterspec.record(spec).pools, strict=True):
+        disk = pool_disk(pool, images)
         low, high = ownership_notes.DISK
         out.append(p._replace(disk_size=disk) if disk is not None and low <= disk <= high else p)
     return out
@@ -440,6 +409,14 @@ def _check_cap(p: Price, max_hourly_cost: float | None, world: ClusterWorld, loc
         )
 
 
+def _targets(planned: VgpuPlan, gpu: bool) -> VgpuPlan:
+    """A pool's vGPU plan with its targets: every machine of a GPU pool, those of another pool that hold
+    reservations to release."""
+    if gpu:
+        return planned
+    return VgpuPlan(machines={n: mp for n, mp in planned.machines.items() if mp.releases}, alloc=planned.alloc)
+
+
 def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None = None) -> ClusterPlan:
     """What converging to ``spec`` changes, from the ``world`` that ``world.read`` returned (pure).
 
@@ -449,78 +426,48 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
     space = world["spaces"][0] if world["spaces"] else None
     vms = space["vms"] if space else []
     by_name = {v["name"]: v for v in vms}
-    wanted = machine_pools(spec)
+    wanted = spec.pools
     machines = pools.plan_machines(wanted, vms, cluster, present=True, exclusive=True)  # refuses foreign names
     pools.check_dropped(machines, (p.name for p in spec.pools), spec.remove_pools)  # a pool left out is kept
     for pool in wanted:
         missing = [n for q, n in machines.creates if q is pool]
         if missing:
             need_size(pool, missing)
-    to_create = catalog.images_of({**pool, "names": [n for q, n in machines.creates if q is pool]} for pool in wanted)
+    creating = [pool.only(n for q, n in machines.creates if q is pool) for pool in wanted]
+    to_create = catalog.images_of(creating)
     if to_create and world.get("images") is not None:  # an image the location lacks: refused before any write
         catalog.check_images(world["images"] or [], to_create, location)
-    user_data = userdata.pool_user_data(
-        boot(spec), [{**pool, "names": [n for q, n in machines.creates if q is pool]} for pool in wanted]
-    )
+    user_data = userdata.pool_user_data(boot(spec), creating)
     inventory = world["inventory"]
     deletes = [v["name"] for v in machines.deletes]
     if deletes:
         need_graceful(False, cluster, location, deletes)
     graceful = {n: inventory.owned(cluster, n) for n in deletes}
-    #: by normalised type: (the type as the spec writes it, its profiles, {machine: slots to reserve}, {machine: the
-    #: profile ids its pool's gpu.profile allows})
-    needs: dict[str, tuple[str, list[gpu_profiles.Profile], dict[str, int], dict[str, set[str]]]] = {}
-    per_pool: list[tuple[Pool, dict[str, MachinePlan]]] = []
-    gpu_memory: dict[str, int | None] = {}  # {pool: GB of GPU memory of each vGPU}
-    for pool in wanted:
-        g = pool["gpu"]
-        type_ids: set[str] = set()
-        if g:
-            profiles = gpu_profiles.profiles_of_type(world["profiles"], g["type"], location)
-            # the profiles the pool asks for (whole cards without gpu.profile): a reservation of another is replaced,
-            # and a profile the type does not have is refused here, before anything is written
-            chosen = gpu_profiles.choose(profiles, g.get("profile"), g["type"], location)
-            type_ids = {p["id"] for p in chosen}
-            gpu_memory[pool["name"] or ""] = gpu_profiles.least_memory(chosen)
-            needs.setdefault(gpu_profiles.normalise_type(g["type"]), (g["type"], profiles, {}, {}))
-        plans: dict[str, MachinePlan] = {}
-        for name in pool["names"]:
-            items = inventory.owned(cluster, name)
-            if not g and not items:
-                continue
-            vm_id = by_name[name]["vm_id"] if name in by_name else None
-            mp = vgpus.plan_machine(items, vm_id, g["count"] if g else 0, type_ids, bool(g))
-            plans[name] = mp
-            if g and mp.missing:
-                needs[gpu_profiles.normalise_type(g["type"])][2][name] = len(mp.missing)
-                needs[gpu_profiles.normalise_type(g["type"])][3][name] = type_ids
-        per_pool.append((pool, plans))
-    capacity: dict[str, Capacity] = {}
-    alloc: dict[str, str] = {}
-    for label, profiles, slots, allowed in needs.values():
-        # InsufficientCapacity before anything is made; one allocation for the type's pools, whatever each asks for
-        alloc.update(gpu_profiles.allocate(profiles, slots, label, allowed))
-        usable = set().union(*allowed.values()) if allowed else {p["id"] for p in profiles}
-        capacity[label] = {
-            "needed": sum(slots.values()),
-            "available": sum(int(p.get("available_instances") or 0) for p in profiles if p["id"] in usable),
-        }
-    pool_vgpus = tuple(
-        PoolVgpus(
-            pool["name"] or "",
-            tuple(plans),
-            VgpuPlan(machines=plans, alloc={n: alloc[n] for n, mp in plans.items() if mp.missing}),
+    # every pool's vGPUs, one allocation per type for all its pools; a pool without vGPUs releases what its machines
+    # hold (those that hold none are no targets)
+    groups = [
+        vgpus.Group(
+            tuple((by_name[n]["vm_id"] if n in by_name else None, n) for n in pool.names),
+            pool.gpu.count if pool.gpu else 0,
+            pool.gpu.type if pool.gpu else None,
+            pool.gpu.profile if pool.gpu else None,
         )
-        for pool, plans in per_pool
-        if plans
+        for pool in wanted
+    ]
+    slots = vgpus.plan_groups(world["profiles"], inventory, cluster, location, groups)
+    capacity = slots.capacity
+    gpu_memory = {pool.name: m for pool, m in zip(wanted, slots.memory, strict=True) if pool.gpu}
+    targeted = [_targets(vp, bool(pool.gpu)) for pool, vp in zip(wanted, slots.plans, strict=True)]
+    pool_vgpus = tuple(
+        PoolVgpus(pool.name, tuple(vp.machines), vp) for pool, vp in zip(wanted, targeted, strict=True) if vp.machines
     )
     reserve = sum(len(mp.missing) for pv in pool_vgpus for mp in pv.plan.machines.values())
     release = sum(len(mp.releases) for pv in pool_vgpus for mp in pv.plan.machines.values())
     release += sum(len(items) for items in graceful.values())
     images = world.get("images")
     added = held([], 0 if space else 1, reserve)  # the vGPUs it reserves, on new machines or kept ones
-    for pool, _name in machines.creates:
-        added = billing.plus(added, pool_amounts(pool, images, vgpus=False))
+    for made, _name in machines.creates:
+        added = billing.plus(added, pool_amounts(made, images, vgpus=False))
     p = price(
         world,
         held([by_name[n] for n in machines.owned if n in by_name], 1 if space else 0, len(inventory.owned(cluster))),
@@ -542,6 +489,6 @@ def plan(spec: ClusterSpec, world: ClusterWorld, max_hourly_cost: float | None =
         vgpus=pool_vgpus,
         capacity=capacity,
         price=p,
-        pool_views=pool_views(spec, wanted, billing.rates(world.get("price")), images, gpu_memory),
+        pool_views=pool_views(spec, billing.rates(world.get("price")), images, gpu_memory),
         pools_note=pools_note_plan(spec, space, images),
     )

@@ -5,11 +5,11 @@
 released, written to a file the moment the platform said so (the ``cluster`` action plugin shows each line under
 its task as it comes, at default verbosity).
 
-Nothing here plans or decides: :func:`observe` wraps the platform client that the appliers are given, and writes a
-line after each write call that succeeded (or whose lost answer was resolved); what fails is said by the module's
-failure, with what the run did before it.  A line is scrubbed and bounded; a progress file that cannot be written
-is never the run's failure.  The file is the run's own: made new, private, never an existing path (see
-:func:`refusal`)."""
+Nothing here plans or decides: :func:`observe` gives the appliers the run's client observed (:class:`Observed`, a
+client of the same parts), which writes a line after each write call that succeeded (or whose lost answer was
+resolved); what fails is said by the module's failure, with what the run did before it.  A line is scrubbed and
+bounded; a progress file that cannot be written is never the run's failure.  The file is the run's own: made new,
+private, never an existing path (see :func:`refusal`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import stat
 from typing import Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 
@@ -112,23 +113,23 @@ class Progress:
             os.close(fd)
 
 
-class Observed:
-    """The platform client, with a progress line after each machine or vGPU write that succeeded; everything else
-    is the client's own."""
+class Observed(WhiteskyClient):
+    """The run's client (``client``), observed: a :class:`WhiteskyClient` that holds the same parts (its transport,
+    what the run learned, the leases it holds: one client, not a second one), whose five calls that make or take a
+    machine or a vGPU, and the listing that names the machines, are the client's with a progress line after each
+    write that succeeded; every other call is the client's own, inherited."""
 
-    def __init__(self, client: Any, progress: Progress) -> None:
-        self._client = client
-        self._progress = progress
+    def __init__(self, client: WhiteskyClient, progress: Progress) -> None:
+        vars(self).update(vars(client))  # the same transport, markers and leases, shared (not copied)
+        self.client = client
+        self.progress = progress
         self._names: dict[int, str] = {}  # vm id -> machine name: those this run listed or created
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def __enter__(self) -> Observed:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        return None  # the run's client is closed by whoever made it
 
     def _machine(self, vm_id: object, vgpu_name: object = None) -> str:
         if isinstance(vm_id, int) and vm_id in self._names:
@@ -136,9 +137,9 @@ class Observed:
         owner = naming.decode(vgpu_name)
         return "VM %s" % vm_id if owner is None else "VM %s (%s)" % (vm_id, owner.machine)
 
-    def vms(self, cloudspace_id: str, *a: Any, **kw: Any) -> Any:
+    def vms(self, cloudspace_id: str) -> list[Any]:
         """The client's, the machines' names remembered (a line names the machine, not only its VM id)."""
-        listed = self._client.vms(cloudspace_id, *a, **kw)
+        listed = super().vms(cloudspace_id)
         for vm in listed if isinstance(listed, list) else ():
             vm_id, name = (vm.get("vm_id"), vm.get("name")) if isinstance(vm, dict) else (None, None)
             if isinstance(vm_id, int) and isinstance(name, str):
@@ -148,34 +149,36 @@ class Observed:
     def create_vm(
         self, cloudspace_id: str, name: str, description: str, vcpus: int, memory: int, *a: Any, **kw: Any
     ) -> Any:
-        vm_id = self._client.create_vm(cloudspace_id, name, description, vcpus, memory, *a, **kw)
+        vm_id = super().create_vm(cloudspace_id, name, description, vcpus, memory, *a, **kw)
         value = getattr(vm_id, "value", vm_id)
         if isinstance(value, int):
             self._names[value] = name
-        self._progress.say("machine %s: created (VM %s, %d vCPUs, %d MiB)" % (name, value, vcpus, memory))
+        self.progress.say("machine %s: created (VM %s, %d vCPUs, %d MiB)" % (name, value, vcpus, memory))
         return vm_id
 
-    def delete_vm(self, cloudspace_id: str, vm_id: int, *a: Any, **kw: Any) -> Any:
-        answer = self._client.delete_vm(cloudspace_id, vm_id, *a, **kw)
-        self._progress.say("%s: deleted" % self._machine(vm_id))
+    def delete_vm(
+        self, cloudspace_id: str, vm_id: int, permanently: bool = True, detach_gpu: bool = False, **hooks: Any
+    ) -> Any:
+        answer = super().delete_vm(cloudspace_id, vm_id, permanently, detach_gpu, **hooks)
+        self.progress.say("%s: deleted" % self._machine(vm_id))
         return answer
 
-    def reserve_attach_vgpu(self, cloudspace_id: str, vm_id: int, gpu_id: str, vgpu_name: str, **kw: Any) -> Any:
-        vgpu_id = self._client.reserve_attach_vgpu(cloudspace_id, vm_id, gpu_id, vgpu_name, **kw)
+    def reserve_attach_vgpu(self, cloudspace_id: str, vm_id: int, gpu_id: str, vgpu_name: str, **hooks: Any) -> Any:
+        vgpu_id = super().reserve_attach_vgpu(cloudspace_id, vm_id, gpu_id, vgpu_name, **hooks)
         owner = naming.decode(vgpu_name)
         slot = "" if owner is None else " slot %d" % owner.slot
-        self._progress.say(
-            "%s: vGPU%s reserved (%s, billed from now)" % (self._machine(vm_id, vgpu_name), slot, gpu_id)
-        )
+        self.progress.say("%s: vGPU%s reserved (%s, billed from now)" % (self._machine(vm_id, vgpu_name), slot, gpu_id))
         return vgpu_id
 
-    def delete_vgpu(self, location: str, vgpu_id: str, *a: Any, **kw: Any) -> Any:
-        answer = self._client.delete_vgpu(location, vgpu_id, *a, **kw)
-        self._progress.say("vGPU %s: released" % vgpu_id)
+    def delete_vgpu(
+        self, location: str, vgpu_id: str, detach: bool = True, permanently: bool = True, **hooks: Any
+    ) -> Any:
+        answer = super().delete_vgpu(location, vgpu_id, detach, permanently, **hooks)
+        self.progress.say("vGPU %s: released" % vgpu_id)
         return answer
 
 
-def observe(client: Any, path: str | None, check_mode: bool = False) -> Any:
+def observe(client: WhiteskyClient, path: str | None, check_mode: bool = False) -> WhiteskyClient:
     """``client``, observed when ``path`` (the module's ``progress_file``) is given; the file is made here, before
     the run reads or changes anything (:class:`InputError` when it cannot be).  Check mode writes nothing, so makes
     no file, but refuses the same paths (it fails where the real run would)."""
@@ -189,7 +192,7 @@ def observe(client: Any, path: str | None, check_mode: bool = False) -> Any:
     return Observed(client, Progress.create(path))
 
 
-def finish(client: Any) -> None:
+def finish(client: WhiteskyClient) -> None:
     """Close the progress file of a client that :func:`observe` made (nothing for a plain client)."""
     if isinstance(client, Observed):
-        client._progress.close()
+        client.progress.close()

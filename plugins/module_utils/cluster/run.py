@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress, summary
@@ -28,13 +28,14 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown i
     write_reclaim_plan,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import converge as converge_runner
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
     PartialFailure,
     WhiteskyError,
+    known,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
@@ -144,29 +145,63 @@ def converge(
                 "scale.replicas must be an integer from 0 to %d, got %r" % (clusterspec.MAX_REPLICAS, replicas)
             )
         target = (pool, replicas)
+    return converge_runner.converge(
+        client, _Converge(client, base, target, parallel, max_hourly_cost, scale), check_mode
+    )
 
-    def spec_of() -> ClusterSpec:
-        return base if target is None else scaled(client, base, *target)
 
-    for _attempt in range(RESTARTS):
-        spec = spec_of()
-        p = _plan(client, spec, cluster_world.read(client, spec, parallel=parallel), max_hourly_cost, scale)
-        if check_mode or not p.changed:
-            return dict(_result(p, check_mode=check_mode), cloudspace_id=p.cloudspace["cloudspace_id"])
-        done: dict[str, Any] = {
-            "cloudspace_created": False,
-            "created": [],
-            "deleted": [],
-            "reserved": [],
-            "released": [],
-        }
-        try:
-            return _converge_held(client, p, done, parallel, max_hourly_cost, spec_of, scale)
-        except CloudspaceGone:
-            continue  # a teardown deleted the cloudspace while this run waited for it: start again from the reads
-        except WhiteskyError as exc:
-            raise _failed(exc, done) from None
-    raise _gone(base)
+class _Converge(converge_runner.Concern[tuple["ClusterSpec", cluster_world.ClusterWorld], ClusterPlan]):
+    """A cluster converged to its spec (a scale's: the spec its record gives, read again with the world)."""
+
+    restarts = RESTARTS
+
+    def __init__(
+        self,
+        client: WhiteskyClient,
+        base: ClusterSpec,
+        target: tuple[str, int] | None,
+        parallel: int,
+        max_hourly_cost: float | None,
+        scale: Mapping[str, Any] | None,
+    ) -> None:
+        self.client, self.base, self.target, self.parallel = client, base, target, parallel
+        self.max_hourly_cost, self.scale = max_hourly_cost, scale
+        self.made: str | None = None  # the cloudspace this run claimed
+
+    def read(self) -> tuple[ClusterSpec, cluster_world.ClusterWorld]:
+        spec = self.base if self.target is None else scaled(self.client, self.base, *self.target)
+        return spec, cluster_world.read(self.client, spec, parallel=self.parallel)
+
+    def plan(self, world: tuple[ClusterSpec, cluster_world.ClusterWorld]) -> ClusterPlan:
+        return _plan(*world, self.max_hourly_cost, self.scale)
+
+    def lease(self, plan: ClusterPlan) -> converge_runner.Where:
+        return converge_runner.Where(plan.cloudspace["cloudspace_id"], plan.spec.name)
+
+    def make(self, plan: ClusterPlan, done: dict[str, Any]) -> str:
+        self.made = _claim(self.client, plan.spec, done)["cloudspace_id"]
+        return self.made
+
+    def nothing_done(self) -> dict[str, Any]:
+        self.made = None
+        return {"cloudspace_created": False, "created": [], "deleted": [], "reserved": [], "released": []}
+
+    def apply(self, plan: ClusterPlan, done: dict[str, Any]) -> None:
+        apply(self.client, plan, known(self._space(plan), "the cluster's cloudspace"), done, self.parallel)
+
+    def result(self, plan: ClusterPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = _result(plan, None if done is None else _sorted(done), check_mode)
+        return dict(out, cloudspace_id=self._space(plan))
+
+    def _space(self, plan: ClusterPlan) -> str | None:
+        """The cloudspace of the plan, or the one this run claimed for it."""
+        return plan.cloudspace["cloudspace_id"] or self.made
+
+    def failed(self, exc: WhiteskyError, done: dict[str, Any]) -> WhiteskyError:
+        return _failed(exc, done)
+
+    def gone(self, exc: CloudspaceGone) -> WhiteskyError:
+        return _gone(self.base)
 
 
 def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) -> ClusterSpec:
@@ -203,7 +238,6 @@ def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) 
 
 
 def _plan(
-    client: WhiteskyClient,
     spec: ClusterSpec,
     w: cluster_world.ClusterWorld,
     max_hourly_cost: float | None,
@@ -223,34 +257,6 @@ def _plan(
     return p
 
 
-def _converge_held(
-    client: WhiteskyClient,
-    p: ClusterPlan,
-    done: dict[str, Any],
-    parallel: int,
-    max_hourly_cost: float | None,
-    spec_of: Callable[[], ClusterSpec],
-    scale: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The cloudspace (claimed when there is none), then, holding the cluster's lease on it, the plan applied (made
-    again from fresh reads when this run had to wait for the lease: a scale's spec too, from the record as the run
-    it waited for left it)."""
-    spec = p.spec
-    cs = p.cloudspace["cloudspace_id"] or _claim(client, spec, done)["cloudspace_id"]
-    with lease.held(client, cs, spec.name) as fresh:
-        if fresh is not None:
-            spec = spec_of()
-            w = cluster_world.read(client, spec, parallel=parallel)
-            if not w["spaces"] or w["spaces"][0]["cloudspace"]["cloudspace_id"] != cs:
-                raise CloudspaceGone("cloudspace %s is no longer the cluster's" % cs, {})
-            p = _plan(client, spec, w, max_hourly_cost, scale)
-        apply(client, p, cs, done, parallel)
-    out = dict(_result(p, _sorted(done)), cloudspace_id=cs)
-    if fresh is not None and fresh.holders:
-        out["warnings"] = [lease.waited_message(fresh)]
-    return out
-
-
 def _claim(client: WhiteskyClient, spec: ClusterSpec, done: dict[str, Any]) -> CloudspaceView:
     """A new cloudspace for the cluster, its creator note on it (or the one another run made first)."""
     try:
@@ -261,7 +267,7 @@ def _claim(client: WhiteskyClient, spec: ClusterSpec, done: dict[str, Any]) -> C
     return space
 
 
-def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = False) -> dict[str, Any]:
+def _teardown_result(p: TeardownPlan, check_mode: bool = False) -> dict[str, Any]:
     """What a teardown would do (check mode), or the frame of what it did, with the lines a person reads
     (``summary``) and a warning for each machine deleted by force with vGPUs it leaves billed."""
     view = p.view()
@@ -270,8 +276,7 @@ def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = Fa
         "released": view["release"],
         "cloudspaces_deleted": [c["cloudspace_id"] for c in view["cloudspaces"] if c["delete"]],
     }
-    noted = any(c["pools_notes"] for c in view["cloudspaces"])  # the cluster's pools notes, where a cloudspace stays
-    out = dict(planned, changed=any(planned.values()) or noted, plan=view, spec=p.spec.as_dict())
+    out = dict(planned, changed=p.changed, plan=view, spec=p.spec.as_dict())
     currency = view["price"]["currency"]
     out["diff"] = {
         "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
@@ -293,8 +298,7 @@ def _teardown_result(p: TeardownPlan, machine: str | None, check_mode: bool = Fa
 
 def _say_found_nothing(
     client: WhiteskyClient,
-    spec: ClusterSpec,
-    w: cluster_world.ClusterWorld,
+    p: TeardownPlan,
     machine: str | None,
     parallel: int,
     out: dict[str, Any],
@@ -305,8 +309,9 @@ def _say_found_nothing(
     ``world.elsewhere``; the controller's finalizers, which act on what they recorded, do not look)."""
     if out["changed"]:
         return
+    spec = p.spec
     found = dict(cluster_world.elsewhere(client, spec, machine, parallel)) if look_elsewhere else None
-    looked = [s["cloudspace"]["cloudspace_id"] for s in w["spaces"]]
+    looked = [s["cloudspace_id"] for s in p.cloudspaces]
     text = summary.found_nothing(spec.name, spec.cloudspace, spec.location, machine, looked, found)
     out.setdefault("warnings", []).append(text)
 
@@ -333,37 +338,64 @@ def teardown(
             raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")
         planfile.check_new(plan_file, check_mode)
 
-    def make() -> tuple[cluster_world.ClusterWorld, TeardownPlan]:
-        w = cluster_world.read(client, spec, teardown=True, parallel=parallel)
-        return w, plan_teardown(spec, w, machine, force, delete_cloudspace)
+    down = _Teardown(client, spec, machine, force, delete_cloudspace, parallel, plan_file, look_elsewhere)
+    return converge_runner.converge(client, down, check_mode)
 
-    for _attempt in range(RESTARTS):
-        w, p = make()
-        out = _teardown_result(p, machine, check_mode)
-        if plan_file is not None:
-            return dict(out, **write_reclaim_plan(client, p, plan_file))
-        _say_found_nothing(client, spec, w, machine, parallel, out, look_elsewhere)
-        if check_mode or not out["changed"]:
-            return out
-        done: dict[str, list[str]] = {"deleted": [], "released": [], "cloudspaces_deleted": []}
-        try:
-            if not w["spaces"]:  # nothing but reservations left, in no cloudspace to hold a lease on
-                apply_teardown(client, p, done, parallel)
-                return dict(out, **_sorted(done))
-            with lease.held(client, w["spaces"][0]["cloudspace"]["cloudspace_id"], spec.name) as got:
-                if got is not None:  # what was read before this run held the cluster may be stale
-                    w, p = make()
-                    out = _teardown_result(p, machine)
-                apply_teardown(client, p, done, parallel)
-        except CloudspaceGone:
-            continue  # another teardown deleted it while this run waited: read what is left
-        except WhiteskyError as exc:
-            raise _failed(exc, done) from None
-        out = dict(out, **_sorted(done), summary=summary.teardown_lines(p.view(), False))
-        if got is not None and got.holders:
-            out.setdefault("warnings", []).append(lease.waited_message(got))
+
+class _Teardown(converge_runner.Concern[cluster_world.ClusterWorld, TeardownPlan]):
+    """A cluster torn down, or one machine of it deleted."""
+
+    restarts = RESTARTS
+
+    def __init__(
+        self,
+        client: WhiteskyClient,
+        spec: ClusterSpec,
+        machine: str | None,
+        force: bool,
+        delete_cloudspace: bool,
+        parallel: int,
+        plan_file: str | None,
+        look_elsewhere: bool,
+    ) -> None:
+        self.client, self.spec, self.machine, self.force = client, spec, machine, force
+        self.delete_cloudspace, self.parallel, self.plan_file, self.look_elsewhere = (
+            delete_cloudspace,
+            parallel,
+            plan_file,
+            look_elsewhere,
+        )
+
+    def read(self) -> cluster_world.ClusterWorld:
+        return cluster_world.read(self.client, self.spec, teardown=True, parallel=self.parallel)
+
+    def plan(self, world: cluster_world.ClusterWorld) -> TeardownPlan:
+        return plan_teardown(self.spec, world, self.machine, self.force, self.delete_cloudspace)
+
+    def lease(self, plan: TeardownPlan) -> converge_runner.Where | None:
+        # nothing but reservations left, in no cloudspace to hold a lease on: none
+        return converge_runner.Where(plan.cloudspaces[0]["cloudspace_id"], self.spec.name) if plan.cloudspaces else None
+
+    def nothing_done(self) -> dict[str, Any]:
+        return {"deleted": [], "released": [], "cloudspaces_deleted": []}
+
+    def apply(self, plan: TeardownPlan, done: dict[str, Any]) -> None:
+        apply_teardown(self.client, plan, done, self.parallel)
+
+    def result(self, plan: TeardownPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = _teardown_result(plan, check_mode)
+        if done is not None:
+            return dict(out, **_sorted(done))
+        if self.plan_file is not None:  # check mode (planfile.check_new refused it otherwise)
+            return dict(out, **write_reclaim_plan(self.client, plan, self.plan_file))
+        _say_found_nothing(self.client, plan, self.machine, self.parallel, out, self.look_elsewhere)
         return out
-    raise _gone(spec)
+
+    def failed(self, exc: WhiteskyError, done: dict[str, Any]) -> WhiteskyError:
+        return _failed(exc, done)
+
+    def gone(self, exc: CloudspaceGone) -> WhiteskyError:
+        return _gone(self.spec)
 
 
 def run(

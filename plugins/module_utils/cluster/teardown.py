@@ -16,13 +16,14 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan impor
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, reviewed, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
-    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan, Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
@@ -68,6 +69,12 @@ class TeardownPlan:
     left: dict[str, int] = field(default_factory=dict)
     #: the teardown may delete the cloudspaces it empties (``delete_cloudspace``)
     delete_cloudspace: bool = True
+
+    @property
+    def changed(self) -> bool:
+        """Whether applying it changes anything: a machine deleted, a reservation released, a cloudspace deleted,
+        or the cluster's pools note deleted where a cloudspace stays."""
+        return bool(self.release or any(s["machines"] or s["delete"] or s["pools_notes"] for s in self.cloudspaces))
 
     def view(self) -> TeardownView:
         return {
@@ -125,7 +132,7 @@ def plan_teardown(
         )
         planned = None
         if names:
-            wanted: tuple[Pool, ...] = ({"name": None, "names": names, "gpu": None},)
+            wanted = (Pool(None, tuple(names)),)
             planned = pools.plan_machines(wanted, space["vms"], cluster, present=False, exclusive=False)
             if not force:
                 graceful.update((n, inventory.owned(cluster, n)) for n in names)
@@ -178,9 +185,9 @@ def _refuse_live_elsewhere(spec: ClusterSpec, release: Iterable[Reservation], to
 
 
 def write_reclaim_plan(client: WhiteskyClient, p: TeardownPlan, path: str) -> dict[str, Any]:
-    """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``sweep.write_plan``)."""
+    """The teardown's releases, written as a reclaim plan of scope ``cluster`` (``reviewed.write_plan``)."""
     scope = plandoc.scope_of("cluster", p.spec.location, p.spec.name)
-    return sweep.write_plan(client, path, scope, p.release, "whitesky.capvco.cluster")
+    return reviewed.write_plan(client, path, scope, p.release, "whitesky.capvco.cluster")
 
 
 def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list[str]], parallel: int) -> None:
@@ -193,7 +200,7 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
             space["cloudspace_id"], spec.name, spec.location, state="absent", force=p.force, parallel=parallel
         )
         result: dict[str, Any] = {"created": [], "deleted": [], "machines": []}
-        pool: tuple[Pool, ...] = ({"name": None, "names": space["machines"], "gpu": None},)
+        pool = (Pool(None, tuple(space["machines"])),)
         try:
             pools.apply_machines(client, scope, pool, planned, {}, p.graceful, result)
         finally:

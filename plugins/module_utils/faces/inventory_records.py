@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import PoolGpu, PoolShown
+
 
 class VgpuOwner(TypedDict):
     """Who a reservation's name says owns it (``naming.decode``): the cluster and machine as they stand in the
@@ -73,34 +75,20 @@ class HostRecord(TypedDict):
     currency: str | None
 
 
-class PoolGpu(TypedDict):
-    type: str
-    count: int
-
-
-class PoolRecord(TypedDict):
+class PoolRecord(PoolShown):
     """One pool of a cluster as its pools note on a cloudspace records it (``notes.pools_note``: written by the
-    cluster's runs, information only), priced at the location's price: a pool at zero has no VM, and is known
-    from this alone."""
+    cluster's runs, information only), shown as the plan shows a pool (``spec.pool.PoolShown``; its price of one
+    machine is None also when the note records no disk), priced at the location's price: a pool at zero has no VM,
+    and is known from this alone."""
 
     cluster: str
-    #: the pool's name
-    name: str
     cloudspace_id: str
     cloudspace: str
     location: str
-    #: how many machines the cluster's spec asks for (0: scaled to zero)
-    replicas: int
-    vcpus: int
-    #: MiB
-    memory: int
     #: GiB of each machine's boot disk, as the note records it (None: not recorded)
     disk: int | None
     #: its vGPUs per machine, by type; None for a pool without GPUs
     gpu: PoolGpu | None
-    #: what one machine of it costs per hour at the location's prices, whole (vCPUs, memory, boot disk, vGPUs: as
-    #: the plan prices it); None when a unit's price, or the disk of a note that records none, is not known
-    per_machine_hourly: float | None
     currency: str | None
 
 

@@ -6,10 +6,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
+
+
+class Capacity(TypedDict):
+    """A GPU type's vGPUs in a plan: the slots it reserves, and the free instances of the profiles it may take."""
+
+    needed: int
+    available: int
 
 
 @dataclass(frozen=True)
@@ -29,3 +36,15 @@ class VgpuPlan:
 
     machines: dict[str, MachinePlan]
     alloc: dict[str, str]
+
+    @property
+    def changed(self) -> bool:
+        """Whether carrying it out calls the platform to change anything."""
+        return any(pl.releases or pl.fixes or pl.missing for pl in self.machines.values())
+
+    def view(self) -> dict[str, dict[str, int]]:
+        """Each machine's counts: slots to reserve, reservations to release, reservations to fix."""
+        return {
+            name: {"reserve": len(pl.missing), "release": len(pl.releases), "fix": len(pl.fixes)}
+            for name, pl in self.machines.items()
+        }

@@ -23,9 +23,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import MachinePlan, VgpuPlan
-from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import Profile, allocate, type_profiles
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import Capacity, MachinePlan, VgpuPlan
+from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import (
+    Profile,
+    allocate,
+    choose,
+    least_memory,
+    normalise_type,
+    profiles_of_type,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.converge import Concern, Where, converge
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
     PartialFailure,
@@ -114,42 +122,87 @@ def ensure(
         raise InputError("count %d is above the %d slots a machine can hold" % (count, naming.MAX_SLOT + 1))
     naming.cluster_part(cluster)
     target = Target(location, cloudspace_id, cluster, permanently, parallel)
-    wanted = gpu_type if present else None
+    concern = _Slots(client, target, machines, count, gpu_type if present else None, profile if present else None)
+    return converge(client, concern, check_mode)
 
-    def read_and_plan() -> tuple[dict[str, Any], list[tuple[int, str]], VgpuPlan]:
-        got = _read(client, target, machines, present)
-        resolved = resolve_machines(got["vms"], machines, cloudspace_id)
-        return got, resolved, plan(got, resolved, cluster, count, wanted, location, profile if present else None)
 
-    got, resolved, planned = read_and_plan()
-    if not check_mode and _writes(planned):
-        # one run at a time per cluster; what was read before this run held the cluster may be stale
-        with lease.held(client, cloudspace_id, cluster) as fresh:
-            if fresh is not None:
-                got, resolved, planned = read_and_plan()
-            result = _result(got, planned, cluster, permanently)
-            result["reservations"] = apply(client, target, resolved, planned)
-            return result
-    result = _result(got, planned, cluster, permanently)
-    if check_mode:
-        kept = [dict(view(i), status="ATTACHED") for pl in planned.machines.values() for i in pl.kept]
-        result["reservations"] = kept
-        result["planned"] = {
-            name: {"reserve": len(pl.missing), "release": len(pl.releases), "fix": len(pl.fixes)}
-            for name, pl in planned.machines.items()
+@dataclass(frozen=True)
+class Slots:
+    """What ``vgpu`` converges: the machines (VM id, name), their :class:`~gpu.plans.VgpuPlan`, each one's slots as
+    they are (its diff's ``before``), and whether a release deletes permanently."""
+
+    machines: tuple[tuple[int, str], ...]
+    plan: VgpuPlan
+    before: dict[str, list[str]]
+    permanently: bool
+
+    @property
+    def changed(self) -> bool:
+        """Whether carrying it out calls the platform to change anything."""
+        return self.plan.changed
+
+    def view(self) -> dict[str, Any]:
+        """The module's result of the plan (check mode): ``changed`` (a release of what is in the recycle bin
+        already, without ``permanently``, changes nothing), the ``diff``, the reservations it keeps, and each
+        machine's counts."""
+        planned = self.plan
+        plans = planned.machines.values()
+        releases_billed = any(not deleted(i) or self.permanently for pl in plans for i in pl.releases)
+        return {
+            "changed": any(pl.fixes or pl.missing for pl in plans) or releases_billed,
+            "diff": {"before": self.before, "after": _after(planned)},
+            "reservations": [dict(view(i), status="ATTACHED") for pl in plans for i in pl.kept],
+            "planned": planned.view(),
         }
-        return result
-    result["reservations"] = apply(client, target, resolved, planned)  # nothing to write: the kept, viewed
-    return result
 
 
-def _result(got: Mapping[str, Any], planned: VgpuPlan, cluster: str, permanently: bool) -> dict[str, Any]:
-    return {"changed": _changes(planned, permanently), "diff": _diff(got["inventory"], cluster, planned)}
+class _Slots(Concern[tuple[dict[str, Any], list[tuple[int, str]]], "Slots"]):
+    """The ``vgpu`` module's concern: the machines' slots, under the cluster's lease."""
 
+    def __init__(
+        self,
+        client: WhiteskyClient,
+        target: Target,
+        machines: Sequence[str | int],
+        count: int,
+        gpu_type: str | None,
+        profile: str | None,
+    ) -> None:
+        self.client, self.target, self.wanted = client, target, machines
+        self.count, self.gpu_type, self.profile = count, gpu_type, profile
 
-def _writes(planned: VgpuPlan) -> bool:
-    """Whether carrying out the plan calls the platform to change anything."""
-    return any(pl.releases or pl.fixes or pl.missing for pl in planned.machines.values())
+    def read(self) -> tuple[dict[str, Any], list[tuple[int, str]]]:
+        """The reads (:func:`_read`, at once), and the machines they name."""
+        got = _read(self.client, self.target, self.wanted, self.gpu_type is not None)
+        return got, resolve_machines(got["vms"], self.wanted, self.target.cloudspace_id)
+
+    def plan(self, world: tuple[dict[str, Any], list[tuple[int, str]]]) -> Slots:
+        """:func:`plan` (pure), with each machine's slots as they are."""
+        got, resolved = world
+        t = self.target
+        planned = plan(got, resolved, t.cluster, self.count, self.gpu_type, t.location, self.profile)
+        before = {
+            name: sorted(slot_line(i) for i in got["inventory"].owned(t.cluster, name) if not deleted(i))
+            for name in planned.machines
+        }
+        return Slots(tuple(resolved), planned, before, t.permanently)
+
+    def lease(self, plan: Slots) -> Where:
+        return Where(self.target.cloudspace_id, self.target.cluster)
+
+    def apply(self, plan: Slots, done: dict[str, Any]) -> None:
+        done["reservations"] = apply(self.client, self.target, plan.machines, plan.plan)
+
+    def result(self, plan: Slots, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = plan.view()
+        if check_mode:
+            return out
+        del out["planned"]
+        reservations = (done or {}).get("reservations")
+        if reservations is None:  # nothing written: the kept, viewed as the applier views them (no platform call)
+            reservations = apply(self.client, self.target, plan.machines, plan.plan)
+        out["reservations"] = reservations
+        return out
 
 
 @dataclass(frozen=True)
@@ -194,42 +247,99 @@ def plan(
     profile: str | None = None,
 ) -> VgpuPlan:
     """Each machine's plan (:func:`plan_machine`) and the profile its new slots come from (pure): a
-    :class:`~gpu.plans.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``).  ``profile`` narrows
-    the type's profiles (``profiles.choose``): a reservation of another is replaced.  An unknown type or profile, or
-    too little capacity, raises here."""
-    type_ids: set[str] = set()
-    profiles: list[Profile] = []
-    if gpu_type is not None:
-        profiles = type_profiles(got["profiles"], gpu_type, location, profile)
-        type_ids = {pr["id"] for pr in profiles}
-    plans: dict[str, MachinePlan] = {}
-    for vm_id, name in machines:
+    :class:`~gpu.plans.VgpuPlan` (``machines: {name: plan}``, ``alloc: {name: profile id}``), of one group of
+    machines (:func:`plan_groups`).  ``profile`` narrows the type's profiles (``profiles.choose``): a reservation of
+    another is replaced.  An unknown type or profile, or too little capacity, raises here."""
+    machines = list(machines)
+    for _vm_id, name in machines:
         naming.machine_part(cluster, name)
-        plans[name] = plan_machine(got["inventory"].owned(cluster, name), vm_id, count, type_ids, gpu_type is not None)
+    wanted = Group(tuple(machines), count, gpu_type, profile)
+    return plan_groups(got.get("profiles") or [], got["inventory"], cluster, location, [wanted]).plans[0]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Machines that hold alike vGPUs (a pool's, or those of one ``vgpu`` call): each machine (its VM id, None when
+    it is still to be made; its name), how many vGPUs each holds, of which type (None: none, every reservation it
+    owns goes) and of which of the type's profiles (``gpu.profile``, ``profiles.choose``)."""
+
+    machines: tuple[tuple[int | None, str], ...]
+    count: int
+    gpu_type: str | None
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
+class Groups:
+    """:func:`plan_groups`'s plan: each group's :class:`~gpu.plans.VgpuPlan` and the GPU memory of each of its
+    vGPUs (GB, at least: None when not known, or without vGPUs), in the groups' order; and by type (as the first
+    group of it writes it) the slots the plans reserve and the instances of the profiles they may take."""
+
+    plans: tuple[VgpuPlan, ...]
+    memory: tuple[int | None, ...]
+    capacity: dict[str, Capacity]
+
+
+def plan_groups(
+    listed: Iterable[Profile], inventory: Inventory, cluster: str, location: str, groups: Sequence[Group]
+) -> Groups:
+    """Every group's machines planned (:func:`plan_machine`) and their new slots' profiles allocated at once, one
+    allocation per GPU type for all the groups of that type, whatever profile each asks for (pure): two pools of a
+    type share its free instances.  ``listed`` are the location's profiles (``gpu_profiles``), ``inventory`` its
+    reservations.  An unknown type or profile raises here, and too little capacity (``InsufficientCapacity``),
+    before anything is reserved."""
+    listed = list(listed)
+    #: by normalised type: (the type as the first group writes it, its profiles, {machine: slots to reserve},
+    #: {machine: the profile ids its group allows})
+    needs: dict[str, tuple[str, list[Profile], dict[str, int], dict[str, set[str]]]] = {}
+    plans: list[dict[str, MachinePlan]] = []
+    memory: list[int | None] = []
+    for group in groups:
+        type_ids: set[str] = set()
+        gpu_type = group.gpu_type
+        if gpu_type is not None:
+            profiles = profiles_of_type(listed, gpu_type, location)
+            # the profiles the group asks for (whole cards without a profile): a reservation of another is replaced,
+            # and a profile the type does not have is refused here, before anything is written
+            chosen = choose(profiles, group.profile, gpu_type, location)
+            type_ids = {p["id"] for p in chosen}
+            needs.setdefault(normalise_type(gpu_type), (gpu_type, profiles, {}, {}))
+        memory.append(least_memory(chosen) if gpu_type is not None else None)
+        machine_plans: dict[str, MachinePlan] = {}
+        for vm_id, name in group.machines:
+            mp = plan_machine(inventory.owned(cluster, name), vm_id, group.count, type_ids, gpu_type is not None)
+            machine_plans[name] = mp
+            if gpu_type is not None and mp.missing:
+                _label, _profiles, slots, allowed = needs[normalise_type(gpu_type)]
+                slots[name], allowed[name] = len(mp.missing), type_ids
+        plans.append(machine_plans)
+    capacity: dict[str, Capacity] = {}
     alloc: dict[str, str] = {}
-    if gpu_type is not None:
-        needs = {n: len(pl.missing) for n, pl in plans.items()}
-        alloc = allocate(profiles, needs, gpu_type)
-    return VgpuPlan(machines=plans, alloc=alloc)
+    for label, profiles, slots, allowed in needs.values():
+        alloc.update(allocate(profiles, slots, label, allowed))
+        usable = set().union(*allowed.values()) if allowed else {p["id"] for p in profiles}
+        capacity[label] = {
+            "needed": sum(slots.values()),
+            "available": sum(int(p.get("available_instances") or 0) for p in profiles if p["id"] in usable),
+        }
+    return Groups(
+        plans=tuple(
+            VgpuPlan(machines=mps, alloc={n: alloc[n] for n, mp in mps.items() if mp.missing}) for mps in plans
+        ),
+        memory=tuple(memory),
+        capacity=capacity,
+    )
 
 
-def _changes(planned: VgpuPlan, permanently: bool) -> bool:
-    plans = planned.machines.values()
-    releases_billed = any(not deleted(i) or permanently for pl in plans for i in pl.releases)
-    return any(pl.fixes or pl.missing for pl in plans) or releases_billed
-
-
-def _diff(inventory: Inventory, cluster: str, planned: VgpuPlan) -> dict[str, dict[str, list[str]]]:
-    """Each machine's slots before and after, a line per slot."""
-    before: dict[str, list[str]] = {}
-    after: dict[str, list[str]] = {}
-    for name, pl in planned.machines.items():
-        before[name] = sorted(slot_line(i) for i in inventory.owned(cluster, name) if not deleted(i))
-        after[name] = sorted(
+def _after(planned: VgpuPlan) -> dict[str, list[str]]:
+    """Each machine's slots once the plan is carried out, a line per slot."""
+    return {
+        name: sorted(
             ["%02d %s ATTACHED" % (owner_of(i).slot, i["gpu_id"]) for i in pl.kept]
             + ["%02d %s ATTACHED" % (s, planned.alloc.get(name)) for s in pl.missing]
         )
-    return {"before": before, "after": after}
+        for name, pl in planned.machines.items()
+    }
 
 
 def apply(

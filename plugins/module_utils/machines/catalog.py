@@ -25,6 +25,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel 
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 
 #: Where a user finds an image's id, for every message that asks for one.
 IMAGE_HINT = "whitesky.capvco.image_info lists a location's images"
@@ -84,13 +85,12 @@ def require_images(client: WhiteskyClient, location: str, wanted: Mapping[int, I
         check_images(client.images(location), wanted, location)
 
 
-def images_of(pools: Iterable[Mapping[str, Any]]) -> dict[int, list[str]]:
-    """``{image id: machine names}`` of the machines to create (``[{image_id, names}]``, the machines core's
-    pools with only the names to create)."""
+def images_of(pools: Iterable[Pool]) -> dict[int, list[str]]:
+    """``{image id: machine names}`` of the machines to create (the pools with only the names to create)."""
     out: dict[int, list[str]] = {}
     for pool in pools:
-        if pool.get("image_id") is not None and pool.get("names"):
-            out.setdefault(int(pool["image_id"]), []).extend(pool["names"])
+        if pool.image is not None and pool.names:
+            out.setdefault(int(pool.image), []).extend(pool.names)
     return out
 
 

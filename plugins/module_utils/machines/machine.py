@@ -12,15 +12,20 @@ name without it (a neighbour cluster's, or one made by hand) is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import IMAGE_HINT, require_images
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import (
+    IMAGE_HINT,
+    check_images,
+    images_of,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import user_data as render_user_data
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.converge import Concern, Where, converge
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     ApiError,
     InputError,
@@ -29,6 +34,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     known,
     missing_is_none,
 )
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import (
     describe,
@@ -40,7 +46,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import (
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
-    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, Reservation
+    from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM, DescribedVM, Reservation
 
 
 def vm_view(vm: VM) -> dict[str, Any]:
@@ -60,9 +66,9 @@ def vm_view(vm: VM) -> dict[str, Any]:
     }
 
 
-def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
-    """A warning when an existing machine's size differs from the one asked for (it is never resized)."""
-    wanted = {k: p[k] for k in ("vcpus", "memory") if p.get(k) is not None}
+def size_warning(vm: VM, p: Pool) -> str | None:
+    """A warning when an existing machine's size differs from the one its pool asks for (it is never resized)."""
+    wanted = {k: v for k, v in (("vcpus", p.vcpus), ("memory", p.memory)) if v is not None}
     differs = {k: (vm.get(k), v) for k, v in wanted.items() if vm.get(k) != v}
     if not differs:
         return None
@@ -72,13 +78,13 @@ def size_warning(vm: VM, p: Mapping[str, Any]) -> str | None:
     )
 
 
-def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
-    """Refuse to create machines without vcpus, memory and an image (``image_id``: a VM made without one boots
-    nothing, and the platform shows it as image 0)."""
+def need_size(p: Pool, names: Iterable[str]) -> None:
+    """Refuse to create machines of pool ``p`` without vcpus, memory and an image (``image_id``: a VM made without
+    one boots nothing, and the platform shows it as image 0)."""
     listed = ", ".join(repr(n) for n in names)
-    if not p.get("vcpus") or not p.get("memory"):
+    if not p.vcpus or not p.memory:
         raise InputError("creating machine(s) %s needs vcpus and memory" % listed)
-    image = p.get("image_id")
+    image = p.image
     if isinstance(image, bool) or not isinstance(image, int) or image < 1:
         raise InputError(
             "creating machine(s) %s needs image_id (a cluster spec's control_plane.image or pools[].image)%s: the "
@@ -87,14 +93,22 @@ def need_size(p: Mapping[str, Any], names: Iterable[str]) -> None:
         )
 
 
-def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], data: str) -> dict[str, Any]:
-    """Create one VM with the cluster's marker (or the given description); a lost answer is resolved by name, and a
-    VM found there must carry the marker.  Returns its view."""
-    cluster = p.get("cluster")
+def create(
+    client: WhiteskyClient,
+    cs: str,
+    name: str,
+    p: Pool,
+    data: str,
+    cluster: str | None = None,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Create one VM of pool ``p`` (``need_size`` passed) with ``cluster``'s marker, naming the pool (or the given
+    description); a lost answer is resolved by name, and a VM found there must carry the marker.  Returns its
+    view."""
     if cluster:
-        description = markers.machine_marker(cluster, p.get("pool"))
+        description = markers.machine_marker(cluster, p.name)
     else:
-        description = p.get("description") or "capvco machine"
+        description = description or "capvco machine"
 
     def resolve(_exc: Exception) -> Resolved | None:  # the answer was lost: created after all?
         found = find_vm(client, cs, name)
@@ -110,10 +124,10 @@ def create(client: WhiteskyClient, cs: str, name: str, p: Mapping[str, Any], dat
         cs,
         name=name,
         description=description,
-        vcpus=p["vcpus"],
-        memory=p["memory"],
-        image_id=p.get("image_id"),
-        disk_size=p.get("disk_size"),
+        vcpus=known(p.vcpus, "vcpus"),
+        memory=known(p.memory, "memory"),
+        image_id=p.image,
+        disk_size=p.disk_size,
         user_data=data,
         resolve=resolve,
     )
@@ -176,82 +190,145 @@ def ensure(
     again from what is read once it is held; a machine of a cluster is named ``<cluster>-<rest>``."""
     if cluster:
         markers.check_machine_name(cluster, name)
-    m = _Machine(
+    m = Asked(
         cloudspace_id,
-        name,
         state,
         force,
         cluster,
         location,
-        {"vcpus": vcpus, "memory": memory, "image_id": image_id, "disk_size": disk_size},
-        {"cluster": cluster, "pool": pool, "description": description},
+        Pool(pool, (name,), vcpus, memory, image_id, disk_size),
+        description,
         Boot(first_boot or {}, bootstrap_data, provider_id, user_data, dict(node_labels or {})),
     )
-    result = _ensure(client, m, write=False)
-    if check_mode or not result["changed"]:
-        return result
-    if not cluster:
-        return _ensure(client, m, write=True)
-    with lease.held(client, cloudspace_id, cluster):
-        return _ensure(client, m, write=True)
+    return converge(client, _One(client, m), check_mode)
 
 
 @dataclass(frozen=True)
-class _Machine:
-    """What :func:`ensure` was asked for."""
+class Asked:
+    """What :func:`ensure` was asked for: the machine, a pool of one (its pool's name, its size), where, how, and what
+    it boots with."""
 
     cloudspace_id: str
-    name: str
     state: str
     force: bool
     cluster: str | None
     location: str | None
-    size: dict[str, Any]
-    owner: dict[str, Any]
+    machine: Pool
+    description: str | None
     boot: Boot
 
+    @property
+    def name(self) -> str:
+        return self.machine.names[0]
 
-def _ensure(client: WhiteskyClient, m: _Machine, write: bool) -> dict[str, Any]:
-    """:func:`ensure`'s reads and plan, and with ``write`` its changes."""
-    cs, name, cluster, location, force = m.cloudspace_id, m.name, m.cluster, m.location, m.force
-    vm: VM | None = find_vm(client, cs, name)
-    if vm is not None and cluster:
-        vm = describe(client, cs, vm)
-        if vm is not None and vm["owner"] != cluster:
-            raise not_owned(name, cluster, vm.get("description"))
+
+@dataclass(frozen=True)
+class Found:
+    """What :func:`ensure` reads: the VM of the name (None: there is none) and, when a cluster is asked for, the same
+    with its owner (``seen``), the location's images (None: not read, nothing to create or no location), and the
+    reservations of the cluster's a graceful delete releases first (None: not read)."""
+
+    vm: VM | None
+    seen: DescribedVM | None
+    images: list[Any] | None
+    owned: list[Reservation] | None
+
+
+@dataclass(frozen=True)
+class MachineChange:
+    """What :func:`ensure` changes of one machine (:func:`plan_machine`, pure): the VM as it is (``before``, its
+    view; empty: none), the VM to create (``create``: the machine, a pool of one, with its rendered ``user_data``)
+    or to delete (``delete``, by force or after its reservations ``releases``), and a size warning."""
+
+    name: str
+    before: dict[str, Any]
+    create: Pool | None = None
+    user_data: str = ""
+    delete: VM | None = None
+    force: bool = False
+    releases: tuple[Reservation, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.create is not None or self.delete is not None
+
+    def view(self) -> dict[str, Any]:
+        """The ``machine`` module's result of the plan: the machine as it is, the diff, the warning, and the vGPUs
+        a graceful delete releases."""
+        out: dict[str, Any] = {"changed": self.changed, "machine": self.before}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        after: dict[str, Any] = self.before
+        if self.create is not None:
+            p = self.create
+            after = {"name": self.name, "vcpus": p.vcpus, "memory": p.memory, "image_id": p.image}
+        elif self.delete is not None:
+            after = {}
+        out["diff"] = {"before": self.before, "after": after}
+        if self.delete is not None and not self.force:
+            out["released_vgpus"] = [i["vgpu_name"] for i in self.releases]
+        return out
+
+
+def plan_machine(m: Asked, found: Found) -> MachineChange:
+    """What :func:`ensure` changes, from what it read (pure): a VM of the name that is not the cluster's is
+    refused; a machine to create must have its size and image (one the location has) and user data that fits; a
+    graceful delete needs the cluster and the location."""
+    name, cluster, vm, seen = m.name, m.cluster, found.vm, found.seen
+    if seen is not None and cluster and seen["owner"] != cluster:
+        raise not_owned(name, cluster, seen["description"])
     before = vm_view(vm) if vm else {}
-    result: dict[str, Any] = {"changed": False, "machine": before}
     if m.state == "present":
         if vm is not None:
-            warning = size_warning(vm, m.size)
-            if warning:
-                result["warnings"] = [warning]
-            result["diff"] = {"before": before, "after": before}
-            return result
-        need_size(m.size, [name])
+            warning = size_warning(vm, m.machine)
+            return MachineChange(name, before, warnings=(warning,) if warning else ())
+        need_size(m.machine, [name])
         data = render_user_data(m.boot, "machine %r" % name)
-        if location:  # an image the location does not have is refused before anything is made
-            require_images(client, location, {m.size["image_id"]: [name]})
-        after = {"name": name, "vcpus": m.size["vcpus"], "memory": m.size["memory"], "image_id": m.size["image_id"]}
-        result.update(changed=True, diff={"before": {}, "after": after})
-        if not write:
-            return result
-        result["machine"] = create(client, cs, name, {**m.size, **m.owner}, data)
-        return result
+        if found.images is not None:  # an image the location does not have is refused before anything is made
+            check_images(found.images, images_of([m.machine]), known(m.location, "location"))
+        return MachineChange(name, before, create=m.machine, user_data=data)
     if vm is None:
-        result["diff"] = {"before": {}, "after": {}}
-        return result
-    result.update(changed=True, diff={"before": before, "after": {}})
-    need_graceful(force, cluster, location, [name])
-    owned: list[Reservation] = []
-    if not force:
-        owned = Inventory(client, known(location, "location")).owned(cluster, name)
-        result["released_vgpus"] = [i["vgpu_name"] for i in owned]
-    if not write:
-        return result
-    ops = None if force or location is None else Ops(client, location, cs, permanently=True)
-    delete(client, cs, vm, force, ops, owned)
-    return result
+        return MachineChange(name, before)
+    need_graceful(m.force, cluster, m.location, [name])
+    return MachineChange(name, before, delete=vm, force=m.force, releases=tuple(found.owned or ()))
+
+
+class _One(Concern[Found, MachineChange]):
+    """The ``machine`` module's concern: one VM, under its cluster's lease when it has a cluster."""
+
+    def __init__(self, client: WhiteskyClient, m: Asked) -> None:
+        self.client, self.m = client, m
+
+    def read(self) -> Found:
+        """The VM of the name (described, with a cluster), then the images when it is to be created, or the
+        cluster's reservations of it when it is to be deleted gracefully."""
+        m, client = self.m, self.client
+        vm: VM | None = find_vm(client, m.cloudspace_id, m.name)
+        seen = None
+        if vm is not None and m.cluster:
+            vm = seen = describe(client, m.cloudspace_id, vm)  # None: gone again since it was listed
+        images = owned = None
+        if m.state == "present":
+            if vm is None and m.location:
+                images = client.images(m.location)
+        elif seen is not None and not m.force and m.location and seen["owner"] == m.cluster:
+            owned = Inventory(client, m.location).owned(m.cluster, m.name)
+        return Found(vm, seen, images, owned)
+
+    def plan(self, world: Found) -> MachineChange:
+        return plan_machine(self.m, world)
+
+    def lease(self, plan: MachineChange) -> Where | None:
+        return Where(self.m.cloudspace_id, self.m.cluster) if self.m.cluster else None
+
+    def apply(self, plan: MachineChange, done: dict[str, Any]) -> None:
+        m, cs = self.m, self.m.cloudspace_id
+        if plan.create is not None:
+            done["machine"] = create(self.client, cs, plan.name, plan.create, plan.user_data, m.cluster, m.description)
+        elif plan.delete is not None:
+            ops = None if plan.force or m.location is None else Ops(self.client, m.location, cs, permanently=True)
+            delete(self.client, cs, plan.delete, plan.force, ops, plan.releases)
 
 
 SIZE_KEYS = ("vcpus", "memory", "image_id", "disk_size")

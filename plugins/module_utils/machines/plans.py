@@ -1,33 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A pool of machines in the machines core's shape, and the plan of converging pools (``pools.plan_machines``)
-(pure Python)."""
+"""The plan of converging pools of machines (``pools.plan_machines``), frozen (pure Python); a pool is the typed
+record ``spec.pool.Pool``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import Diff
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM
-
-
-class _Pool(TypedDict):
-    name: str | None
-    names: list[str]
-    #: ``{type, count, driver_version}``, or None for a pool without vGPUs
-    gpu: dict[str, Any] | None
-
-
-class Pool(_Pool, total=False):
-    """A pool of machines in the machines core's shape: its name, its machines' names, their size, their vGPUs."""
-
-    vcpus: int | None
-    memory: int | None
-    image_id: int | None
-    disk_size: int | None
 
 
 @dataclass(frozen=True)

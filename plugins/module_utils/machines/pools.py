@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.ops import Ops
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.profiles import type_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import images_of, require_images
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines.catalog import (
+    check_images,
+    images_of,
+    require_images,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspace_by_name
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import (
     create,
@@ -29,16 +33,17 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine i
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.userdata import Boot, pool_user_data
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.converge import Concern, Where, converge
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure, known
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.sweep import release_cluster
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import GpuSpec, Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import names_diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import described, refuse_foreign
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import Pool
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
 
@@ -82,19 +87,27 @@ def pools_of(
 
 
 def _pool(size: Mapping[str, Any], name: str | None, names: list[str], gpu_spec: dict[str, Any] | None) -> Pool:
-    """A pool in the machines core's shape: its size (``machines.SIZE_KEYS``), name, machines' names and vGPUs;
-    a name the machines' markers cannot carry is refused here, before anything is read or created."""
+    """A pool, typed: its name, machines' names, their size (``machines.SIZE_KEYS``) and vGPUs; a name the machines'
+    markers cannot carry is refused here, before anything is read or created."""
     if name is not None:
         naming.check_pool(name)
-    return {
-        "vcpus": size.get("vcpus"),
-        "memory": size.get("memory"),
-        "image_id": size.get("image_id"),
-        "disk_size": size.get("disk_size"),
-        "name": name,
-        "names": names,
-        "gpu": gpu_spec,
-    }
+    gpu = None
+    if gpu_spec is not None:
+        gpu = GpuSpec(
+            str(gpu_spec["type"]),
+            int(gpu_spec.get("count", 1)),
+            str(gpu_spec.get("driver_version") or ""),
+            gpu_spec.get("profile"),
+        )
+    return Pool(
+        name,
+        tuple(names),
+        size.get("vcpus"),
+        size.get("memory"),
+        size.get("image_id"),
+        size.get("disk_size"),
+        gpu,
+    )
 
 
 def ensure_pool(
@@ -125,8 +138,8 @@ def ensure_pool(
     ``sweep``, every reservation the cluster owns released (:func:`sweep.reclaim`)."""
     size = dict(vcpus=vcpus, memory=memory, image_id=image_id, disk_size=disk_size)
     wanted = pools_of(pools, names, pool, size)
-    markers.check_machine_names(cluster, [n for each in wanted for n in each["names"]])
-    gpu_pools = [(each, each["gpu"]) for each in wanted if each["gpu"] and each["names"]]
+    markers.check_machine_names(cluster, [n for each in wanted for n in each.names])
+    gpu_pools = [(each, each.gpu) for each in wanted if each.gpu and each.names]
     if (gpu_pools or sweep or not cloudspace_id) and not location:
         raise InputError(
             "location is required for the vGPUs of a pool (gpu), for sweep and to find a cloudspace by name"
@@ -163,7 +176,7 @@ def ensure_pool(
         scope, location = known(scope, "the cloudspace"), known(location, "location")
         result["reservations"] = []
         for each, gpu_spec in gpu_pools:
-            targets = [n for n in each["names"] if not check_mode or n not in result["created"]]
+            targets = [n for n in each.names if not check_mode or n not in result["created"]]
             done: dict[str, Any] = {"changed": False}
             if targets:
                 done = vgpus.ensure(
@@ -172,13 +185,13 @@ def ensure_pool(
                     cloudspace_id=scope.cloudspace_id,
                     cluster=cluster,
                     machines=targets,
-                    gpu_type=gpu_spec["type"],
-                    count=int(gpu_spec.get("count", 1)),
-                    profile=gpu_spec.get("profile"),
+                    gpu_type=gpu_spec.type,
+                    count=gpu_spec.count,
+                    profile=gpu_spec.profile,
                     parallel=parallel,
                     check_mode=check_mode,
                 )
-            result["changed"] = result["changed"] or done["changed"] or bool(len(targets) < len(each["names"]))
+            result["changed"] = result["changed"] or done["changed"] or bool(len(targets) < len(each.names))
             result["reservations"] += done.get("reservations", [])
     if state == "absent" and sweep:
         _sweep(client, known(location, "location"), cluster, parallel, check_mode, result)
@@ -196,19 +209,19 @@ def _sweep(
 
 def unique_names(pools: Sequence[Pool]) -> list[str]:
     """Every pool's machine names, in order; a name in two places fails, naming it."""
-    names = [n for pool in pools for n in pool["names"]]
+    names = [n for pool in pools for n in pool.names]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InputError("machine names must be unique across the pools; repeated: %s" % ", ".join(dupes))
     return names
 
 
-def check_gpus(client: WhiteskyClient, location: str, gpus: Sequence[Mapping[str, Any]]) -> None:
+def check_gpus(client: WhiteskyClient, location: str, gpus: Sequence[GpuSpec]) -> None:
     """Refuse a GPU pool whose type the location does not offer, or whose ``profile`` the type does not have there
     (``profiles.type_profiles``, naming the valid ones), on one read of the location's profiles."""
     offered = client.gpu_profiles(location)
     for gpu in gpus:
-        type_profiles(offered, gpu["type"], location, gpu.get("profile"))
+        type_profiles(offered, gpu.type, location, gpu.profile)
 
 
 def new_cloudspace_plan(pools: Sequence[Pool], boot: Boot) -> dict[str, Any]:
@@ -216,12 +229,12 @@ def new_cloudspace_plan(pools: Sequence[Pool], boot: Boot) -> dict[str, Any]:
     machine (whose sizes and user data are checked); no vGPU can be planned before a machine exists."""
     names = unique_names(pools)
     for pool in pools:
-        if pool["names"]:
-            need_size(pool, pool["names"])
+        if pool.names:
+            need_size(pool, pool.names)
     pool_user_data(boot, pools)
     result: dict[str, Any] = {"changed": True, "machines": [], "created": names, "deleted": [], "cloudspace_id": None}
     result.update(cloudspace_made=True, diff=names_diff("machine", [], sorted(names)))
-    if any(pool["gpu"] and pool["names"] for pool in pools):
+    if any(pool.gpu and pool.names for pool in pools):
         result["reservations"] = []
     return result
 
@@ -244,54 +257,105 @@ def converge_machines(
     names = unique_names(pools)
     if not names and not scope.exclusive:
         return {"changed": False, "machines": [], "created": [], "deleted": [], "diff": names_diff("machine", [], [])}
-    step = _prepare(client, pools, scope, boot or Boot())
-    if check_mode or not step.result["changed"]:
-        return step.result
-    # one run at a time per cluster; what was read before this run held the cluster may be stale
-    with lease.held(client, scope.cloudspace_id, scope.cluster) as fresh:
-        if fresh is not None:
-            step = _prepare(client, pools, scope, boot or Boot())
-        if step.result["changed"]:
-            apply_machines(client, scope, pools, step.planned, step.data, step.reservations, step.result)
-    return step.result
+    return converge(client, _Machines(client, tuple(pools), scope, boot or Boot()), check_mode)
 
 
-class _Step(NamedTuple):
-    result: dict[str, Any]
-    planned: MachinesPlan
-    data: dict[int, str]
-    reservations: dict[str, list[Reservation]]
+@dataclass(frozen=True)
+class Listed:
+    """What a converge of pools reads: the cloudspace's VMs with their owners, the location's images (None: not
+    read, nothing to create or no location) and its reservations (None: not read, no graceful delete)."""
+
+    listing: list[DescribedVM]
+    images: list[Any] | None
+    inventory: Inventory | None
 
 
-def _prepare(client: WhiteskyClient, pools: Sequence[Pool], scope: Scope, boot: Boot) -> _Step:
-    """Read, plan, check sizes and user data: what :func:`apply_machines` needs."""
-    cs, cluster = scope.cloudspace_id, scope.cluster
-    result: dict[str, Any] = {"changed": False, "machines": [], "created": [], "deleted": []}
-    listing = described(client, cs, cluster, scope.parallel)
-    planned = plan_machines(pools, listing, cluster, scope.state == "present", scope.exclusive)
-    creates, deletes = planned.creates, planned.deletes
-    result.update(machines=[vm_view(v) for v in planned.listed], diff=planned.diff)
-    if planned.warnings:
-        result["warnings"] = planned.warnings
-    if not creates and not deletes:
-        return _Step(result, planned, {}, {})
-    for pool in pools:
-        missing = [n for q, n in creates if q is pool]
-        if missing:
-            need_size(pool, missing)
-    to_create: list[Pool] = [{**pool, "names": [n for q, n in creates if q is pool]} for pool in pools]
-    data = pool_user_data(boot, to_create)
-    if scope.location:  # an image the location does not have is refused before anything is made
-        require_images(client, scope.location, images_of(to_create))
-    if deletes:
-        need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
-    reservations: dict[str, list[Reservation]] = {}
-    if deletes and not scope.force:
-        inventory = Inventory(client, known(scope.location, "location"))
-        reservations = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes}
-        result["released_vgpus"] = sorted(i["vgpu_name"] for items in reservations.values() for i in items)
-    result.update(changed=True, created=[n for _p, n in creates], deleted=[v["name"] for v in deletes])
-    return _Step(result, planned, data, reservations)
+@dataclass(frozen=True)
+class PoolsPlan:
+    """What a converge of pools changes: the machines' plan (:func:`plan_machines`), the user data of each pool
+    with machines to create (by index) and the reservations each graceful delete releases first."""
+
+    scope: Scope
+    pools: tuple[Pool, ...]
+    machines: MachinesPlan
+    user_data: dict[int, str]
+    graceful: dict[str, list[Reservation]]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.machines.creates or self.machines.deletes)
+
+    def view(self) -> dict[str, Any]:
+        """The result of the plan (``machine_pool``'s, check mode): the machines listed, those it creates and
+        deletes, the diff, the size warnings, and the vGPUs the graceful deletes release."""
+        planned = self.machines
+        out: dict[str, Any] = {
+            "changed": self.changed,
+            "machines": [vm_view(v) for v in planned.listed],
+            "created": [n for _p, n in planned.creates],
+            "deleted": [v["name"] for v in planned.deletes],
+            "diff": planned.diff,
+        }
+        if planned.warnings:
+            out["warnings"] = planned.warnings
+        if planned.deletes and not self.scope.force:
+            out["released_vgpus"] = sorted(i["vgpu_name"] for items in self.graceful.values() for i in items)
+        return out
+
+
+class _Machines(Concern[Listed, PoolsPlan]):
+    """``machine_pool``'s concern: the pools' machines in one cloudspace, under the cluster's lease."""
+
+    def __init__(self, client: WhiteskyClient, pools: tuple[Pool, ...], scope: Scope, boot: Boot) -> None:
+        self.client, self.pools, self.scope, self.boot = client, pools, scope, boot
+
+    def read(self) -> Listed:
+        """The listing, each VM's description read in parallel; then what the plan of it needs: the images when it
+        creates machines, the reservations when it deletes some gracefully."""
+        scope = self.scope
+        listing = described(self.client, scope.cloudspace_id, scope.cluster, scope.parallel)
+        planned = plan_machines(self.pools, listing, scope.cluster, scope.state == "present", scope.exclusive)
+        images = self.client.images(scope.location) if scope.location and planned.creates else None
+        inventory = None
+        if scope.location and planned.deletes and not scope.force:
+            inventory = Inventory(self.client, scope.location)
+        return Listed(listing, images, inventory)
+
+    def plan(self, world: Listed) -> PoolsPlan:
+        """:func:`plan_machines`, then the checks of what it creates (sizes, user data, images) and deletes."""
+        scope, pools, cluster = self.scope, self.pools, self.scope.cluster
+        planned = plan_machines(pools, world.listing, cluster, scope.state == "present", scope.exclusive)
+        creates, deletes = planned.creates, planned.deletes
+        data: dict[int, str] = {}
+        if creates:
+            for pool in pools:
+                missing = [n for q, n in creates if q is pool]
+                if missing:
+                    need_size(pool, missing)
+            to_create = [pool.only(n for q, n in creates if q is pool) for pool in pools]
+            data = pool_user_data(self.boot, to_create)
+            if world.images is not None:  # an image the location does not have is refused before anything is made
+                check_images(world.images, images_of(to_create), known(scope.location, "location"))
+        if deletes:
+            need_graceful(scope.force, cluster, scope.location, [v["name"] for v in deletes])
+        inventory = world.inventory
+        graceful = {v["name"]: inventory.owned(cluster, v["name"]) for v in deletes} if inventory is not None else {}
+        return PoolsPlan(scope, pools, planned, data, graceful)
+
+    def lease(self, plan: PoolsPlan) -> Where:
+        return Where(self.scope.cloudspace_id, self.scope.cluster)
+
+    def nothing_done(self) -> dict[str, Any]:
+        return {"created": [], "deleted": [], "machines": []}
+
+    def apply(self, plan: PoolsPlan, done: dict[str, Any]) -> None:
+        apply_machines(self.client, self.scope, plan.pools, plan.machines, plan.user_data, plan.graceful, done)
+
+    def result(self, plan: PoolsPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = plan.view()
+        if done is not None:
+            out.update(created=done["created"], deleted=done["deleted"], machines=out["machines"] + done["machines"])
+        return out
 
 
 def plan_machines(
@@ -301,14 +365,14 @@ def plan_machines(
     :class:`~machines.plans.MachinesPlan` of ``creates`` (pool, name), ``deletes`` and ``listed`` (VMs), the
     ``diff`` of the cluster's machine names and size ``warnings``.  A planned name that a VM the cluster does not
     own holds is refused."""
-    names = [n for pool in pools for n in pool["names"]]
+    names = [n for pool in pools for n in pool.names]
     by_name = {v["name"]: v for v in listing}
     refuse_foreign([by_name[n] for n in names if n in by_name], cluster)
     owned = sorted((v for v in by_name.values() if v["owner"] == cluster), key=lambda v: v["name"])
     creates: list[tuple[Pool, str]] = []
     listed = [by_name[n] for n in names if n in by_name]
     if present:
-        creates = [(pool, n) for pool in pools for n in pool["names"] if n not in by_name]
+        creates = [(pool, n) for pool in pools for n in pool.names if n not in by_name]
         deletes = [v for v in owned if v["name"] not in names] if exclusive else []
     else:
         deletes = owned if exclusive else listed
@@ -318,9 +382,7 @@ def plan_machines(
     after = sorted({n for n in before if n not in gone} | {n for _p, n in creates})
     warnings: list[str | None] = []
     if present:
-        warnings = [
-            w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool["names"] if n in by_name)
-        ]
+        warnings = [w for pool in pools for w in (size_warning(by_name[n], pool) for n in pool.names if n in by_name)]
     return MachinesPlan(
         creates=creates,
         deletes=deletes,
@@ -356,7 +418,7 @@ def check_dropped(planned: MachinesPlan, named: Iterable[str], removed: Iterable
 def outside_pool(planned: MachinesPlan, pool: str) -> list[str]:
     """The machines a plan creates or deletes that are not of ``pool`` (created for another pool, or deleted while
     their marker names another pool or none): what a scale of one pool must not touch (pure)."""
-    out = [n for q, n in planned.creates if q["name"] != pool]
+    out = [n for q, n in planned.creates if q.name != pool]
     return sorted(out + [v["name"] for v in planned.deletes if v.get("pool") != pool])
 
 
@@ -375,9 +437,8 @@ def apply_machines(
     ops = None if force or scope.location is None else Ops(client, scope.location, cs, permanently=True)
     jobs: dict[tuple[str, str], Callable[[], Any]] = {}
     for i, pool in enumerate(pools):  # each pool's user data: a GPU pool's first boot has its driver step
-        spec = dict(pool, cluster=cluster, pool=pool["name"])
         for name in [n for q, n in creates if q is pool]:
-            jobs[("create", name)] = partial(create, client, cs, name, spec, data[i])
+            jobs[("create", name)] = partial(create, client, cs, name, pool, data[i], cluster)
     for vm in deletes:
         jobs[("delete", vm["name"])] = partial(delete, client, cs, vm, force, ops, reservations.get(vm["name"], ()))
     done, errors = run_parallel(jobs, scope.parallel)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 
 
 @dataclass(frozen=True)
@@ -50,26 +50,22 @@ def pool_first_boot(first_boot: Mapping[str, Any] | None, pool: Pool) -> dict[st
     """A pool's first boot: with ``gpu`` (a count above 0), the driver step for its ``driver_version`` (pinned
     install and verification; empty: the verification of a driver the image has) and its GPU count."""
     fb = dict(first_boot or {})
-    gpu_spec = pool.get("gpu") or {}
-    count = int(gpu_spec.get("count", 1)) if gpu_spec else 0
-    if count > 0:
+    count = pool.gpu.count if pool.gpu else 0
+    if pool.gpu and count > 0:
         driver = dict(fb.get("gpu_driver") or {})
-        fb["gpu_driver"] = dict(driver, version=gpu_spec.get("driver_version") or "", count=count)
+        fb["gpu_driver"] = dict(driver, version=pool.gpu.driver_version, count=count)
     return fb
 
 
 def pool_boot(boot: Boot, pool: Pool) -> Boot:
     """What a pool's new machines boot with: its first boot (a GPU pool's has its driver step), and a GPU pool's node
     label (:data:`render.GPU_LABEL`, its GPU type) beside the cluster's."""
-    gpu_spec = pool.get("gpu") or {}
-    labels = dict(boot.node_labels, **render.gpu_node_labels(gpu_spec.get("type") if gpu_spec else None))
+    labels = dict(boot.node_labels, **render.gpu_node_labels(pool.gpu.type if pool.gpu else None))
     return replace(boot, first_boot=pool_first_boot(boot.first_boot, pool), node_labels=labels)
 
 
 def pool_user_data(boot: Boot, pools: Sequence[Pool]) -> dict[int, str]:
     """``{index: user data}`` of the pools with machines to create (:func:`pool_boot`), checked to fit."""
     return {
-        i: user_data(pool_boot(boot, pool), "pool %r" % (pool["name"] or ""))
-        for i, pool in enumerate(pools)
-        if pool["names"]
+        i: user_data(pool_boot(boot, pool), "pool %r" % (pool.name or "")) for i, pool in enumerate(pools) if pool.names
     }

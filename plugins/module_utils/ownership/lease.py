@@ -25,9 +25,10 @@ a holder is fenced soon after.  A holder that cannot prove its lease raises :cla
 says what it did, and fails.  A waiter takes over only after the full time to live, so the two never write at
 once; the window left is a call already sent when the holder stopped (docs/known-limitations.md).
 
-Reads made before a run held the lease may be stale: whoever holds it reads again before it plans what it
-writes (``cluster``, ``gpu``, ``pools``, ``machines``).  A run that holds the lease already (the cluster core
-calling the machines and GPU cores with the same client) does not take it again.
+Reads made before a run held the lease may be stale: whoever takes it reads again before it plans what it
+writes (``converge``, the one runner of a converge, takes the lease for every core that needs it).  A run that holds
+the lease already (the cluster core calling the machines and GPU cores with the same client) does not take it
+again.
 
 A teardown deletes the cloudspace, and the notes with it: a waiter that finds the cloudspace gone raises
 :class:`CloudspaceGone`, and its caller starts again from its reads.

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The orphan rule (plain Python; only :func:`machines_in_location` reads): a reservation is an orphan when it is
 owned (its name decodes) and no VM of its machine exists in the location; :func:`select` says which of a scope's
-reservations a reclaim releases, and why it keeps the others.  The report (``sweep.info``), the reclaim
+reservations a reclaim releases, and why it keeps the others.  The report (``report.info``), the reclaim
 (``sweep.reclaim``), a reviewed plan (``planmatch.match``) and the event source (``reclaim.events``) all ask here:
 a new orphan rule goes here.
 """

@@ -23,6 +23,7 @@ from typing import Any
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.render import RETRIES
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import GpuSpec, Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.schema import (
     CLOUDSPACE,
     DRIVER_VERSION,
@@ -340,28 +341,13 @@ def pools(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class GpuSpec:
-    """A pool's vGPUs: the type by the platform's name (vendor and model), how many per machine, and the driver
-    branch or version the first boot installs (empty: the image has the driver)."""
-
-    type: str
-    count: int
-    driver_version: str
-    #: ``gpu.profile``: ``full``, a profile id or ``any``; None: whole cards, as ``full`` (``gpu.profiles.choose``)
-    profile: str | None = None
-
-
-@dataclass(frozen=True)
-class PoolSpec:
-    """One pool of identical machines, the control plane's (``cp``) included: its machines' names in order."""
+class PoolSpec(Pool):
+    """One pool of a checked spec, the control plane's (``cp``) included: a :class:`~spec.pool.Pool` whose name and
+    size are known (the spec requires them), its machines' names in order."""
 
     name: str
-    names: tuple[str, ...]
     vcpus: int
     memory: int
-    image: int | None
-    disk_size: int | None
-    gpu: GpuSpec | None
 
 
 @dataclass(frozen=True)

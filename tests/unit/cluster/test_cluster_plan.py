@@ -165,6 +165,16 @@ def worlds(draw):
     return spec, world
 
 
+def check_vgpu_targets(spec, p):
+    """A GPU pool's vGPU plan converges all of its machines; a pool without vGPUs only those holding reservations."""
+    by_pool = {pool.name: pool for pool in spec.pools}
+    for pv in p.vgpus:
+        if by_pool[pv.pool].gpu is None:
+            assert pv.targets and all(pv.plan.machines[n].releases for n in pv.targets), pv
+        else:
+            assert pv.targets == by_pool[pv.pool].names
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(worlds())
 def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
@@ -184,6 +194,8 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
         return
     view = p.view()
     assert not strangers & set(spec.names)
+    # the spec stays typed to the appliers: the plan holds the spec's pools as they are, and creates machines of them
+    assert p.pools is spec.pools and all(any(q is pool for pool in spec.pools) for q, _n in p.machines.creates)
     # a machine of a pool the spec no longer lists is deleted only when the spec asks for it
     assert all(v["pool"] in (None, "cp", "gpu", *spec.remove_pools) for v in p.machines.deletes)
     # the machines: created only where no VM holds the name; deleted only the cluster's own, named in no pool
@@ -205,6 +217,7 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
     assert {r["profile"] for r in view["reserve"]} <= allowed
     kept = [i for pv in p.vgpus for mp in pv.plan.machines.values() for i in mp.kept]
     assert {i["gpu_id"] for i in kept} <= allowed
+    check_vgpu_targets(spec, p)
     # the price is the whole of what the cluster holds after the plan (its machines kept and created, its vGPUs, its
     # cloudspace's address), at each unit's price (or unknown), and each change is priced as the whole is
     price = view["price"]

@@ -70,11 +70,12 @@ def test_bad_node_labels_are_refused(labels, message):
 
 def test_a_gpu_pool_boots_with_its_label_and_a_cpu_pool_without():
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines import userdata
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import GpuSpec, Pool
 
     boot = userdata.Boot({"packages": ["kubelet"]})
-    gpu = {"name": "gpu", "names": ["c-gpu-0"], "gpu": {"type": "NVIDIA L4", "count": 1, "driver_version": "550"}}
-    cpu = {"name": "cp", "names": ["c-cp-0"], "gpu": None}
-    data = userdata.pool_user_data(boot, [cpu, gpu])  # type: ignore[list-item]
+    gpu = Pool("gpu", ("c-gpu-0",), gpu=GpuSpec("NVIDIA L4", 1, "550"))
+    cpu = Pool("cp", ("c-cp-0",))
+    data = userdata.pool_user_data(boot, [cpu, gpu])
     assert "--node-labels=cluster-api/accelerator=NVIDIA-L4" in data[1]
     assert "node-labels" not in data[0]
 

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, machine
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 
 IMAGES = [{"image_id": 14, "name": "Ubuntu 24.04"}, {"image_id": 12, "name": "Ubuntu 22.04"}]
 
@@ -14,13 +15,13 @@ IMAGES = [{"image_id": 14, "name": "Ubuntu 24.04"}, {"image_id": 12, "name": "Ub
 @pytest.mark.parametrize("image", [None, 0, -3, True, "12"])
 def test_a_machine_without_an_image_is_refused_naming_the_field_and_image_info(image):
     with pytest.raises(InputError) as caught:
-        machine.need_size({"vcpus": 2, "memory": 2048, "image_id": image}, ["c1-a", "c1-b"])
+        machine.need_size(Pool(None, (), 2, 2048, image), ["c1-a", "c1-b"])
     said = str(caught.value)
     assert said.startswith(
         "creating machine(s) 'c1-a', 'c1-b' needs image_id (a cluster spec's control_plane.image or pools[].image)"
     )
     assert catalog.IMAGE_HINT in said and "nothing was created" in said
-    machine.need_size({"vcpus": 2, "memory": 2048, "image_id": 12}, ["c1-a"])  # an image: nothing to say
+    machine.need_size(Pool(None, (), 2, 2048, 12), ["c1-a"])  # an image: nothing to say
 
 
 def test_an_image_the_location_does_not_have_is_refused_naming_the_ones_it_has():
@@ -45,9 +46,9 @@ def test_a_message_names_at_most_twenty_images():
 
 def test_the_images_of_the_machines_to_create():
     pools = [
-        {"image_id": 12, "names": ["c1-cp-0"]},
-        {"image_id": 12, "names": ["c1-gpu-0", "c1-gpu-1"]},
-        {"image_id": 14, "names": []},  # nothing to create: no image to check
-        {"image_id": None, "names": ["c1-x-0"]},  # need_size refuses it first
+        Pool("cp", ("c1-cp-0",), image=12),
+        Pool("gpu", ("c1-gpu-0", "c1-gpu-1"), image=12),
+        Pool("x", (), image=14),  # nothing to create: no image to check
+        Pool("y", ("c1-x-0",)),  # need_size refuses it first
     ]
     assert catalog.images_of(pools) == {12: ["c1-cp-0", "c1-gpu-0", "c1-gpu-1"]}

@@ -1,9 +1,10 @@
 """The pure planners, by property (no server): a machine's vGPU slots (``vgpus.plan_machine``), a cluster's machines
-(``pools.plan_machines``) and the reclaim's choice (``orphans.select``), each on random worlds built the way the
-platform and the ownership formats build them."""
+(``pools.plan_machines``), one machine (``machine.plan_machine``) and the reclaim's choice (``orphans.select``), each
+on random worlds built the way the platform and the ownership formats build them."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -11,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import orphans, plandoc
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import attached_to, deleted
@@ -125,15 +127,7 @@ def machine_worlds(draw):
     cuts = sorted(draw(st.lists(st.integers(0, len(wanted)), max_size=2)))
     bounds = [0, *cuts, len(wanted)]
     pool_list = [
-        {
-            "name": "p%d" % i,
-            "names": wanted[a:b],
-            "gpu": None,
-            "vcpus": 2,
-            "memory": 4096,
-            "image_id": 1,
-            "disk_size": 10,
-        }
+        Pool("p%d" % i, tuple(wanted[a:b]), vcpus=2, memory=4096, image=1, disk_size=10)
         for i, (a, b) in enumerate(itertools.pairwise(bounds))
     ]
     return pool_list, listing
@@ -144,7 +138,7 @@ def machine_worlds(draw):
 def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(world, present, exclusive):
     pool_list, listing = world
     by_name = {v["name"]: v for v in listing}
-    names = [n for p in pool_list for n in p["names"]]
+    names = [n for p in pool_list for n in p.names]
     held_by_others = [n for n in names if n in by_name and by_name[n]["owner"] != CLUSTER]
     if held_by_others:
         with pytest.raises(InputError) as err:
@@ -155,7 +149,7 @@ def test_plan_machines_creates_only_new_names_and_deletes_only_the_clusters(worl
     created = [n for _p, n in plan.creates]
     assert not set(created) & set(by_name), "never creates a name that exists"
     assert all(v["owner"] == CLUSTER for v in plan.deletes), "never deletes a VM the cluster does not own"
-    assert all(any(q is p and n in p["names"] for p in pool_list) for q, n in plan.creates)
+    assert all(any(q is p and n in p.names for p in pool_list) for q, n in plan.creates)
     if not present:
         assert not created
     owned = {v["name"] for v in listing if v["owner"] == CLUSTER}
@@ -265,3 +259,89 @@ def test_a_known_price_is_per_hour():
     assert billing.price_per_hour({"resources": {"vgu": 730}}) == 1.0
     assert billing.price_per_hour({"resources": {"vgu": 0}}) == 0.0
     assert billing.price_problem({"resources": {"vgu": 730.0}}) is None
+
+
+# --- machine.plan_machine: one machine's typed plan ---
+
+
+@st.composite
+def one_machine(draw):
+    """What ``machine.ensure`` is asked (``Asked``) and what it read (``Found``), the way its read makes it: the VM
+    with its owner only with a cluster, the images only for a machine to create, the reservations only for a
+    graceful delete of the cluster's machine."""
+    state = draw(st.sampled_from(["present", "absent"]))
+    cluster = draw(st.sampled_from([None, CLUSTER]))
+    force, location = draw(st.booleans()), draw(st.sampled_from([None, "loc"]))
+    one = Pool(
+        "a",
+        ("c1-a",),
+        vcpus=draw(st.sampled_from([None, 2])),
+        memory=draw(st.sampled_from([None, 2048])),
+        image=draw(st.sampled_from([None, 12, 99])),
+        disk_size=draw(st.sampled_from([None, 20])),
+    )
+    asked = machine.Asked("cs-1", state, force, cluster, location, one, None, userdata.Boot({}, "#cloud-config\n"))
+    vm = seen = None
+    if draw(st.booleans()):
+        owner = draw(st.sampled_from([CLUSTER, "c2", None]))
+        vm = {"vm_id": VM_ID, "name": "c1-a", "status": "RUNNING", "vcpus": draw(st.sampled_from([2, 4])),
+              "memory": 2048, "image_id": 12}  # fmt: skip
+        if cluster:
+            vm = seen = dict(
+                vm, owner=owner, description=markers.machine_marker(owner, "a") if owner else "x", pool="a"
+            )
+    images = [{"image_id": 12}] if state == "present" and vm is None and location else None
+    owned = None
+    if state == "absent" and seen is not None and not force and location and seen["owner"] == cluster:
+        owned = [reservation(s, "a100-40", "here", machine="c1-a") for s in range(draw(st.integers(0, 2)))]
+    return asked, machine.Found(vm, seen, images, owned)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(one_machine())
+def test_one_machines_plan_is_typed_and_says_what_ensure_does(case):
+    asked, found = case
+    vm, one = found.vm, asked.machine
+    stranger = found.seen is not None and found.seen["owner"] != asked.cluster
+    creates = asked.state == "present" and vm is None
+    deletes = asked.state == "absent" and vm is not None
+    refused = (
+        stranger
+        or (creates and not (one.vcpus and one.memory and one.image))
+        or (creates and found.images is not None and one.image != 12)
+        or (deletes and not asked.force and not (asked.cluster and asked.location))
+    )
+    try:
+        plan = machine.plan_machine(asked, found)
+    except InputError as exc:
+        assert refused, exc
+        if stranger:
+            assert "is not owned by cluster 'c1'" in str(exc)
+        return
+    assert not refused
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.create = None  # type: ignore[misc]
+    view = plan.view()
+    before = machine.vm_view(vm) if vm else {}
+    assert plan.changed == view["changed"] == (creates or deletes)
+    assert view["machine"] == view["diff"]["before"] == before
+    if creates:  # the VM as it is made: the machine (a pool of one), its rendered first boot
+        assert plan.create is one and "capvco-first-boot" in plan.user_data
+        assert view["diff"]["after"] == {
+            "name": "c1-a",
+            "vcpus": one.vcpus,
+            "memory": one.memory,
+            "image_id": one.image,
+        }
+    else:
+        assert plan.create is None and plan.user_data == ""
+    if deletes:
+        assert plan.delete is vm and view["diff"]["after"] == {} and plan.force == asked.force
+        assert list(plan.releases) == (found.owned or [])
+        assert ("released_vgpus" in view) == (not asked.force)
+        assert view.get("released_vgpus", []) == [i["vgpu_name"] for i in found.owned or []]
+    else:
+        assert plan.delete is None and plan.releases == () and "released_vgpus" not in view
+    if asked.state == "present" and vm is not None:  # it exists: never resized, a warning when its size differs
+        assert view["diff"]["after"] == before
+        assert ("warnings" in view) == (one.vcpus is not None and vm["vcpus"] != one.vcpus)

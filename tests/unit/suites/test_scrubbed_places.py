@@ -9,7 +9,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import sum
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, inventory_hosts
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing, profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub_lines
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 
 HOSTILE = "\x1b[5m\u009b2J\u202e"
@@ -50,7 +50,7 @@ def test_the_currency_is_scrubbed_where_it_is_read_and_so_is_every_price_line():
 def test_the_orphan_reports_lines_are_scrubbed_whole():
     rows = [{"vgpu_name": "capvco.c.m.00.x", "cluster": "c", "machine": "m", "slot": 0, "age": 5,
              "vm_name": "evil" + HOSTILE, "cost": 1.5}]  # fmt: skip
-    lines = sweep.report_lines(rows, {"cost_per_hour": 1.0, "total_cost": 1.5, "currency": "EUR" + HOSTILE})
+    lines = report.report_lines(rows, {"cost_per_hour": 1.0, "total_cost": 1.5, "currency": "EUR" + HOSTILE})
     assert not raw(lines) and "evil\\x1b[5m" in lines[1] and lines[1].endswith("1.5")
 
 
