@@ -23,7 +23,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CORE = ROOT / "plugins" / "module_utils"
 RUNNER = CORE / "ownership" / "converge.py"
 LEASE = CORE / "ownership" / "lease.py"
@@ -151,7 +151,7 @@ def test_one_pool_record_and_one_shape_of_a_pool_shown():
     assert defined["PoolShown"] == [("spec/pool.py", ["TypedDict"])]
     assert defined["PoolView"] == [("cluster/plan.py", ["PoolShown"])]
     assert defined["GpuView"] == [("cluster/plan.py", ["PoolGpu"])]
-    assert defined["PoolRecord"] == [("faces/vm_inventory.py", ["PoolShown"])]
+    assert defined["PoolRecord"] == [("faces/inventory_records.py", ["PoolShown"])]
     # and nothing turns a pool of the spec back into a dict for the machines core
     plan = (CORE / "cluster" / "plan.py").read_text(encoding="utf-8")
     assert "def machine_pools" not in plan and '"image_id": p.image' not in plan
