@@ -1,14 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``cluster`` module's core: a whole cluster from its spec, checked, read, planned, then applied.
+"""The ``cluster`` module's core: a whole cluster from its spec, checked, read, planned, then applied, on the one
+runner of a converge (``ownership.converge``).
 
 1. The spec is checked whole (``clusterspec.check``): a bad one fails before anything is read.
 2. The world is read (``world.read``).
-3. One plan is made (``plan.plan`` for a converge, ``teardown.plan_teardown``), pure.
-4. Check mode returns the plan's view.  The real run holds the cluster's lease, reads and plans again when it had to
-   wait for it (what was read before may be stale), applies that plan (``apply.apply``, ``teardown.apply_teardown``)
-   and reports what it did, also when it fails halfway.
+3. One plan is made (``plan.plan`` for a converge; a teardown's is ``teardown``'s), pure.
+4. Check mode returns the plan's view.  The real run holds the cluster's lease (on the cloudspace it claims first,
+   when there is none), reads and plans again once it took it (what was read before may be stale), applies that
+   plan (``apply.apply``) and reports what it did, also when it fails halfway; a run whose cloudspace a teardown
+   deleted meanwhile starts again (``teardown.RESTARTS``).
 """
 
 from __future__ import annotations
@@ -20,24 +22,18 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import progress, summary
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.apply import apply
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, claimed, plan
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown import (
-    TeardownPlan,
-    apply_teardown,
-    plan_teardown,
-    write_reclaim_plan,
-)
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import ClusterPlan, PlanView, plan
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.price import claimed
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown import RESTARTS, gone_again, teardown
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import converge as converge_runner
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
-    PartialFailure,
     WhiteskyError,
     known,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import planfile
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 
@@ -46,37 +42,13 @@ if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 
-#: How often a run starts again from its reads when a teardown deletes the cloudspace it waited on.
-RESTARTS = 3
-
-
-def _gone(spec: ClusterSpec) -> WhiteskyError:
-    return WhiteskyError(
-        "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
-        "run it again" % (spec.name, RESTARTS)
-    )
-
-
-def _sorted(done: Mapping[str, Any]) -> dict[str, Any]:
-    """What a run did, its lists sorted (the platform answers in its own order), each name once."""
-    return {k: sorted(set(v)) if isinstance(v, list) else v for k, v in done.items()}
-
-
-def _failed(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
-    """A failure halfway: the error, with what the run did before it (``changed`` true when it did anything)."""
-    done = _sorted(done)
-    details = dict(exc.details, **done)
-    details["changed"] = any(done.values())
-    what = "; ".join("%s %s" % (k, ", ".join(v) if isinstance(v, list) else v) for k, v in done.items() if v)
-    return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
-
 
 def _result(p: ClusterPlan, done: Mapping[str, Any] | None = None, check_mode: bool = False) -> dict[str, Any]:
     """The module's result: the plan's view, and what was done (in check mode: what the plan would do), with the
     lines a person reads (``summary``)."""
     view: PlanView = p.view()
     if done is None:
-        done = _sorted(
+        done = converge_runner.done_sorted(
             {
                 "cloudspace_created": view["cloudspace"]["create"],
                 "created": [c["name"] for c in view["create"]],
@@ -190,7 +162,7 @@ class _Converge(converge_runner.Concern[tuple["ClusterSpec", cluster_world.Clust
         apply(self.client, plan, known(self._space(plan), "the cluster's cloudspace"), done, self.parallel)
 
     def result(self, plan: ClusterPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
-        out = _result(plan, None if done is None else _sorted(done), check_mode)
+        out = _result(plan, None if done is None else converge_runner.done_sorted(done), check_mode)
         return dict(out, cloudspace_id=self._space(plan))
 
     def _space(self, plan: ClusterPlan) -> str | None:
@@ -198,10 +170,10 @@ class _Converge(converge_runner.Concern[tuple["ClusterSpec", cluster_world.Clust
         return plan.cloudspace["cloudspace_id"] or self.made
 
     def failed(self, exc: WhiteskyError, done: dict[str, Any]) -> WhiteskyError:
-        return _failed(exc, done)
+        return converge_runner.halfway(exc, done)
 
     def gone(self, exc: CloudspaceGone) -> WhiteskyError:
-        return _gone(self.base)
+        return gone_again(self.base)
 
 
 def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) -> ClusterSpec:
@@ -265,137 +237,6 @@ def _claim(client: WhiteskyClient, spec: ClusterSpec, done: dict[str, Any]) -> C
         done["cloudspace_created"] = bool(exc.details.get("cloudspace_created"))
         raise
     return space
-
-
-def _teardown_result(p: TeardownPlan, check_mode: bool = False) -> dict[str, Any]:
-    """What a teardown would do (check mode), or the frame of what it did, with the lines a person reads
-    (``summary``) and a warning for each machine deleted by force with vGPUs it leaves billed."""
-    view = p.view()
-    planned = {
-        "deleted": view["delete"],
-        "released": view["release"],
-        "cloudspaces_deleted": [c["cloudspace_id"] for c in view["cloudspaces"] if c["delete"]],
-    }
-    out = dict(planned, changed=p.changed, plan=view, spec=p.spec.as_dict())
-    currency = view["price"]["currency"]
-    out["diff"] = {
-        "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
-        + diff_lines("machine", view["delete"])
-        + diff_lines("vgpus", [view["price"]["vgpus_before"]])
-        + diff_lines("price", summary.price_lines(view["price"], "before")),
-        "after": diff_lines("vgpus", [view["price"]["vgpus_after"]])
-        + diff_lines("price", summary.price_lines(view["price"], "after")),
-    }
-    out["summary"] = summary.teardown_lines(view, check_mode)
-    warnings = [
-        summary.left_billed(name, count, view["price"]["per_vgpu_hour"], currency, p.spec.location)
-        for name, count in sorted(p.left.items())
-    ]
-    if warnings:
-        out["warnings"] = warnings
-    return out
-
-
-def _say_found_nothing(
-    client: WhiteskyClient,
-    p: TeardownPlan,
-    machine: str | None,
-    parallel: int,
-    out: dict[str, Any],
-    look_elsewhere: bool,
-) -> None:
-    """A teardown that changes nothing found nothing of that name: a warning says where it looked and, with
-    ``look_elsewhere``, where the customer has a cluster (or machine) of that name elsewhere (read only then:
-    ``world.elsewhere``; the controller's finalizers, which act on what they recorded, do not look)."""
-    if out["changed"]:
-        return
-    spec = p.spec
-    found = dict(cluster_world.elsewhere(client, spec, machine, parallel)) if look_elsewhere else None
-    looked = [s["cloudspace_id"] for s in p.cloudspaces]
-    text = summary.found_nothing(spec.name, spec.cloudspace, spec.location, machine, looked, found)
-    out.setdefault("warnings", []).append(text)
-
-
-def teardown(
-    client: WhiteskyClient,
-    raw_spec: Mapping[str, Any] | None,
-    check_mode: bool = False,
-    machine: str | None = None,
-    force: bool = False,
-    delete_cloudspace: bool = True,
-    parallel: int = 32,
-    variables: Iterable[str] = (),
-    plan_file: str | None = None,
-    look_elsewhere: bool = True,
-) -> dict[str, Any]:
-    """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
-    reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
-    else deleted.  In check mode, ``plan_file`` also writes the reservations it would release to that file, a
-    reclaim plan (``reclaim.planfile``) that ``vgpu_reclaim plan=FILE`` applies after review."""
-    spec = clusterspec.check(raw_spec, variables)
-    if plan_file is not None:
-        if machine is not None:
-            raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")
-        planfile.check_new(plan_file, check_mode)
-
-    down = _Teardown(client, spec, machine, force, delete_cloudspace, parallel, plan_file, look_elsewhere)
-    return converge_runner.converge(client, down, check_mode)
-
-
-class _Teardown(converge_runner.Concern[cluster_world.ClusterWorld, TeardownPlan]):
-    """A cluster torn down, or one machine of it deleted."""
-
-    restarts = RESTARTS
-
-    def __init__(
-        self,
-        client: WhiteskyClient,
-        spec: ClusterSpec,
-        machine: str | None,
-        force: bool,
-        delete_cloudspace: bool,
-        parallel: int,
-        plan_file: str | None,
-        look_elsewhere: bool,
-    ) -> None:
-        self.client, self.spec, self.machine, self.force = client, spec, machine, force
-        self.delete_cloudspace, self.parallel, self.plan_file, self.look_elsewhere = (
-            delete_cloudspace,
-            parallel,
-            plan_file,
-            look_elsewhere,
-        )
-
-    def read(self) -> cluster_world.ClusterWorld:
-        return cluster_world.read(self.client, self.spec, teardown=True, parallel=self.parallel)
-
-    def plan(self, world: cluster_world.ClusterWorld) -> TeardownPlan:
-        return plan_teardown(self.spec, world, self.machine, self.force, self.delete_cloudspace)
-
-    def lease(self, plan: TeardownPlan) -> converge_runner.Where | None:
-        # nothing but reservations left, in no cloudspace to hold a lease on: none
-        return converge_runner.Where(plan.cloudspaces[0]["cloudspace_id"], self.spec.name) if plan.cloudspaces else None
-
-    def nothing_done(self) -> dict[str, Any]:
-        return {"deleted": [], "released": [], "cloudspaces_deleted": []}
-
-    def apply(self, plan: TeardownPlan, done: dict[str, Any]) -> None:
-        apply_teardown(self.client, plan, done, self.parallel)
-
-    def result(self, plan: TeardownPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
-        out = _teardown_result(plan, check_mode)
-        if done is not None:
-            return dict(out, **_sorted(done))
-        if self.plan_file is not None:  # check mode (planfile.check_new refused it otherwise)
-            return dict(out, **write_reclaim_plan(self.client, plan, self.plan_file))
-        _say_found_nothing(self.client, plan, self.machine, self.parallel, out, self.look_elsewhere)
-        return out
-
-    def failed(self, exc: WhiteskyError, done: dict[str, Any]) -> WhiteskyError:
-        return _failed(exc, done)
-
-    def gone(self, exc: CloudspaceGone) -> WhiteskyError:
-        return _gone(self.spec)
 
 
 def run(

@@ -4,25 +4,37 @@
 """A cluster torn down (or one machine of it deleted): planned from what was read (:func:`plan_teardown`, pure),
 then carried out (:func:`apply_teardown`) exactly: the planned machines deleted (their reservations released
 first unless ``force``), the planned reservations released, the cluster's pools notes deleted from each cloudspace
-that stays, each planned cloudspace deleted or handed over."""
+that stays, each planned cloudspace deleted or handed over.  :func:`teardown` (the ``cluster`` module's
+``state=absent``) runs it on the one runner of a converge (``ownership.converge``), holding the cluster's lease
+on its cloudspace (none when only reservations are left), and says what it did, or, when it found nothing, where
+it looked."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.plan import Price, held, price
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import summary
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import world as cluster_world
+from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.price import Price, held, price
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import converge as converge_runner
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, gone_is_done
-from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, reviewed, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
+    InputError,
+    WhiteskyError,
+    gone_is_done,
+)
+from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, planfile, reviewed, sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
+from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import not_owned
 
 if TYPE_CHECKING:
-    from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
@@ -87,7 +99,7 @@ class TeardownPlan:
 
 def plan_teardown(
     spec: ClusterSpec,
-    world: ClusterWorld,
+    world: cluster_world.ClusterWorld,
     machine: str | None = None,
     force: bool = False,
     delete_cloudspace: bool = True,
@@ -229,3 +241,146 @@ def apply_teardown(client: WhiteskyClient, p: TeardownPlan, done: dict[str, list
             and cloudspaces.finish_handed_over(client, space, spec.name)
         ):
             done["cloudspaces_deleted"].append(space["cloudspace_id"])  # handed over to it while it tore down
+
+
+#: How often a run starts again from its reads when a teardown deletes the cloudspace it waited on.
+RESTARTS = 3
+
+
+def gone_again(spec: ClusterSpec) -> WhiteskyError:
+    """The failure of a run whose cloudspace another run deleted :data:`RESTARTS` times while it waited."""
+    return WhiteskyError(
+        "cluster %r: its cloudspace was deleted by another run %d times while this run waited for the cluster; "
+        "run it again" % (spec.name, RESTARTS)
+    )
+
+
+def _teardown_result(p: TeardownPlan, check_mode: bool = False) -> dict[str, Any]:
+    """What a teardown would do (check mode), or the frame of what it did, with the lines a person reads
+    (``summary``) and a warning for each machine deleted by force with vGPUs it leaves billed."""
+    view = p.view()
+    planned = {
+        "deleted": view["delete"],
+        "released": view["release"],
+        "cloudspaces_deleted": [c["cloudspace_id"] for c in view["cloudspaces"] if c["delete"]],
+    }
+    out = dict(planned, changed=p.changed, plan=view, spec=p.spec.as_dict())
+    currency = view["price"]["currency"]
+    out["diff"] = {
+        "before": diff_lines("cloudspace", [c["name"] for c in view["cloudspaces"] if c["delete"]])
+        + diff_lines("machine", view["delete"])
+        + diff_lines("vgpus", [view["price"]["vgpus_before"]])
+        + diff_lines("price", summary.price_lines(view["price"], "before")),
+        "after": diff_lines("vgpus", [view["price"]["vgpus_after"]])
+        + diff_lines("price", summary.price_lines(view["price"], "after")),
+    }
+    out["summary"] = summary.teardown_lines(view, check_mode)
+    warnings = [
+        summary.left_billed(name, count, view["price"]["per_vgpu_hour"], currency, p.spec.location)
+        for name, count in sorted(p.left.items())
+    ]
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+def _say_found_nothing(
+    client: WhiteskyClient,
+    p: TeardownPlan,
+    machine: str | None,
+    parallel: int,
+    out: dict[str, Any],
+    look_elsewhere: bool,
+) -> None:
+    """A teardown that changes nothing found nothing of that name: a warning says where it looked and, with
+    ``look_elsewhere``, where the customer has a cluster (or machine) of that name elsewhere (read only then:
+    ``world.elsewhere``; the controller's finalizers, which act on what they recorded, do not look)."""
+    if out["changed"]:
+        return
+    spec = p.spec
+    found = dict(cluster_world.elsewhere(client, spec, machine, parallel)) if look_elsewhere else None
+    looked = [s["cloudspace_id"] for s in p.cloudspaces]
+    text = summary.found_nothing(spec.name, spec.cloudspace, spec.location, machine, looked, found)
+    out.setdefault("warnings", []).append(text)
+
+
+def teardown(
+    client: WhiteskyClient,
+    raw_spec: Mapping[str, Any] | None,
+    check_mode: bool = False,
+    machine: str | None = None,
+    force: bool = False,
+    delete_cloudspace: bool = True,
+    parallel: int = 32,
+    variables: Iterable[str] = (),
+    plan_file: str | None = None,
+    look_elsewhere: bool = True,
+) -> dict[str, Any]:
+    """Core of ``cluster`` with ``state=absent``: every machine the cluster owns (or only ``machine``) deleted, every
+    reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
+    else deleted.  In check mode, ``plan_file`` also writes the reservations it would release to that file, a
+    reclaim plan (``reclaim.planfile``) that ``vgpu_reclaim plan=FILE`` applies after review."""
+    spec = clusterspec.check(raw_spec, variables)
+    if plan_file is not None:
+        if machine is not None:
+            raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")
+        planfile.check_new(plan_file, check_mode)
+
+    down = _Teardown(client, spec, machine, force, delete_cloudspace, parallel, plan_file, look_elsewhere)
+    return converge_runner.converge(client, down, check_mode)
+
+
+class _Teardown(converge_runner.Concern[cluster_world.ClusterWorld, TeardownPlan]):
+    """A cluster torn down, or one machine of it deleted."""
+
+    restarts = RESTARTS
+
+    def __init__(
+        self,
+        client: WhiteskyClient,
+        spec: ClusterSpec,
+        machine: str | None,
+        force: bool,
+        delete_cloudspace: bool,
+        parallel: int,
+        plan_file: str | None,
+        look_elsewhere: bool,
+    ) -> None:
+        self.client, self.spec, self.machine, self.force = client, spec, machine, force
+        self.delete_cloudspace, self.parallel, self.plan_file, self.look_elsewhere = (
+            delete_cloudspace,
+            parallel,
+            plan_file,
+            look_elsewhere,
+        )
+
+    def read(self) -> cluster_world.ClusterWorld:
+        return cluster_world.read(self.client, self.spec, teardown=True, parallel=self.parallel)
+
+    def plan(self, world: cluster_world.ClusterWorld) -> TeardownPlan:
+        return plan_teardown(self.spec, world, self.machine, self.force, self.delete_cloudspace)
+
+    def lease(self, plan: TeardownPlan) -> converge_runner.Where | None:
+        # nothing but reservations left, in no cloudspace to hold a lease on: none
+        return converge_runner.Where(plan.cloudspaces[0]["cloudspace_id"], self.spec.name) if plan.cloudspaces else None
+
+    def nothing_done(self) -> dict[str, Any]:
+        return {"deleted": [], "released": [], "cloudspaces_deleted": []}
+
+    def apply(self, plan: TeardownPlan, done: dict[str, Any]) -> None:
+        apply_teardown(self.client, plan, done, self.parallel)
+
+    def result(self, plan: TeardownPlan, done: dict[str, Any] | None, check_mode: bool) -> dict[str, Any]:
+        out = _teardown_result(plan, check_mode)
+        if done is not None:
+            return dict(out, **converge_runner.done_sorted(done))
+        if self.plan_file is not None:  # check mode (planfile.check_new refused it otherwise)
+            return dict(out, **write_reclaim_plan(self.client, plan, self.plan_file))
+        _say_found_nothing(self.client, plan, self.machine, self.parallel, out, self.look_elsewhere)
+        return out
+
+    def failed(self, exc: WhiteskyError, done: dict[str, Any]) -> WhiteskyError:
+        return converge_runner.halfway(exc, done)
+
+    def gone(self, exc: CloudspaceGone) -> WhiteskyError:
+        return gone_again(self.spec)

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vGPU plans the GPU core makes (``vgpus.plan_machine``, ``vgpus.plan``), frozen (pure Python)."""
+"""The vGPU plans the GPU core makes (``vgpus.plan_machine``, ``vgpus.plan_groups``), frozen, and the capacity they
+take (pure Python)."""
 
 from __future__ import annotations
 

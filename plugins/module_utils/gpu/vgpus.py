@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, whitesky.capvco contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A machine's vGPUs by type (plain Python, no Ansible): the slot planner (:func:`plan_machine`, :func:`plan`: pure),
-the applier (:func:`apply`) and ``ensure``, the core of ``vgpu`` (reads, plans, applies).
+"""A machine's vGPUs by type (plain Python, no Ansible): the slot planner (:func:`plan_machine`; :func:`plan_groups`,
+groups of machines with one allocation of profiles per type, which ``vgpu``'s :func:`plan` and the cluster's plan
+call: pure), the applier (:func:`apply`) and ``ensure``, the core of ``vgpu`` (its concern on the one runner,
+``ownership.converge``).
 
 A vGPU bills from reservation until permanent deletion, so every path here is
 built to never reserve twice and never leave one behind:

@@ -36,7 +36,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import LogicError, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
+    LogicError,
+    PartialFailure,
+    WhiteskyError,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -115,6 +119,21 @@ class Concern(Generic[W, P]):
     def gone(self, exc: CloudspaceGone) -> WhiteskyError:
         """The error once :attr:`restarts` runs found the cloudspace deleted: the last one's."""
         return exc
+
+
+def done_sorted(done: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run did, its lists sorted (the platform answers in its own order), each name once."""
+    return {k: sorted(set(v)) if isinstance(v, list) else v for k, v in done.items()}
+
+
+def halfway(exc: WhiteskyError, done: Mapping[str, Any]) -> PartialFailure:
+    """A failure halfway (a concern's :meth:`Concern.failed`, the cluster's): the error, with what the run did
+    before it (:func:`done_sorted`; ``changed`` true when it did anything), in its message and its details."""
+    done = done_sorted(done)
+    details = dict(exc.details, **done)
+    details["changed"] = any(done.values())
+    what = "; ".join("%s %s" % (k, ", ".join(v) if isinstance(v, list) else v) for k, v in done.items() if v)
+    return PartialFailure("%s; before it failed, this run did: %s" % (exc, what or "nothing"), details)
 
 
 def converge(client: WhiteskyClient, concern: Concern[W, P], check_mode: bool = False) -> dict[str, Any]:

@@ -31,7 +31,7 @@ LEASE = CORE / "ownership" / "lease.py"
 #: each core that converges, and the function of it that hands its concern to the runner
 CONVERGING = [
     ("cluster/run.py", "converge"),
-    ("cluster/run.py", "teardown"),
+    ("cluster/teardown.py", "teardown"),
     ("machines/pools.py", "converge_machines"),
     ("machines/machine.py", "ensure"),
     ("gpu/vgpus.py", "ensure"),
@@ -149,8 +149,8 @@ def test_one_pool_record_and_one_shape_of_a_pool_shown():
     assert defined["PoolSpec"] == [("spec/clusterspec.py", ["Pool"])]
     assert defined["PoolGpu"] == [("spec/pool.py", ["TypedDict"])]
     assert defined["PoolShown"] == [("spec/pool.py", ["TypedDict"])]
-    assert defined["PoolView"] == [("cluster/plan.py", ["PoolShown"])]
-    assert defined["GpuView"] == [("cluster/plan.py", ["PoolGpu"])]
+    assert defined["PoolView"] == [("cluster/price.py", ["PoolShown"])]
+    assert defined["GpuView"] == [("cluster/price.py", ["PoolGpu"])]
     assert defined["PoolRecord"] == [("faces/inventory_records.py", ["PoolShown"])]
     # and nothing turns a pool of the spec back into a dict for the machines core
     plan = (CORE / "cluster" / "plan.py").read_text(encoding="utf-8")
