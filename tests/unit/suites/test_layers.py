@@ -265,7 +265,6 @@ LONGEST = 400
 #: is split is taken off, and no file joins.
 LONG = {
     "plugins/module_utils/machines/pools.py",
-    "plugins/module_utils/cluster/plan.py",
     "plugins/module_utils/cluster/run.py",
     "plugins/module_utils/reclaim/sweep.py",
     "plugins/module_utils/spec/clusterspec.py",
