@@ -259,7 +259,7 @@ released_vgpus:
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine, machine_pool
 
 
 def main():
@@ -300,7 +300,7 @@ def main():
         ),
         mutually_exclusive=[("names", "pools"), ("cloudspace_id", "cloudspace")],
         required_one_of=[("cloudspace_id", "cloudspace")],
-    ).run(pools.ensure_pool)
+    ).run(machine_pool.ensure_pool)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, machine_pool, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
@@ -381,8 +381,8 @@ def test_oversized_bootstrap_data_is_refused_with_its_size_and_the_limit(emulato
             with pytest.raises(
                 InputError, match=r"user data of pool 'cp' is \d+ bytes once URL-encoded.* at most 64512"
             ):
-                pools.ensure_pool(client, check_mode=check, **params)
-        made = pools.ensure_pool(client, **dict(params, bootstrap_data="x" * 40 * 1024))
+                machine_pool.ensure_pool(client, check_mode=check, **params)
+        made = machine_pool.ensure_pool(client, **dict(params, bootstrap_data="x" * 40 * 1024))
     assert made["created"] == ["big-0"]
     assert before != emulator.snapshot()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff
-from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
+from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, machine_pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, PartialFailure
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 
@@ -35,7 +35,7 @@ def pool(emu, check=False, **params):
     )
     base.update(params)
     with emu.client(backoff=0.01) as client:
-        return pools.ensure_pool(client, check_mode=check, **base)
+        return machine_pool.ensure_pool(client, check_mode=check, **base)
 
 
 def vm_names(emu):
