@@ -112,19 +112,19 @@ if [ "${1:-}" = --walk ]; then
   before=$(snapshot)
   play cluster_create 0 -e @cluster.yml --check --diff
   # the diff carries the price, and the plan line says what it makes and costs (the default callback)
-  expect '^\+machine walk-gpu-1$' '^\+vgpus 2$' '^\+price 2\.00 EUR/h$' \
-    'plan: create cloudspace walk-cs, create 3 machines \(walk-cp-0, walk-gpu-0, walk-gpu-1\), reserve 2 x NVIDIA A100.*: \+2\.00 EUR/h, 2\.00 EUR/h after'
+  expect '^\+machine walk-gpu-1$' '^\+vgpus 2$' '^\+price [0-9]+\.[0-9]{2} EUR/h$' \
+    'plan: create cloudspace walk-cs, create 3 machines \(walk-cp-0, walk-gpu-0, walk-gpu-1\), reserve 2 x NVIDIA A100.*: \+[0-9]+\.[0-9]{2} EUR/h, [0-9]+\.[0-9]{2} EUR/h after'
   [ "$(snapshot)" = "$before" ] || fail "--check changed the emulator's state"
   state "vms=0 vgpus=0 cloudspaces=0 accruing=0"
 
   step "3. create the cluster: cluster_create"
   play cluster_create 0 -e @cluster.yml
-  expect 'done: create cloudspace walk-cs, create 3 machines.*: \+2\.00 EUR/h, 2\.00 EUR/h after' 'changed=1'
+  expect 'done: create cloudspace walk-cs, create 3 machines.*: \+[0-9]+\.[0-9]{2} EUR/h, [0-9]+\.[0-9]{2} EUR/h after' 'changed=1'
   state "vms=3 vgpus=2 cloudspaces=1 accruing=2"
 
   step "4. scale the GPU pool from 2 to 3 machines, then converge again: changed=0"
   play cluster_create 0 -e @cluster-scaled.yml
-  expect 'done: create 1 machine \(walk-gpu-2\), reserve 1 x NVIDIA A100.*: \+1\.00 EUR/h, 3\.00 EUR/h after'
+  expect 'done: create 1 machine \(walk-gpu-2\), reserve 1 x NVIDIA A100.*: \+[0-9]+\.[0-9]{2} EUR/h, [0-9]+\.[0-9]{2} EUR/h after'
   state "vms=4 vgpus=3 cloudspaces=1 accruing=3"
   play cluster_create 0 -e @cluster-scaled.yml
   expect 'localhost +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0'
@@ -162,7 +162,7 @@ PY
 
   step "8. delete the cluster: cluster_delete"
   play cluster_delete 0 -e @cluster-scaled.yml
-  expect 'done: delete 3 machines \(walk-cp-0, walk-gpu-0, walk-gpu-1\), release 2 vGPUs, delete cloudspace walk-cs: -2\.00 EUR/h, 0\.00 EUR/h after'
+  expect 'done: delete 3 machines \(walk-cp-0, walk-gpu-0, walk-gpu-1\), release 2 vGPUs, delete cloudspace walk-cs: -[0-9]+\.[0-9]{2} EUR/h, 0\.00 EUR/h after'
 
   step "9. nothing left: no VM, no vGPU reservation, no cloudspace of the cluster"
   state "vms=0 vgpus=0 cloudspaces=0 accruing=0"
