@@ -679,7 +679,11 @@ def test_a_deleted_cluster_converged_beside_its_own_delete_is_judged_by_the_run_
         machine.step("delete_cluster", "web", "shared-cs", 1, 1, "lock", 7, 0, False)
         for pick in (PAIRS.index(("delete", "converge")), PAIRS.index(("converge", "delete"))):
             machine.step("two_at_once", "web", "shared-cs", 1, 1, "none", 0, pick, False)
-        machine.step("delete_cluster", "web", "shared-cs", 1, 1, "none", 0, 0, False)
+        # whichever run held it last, a delete now leaves nothing of it (``step`` would turn a delete of a cluster
+        # the model holds deleted into a converge, so the delete is called as itself)
+        if not machine.clusters["web"]["deleted"]:
+            machine.delete_cluster("web", "none", 0)
         assert machine.clusters["web"]["deleted"]
+        machine.deleted("web")
     finally:
         machine.teardown()
