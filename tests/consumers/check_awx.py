@@ -1,10 +1,10 @@
 """AWX, as AWX would store and run what ``awx/register.yml`` registers, against the emulator.
 
 1. ``awx/register.yml`` runs whole with a given Ansible and the real ``awx.awx`` modules against the fake AWX API of
-   tests/awxfake.py, which keeps what they send and refuses what AWX refuses (a survey, a credential type, a
+   tests/fakes/awx.py, which keeps what they send and refuses what AWX refuses (a survey, a credential type, a
    notification template, a schedule by AWX's rules).  The GPU types of the survey come from the emulator
    (``gpu_profile_info``, run by the registration with the credential's connection).
-2. What AWX stored: the credential type rendered by AWX's injector rules (``awxfake.render_injectors``: sandboxed
+2. What AWX stored: the credential type rendered by AWX's injector rules (``fakes.awx.render_injectors``: sandboxed
    Jinja over the credential's inputs) into a job's environment, the location and GPU type offered as choices, the
    orphan check's schedule and its notification on failure.
 3. The templates launched by AWX's rules (``AwxFake.launch``: the survey's answers checked, the extra vars merged,
@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from awxfake import TOKEN, AwxFake, Refused, render_injectors, run_job  # noqa: E402
 from check_diff import arguments, start  # noqa: E402
+
+from fakes.awx import TOKEN, AwxFake, Refused, render_injectors, run_job  # noqa: E402
 
 CUSTOMER = "capvco-demo"
 API_TOKEN = "capvco-demo-token"

@@ -156,7 +156,7 @@ def test_credential_type_injects_what_the_modules_read():
     """Each field of the credential type is the connection option of its name, injected as the environment variable
     that option falls back to (the connection table, ``connection.OPTIONS``); an unset optional field renders the
     option's own default; only the token is secret."""
-    import awxfake
+    from fakes import awx as awxfake
 
     ctype = credential_type()
     fields = {f["id"]: f for f in ctype["inputs"]["fields"]}
@@ -181,7 +181,7 @@ def test_validate_certs_is_no_awx_boolean_because_awx_gives_an_unset_one_false()
     """AWX gives a job False for a boolean field a credential leaves unset (``inject_credential``): as a boolean,
     validate_certs would turn certificate checks off for every credential made without it.  As a string with the
     choices true and false, unset renders the connection's default."""
-    import awxfake
+    from fakes import awx as awxfake
 
     boolean = {
         "inputs": {"fields": [{"id": "validate_certs", "label": "v", "type": "boolean", "default": True}]},
@@ -220,7 +220,7 @@ def test_the_vm_inventory_source_is_registered_and_its_update_lists_the_vms_with
     """awx/register.yml's inventory of the VMs and its source (awx/inventory_source.yml) into the fake AWX, with the
     credential they name; then the update AWX runs for that source: ``ansible-inventory`` of the source's file in
     the project, with the environment AWX's injectors give the credential, and nothing else of whitesky."""
-    import awxfake
+    from fakes import awx as awxfake
 
     awx = awxfake.AwxFake()
     project = awx.add("projects", {"name": "whitesky.capvco", "organization": 1})
@@ -420,7 +420,7 @@ def test_delete_cluster_asks_for_the_name_again_and_the_playbook_checks_it_befor
 def test_the_fake_awx_refuses_what_awx_refuses():
     """The fake applies AWX's rules (awx 24), so a registration it takes AWX takes: each case here is one AWX
     answers 400."""
-    import awxfake
+    from fakes import awx as awxfake
 
     def refused(call, *args):
         with pytest.raises(awxfake.Refused) as err:
@@ -462,7 +462,7 @@ def test_the_fake_awx_refuses_what_awx_refuses():
 def test_a_launch_takes_awx_extra_vars_in_awx_order_and_refuses_what_awx_refuses():
     """AWX's launch: the template's extra vars, then each survey default that passes its question, then the
     answers; an answer outside a choice, a missing required one or a variable the survey does not ask is refused."""
-    import awxfake
+    from fakes import awx as awxfake
 
     template = {
         "extra_vars": json.dumps({"reclaim": True, "keep": 1}),
@@ -495,7 +495,7 @@ def test_a_launch_takes_awx_extra_vars_in_awx_order_and_refuses_what_awx_refuses
 
 
 def test_registering_without_locations_or_a_notification_stops_before_anything_is_registered():
-    import awxfake
+    from fakes import awx as awxfake
 
     awx = awxfake.AwxFake().start()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_", "CONTROLLER_"))}
