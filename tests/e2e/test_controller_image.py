@@ -52,8 +52,9 @@ def test_the_controller_image_reconciles_and_applies_the_addon(kube, emulator, t
     def podman(env):
         argv = ["podman", "run", "--rm", "--name", name, "--network", "host", "--read-only", "--user", user]
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
-        for mount in manager["volumeMounts"]:  # the Deployment's emptyDirs
-            argv += ["--tmpfs", "%s:rw,mode=1777,notmpcopyup" % mount["mountPath"]]
+        for mount in manager["volumeMounts"]:  # the Deployment's emptyDirs (the read-only one is the Secret's)
+            if not mount.get("readOnly"):
+                argv += ["--tmpfs", "%s:rw,mode=1777,notmpcopyup" % mount["mountPath"]]
         argv += ["-v", "%s:%s:ro" % (kube.kubeconfig, kube.kubeconfig)]
         for key, value in dict(plain, POD_NAMESPACE="capvco-system").items():
             argv += ["-e", "%s=%s" % (key, value)]
