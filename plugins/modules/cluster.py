@@ -345,7 +345,7 @@ spec_errors:
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.module import WhiteskyModule
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import speccheck
 
 
 def main():
@@ -367,7 +367,7 @@ def main():
                 options=dict(pool=dict(type="str", required=True), replicas=dict(type="int", required=True)),
             ),
         ),
-        secrets=lambda params: clusterspec.secrets(params.get("spec")),
+        secrets=lambda params: speccheck.secrets(params.get("spec")),
     ).run(cluster.run)
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import poolsread
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 
 from helpers import Emulator, save_figures
@@ -160,9 +160,9 @@ def converged(emu, spec):
     assert len(held) == slots and all(g["vm_id"] is not None for g in held), held
     # the cluster's one pools note says every pool of the spec, a pool at zero included
     noted = [
-        notes.note_pools(n["title"], n["content"])
+        poolsread.note_pools(n["title"], n["content"])
         for n in emu.snapshot()["notes"]
-        if n["cloudspace_id"] == spaces[0]["cloudspace_id"] and notes.pools_note_cluster(n["title"], n["content"])
+        if n["cloudspace_id"] == spaces[0]["cloudspace_id"] and poolsread.pools_note_cluster(n["title"], n["content"])
     ]
     pools = [dict(spec["control_plane"], name="cp")] + spec["pools"]
     assert [(c, tuple((*p[:6], p.disk_size) for p in ps)) for c, ps in noted] == [

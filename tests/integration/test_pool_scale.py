@@ -14,7 +14,7 @@ import sqlite3
 import threading
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease, poolsread
 from capvco_lab.emulator import wait_for
 
 from helpers import ROOT, run_playbook, task_results
@@ -177,9 +177,9 @@ def test_two_scales_of_two_pools_at_once_both_hold(emulator):
         assert errors == {}, errors
         assert names(emulator) == ["ps-cp-0", "ps-cpu-0", "ps-cpu-1", "ps-gpu-0"]
         (noted,) = [
-            notes.note_record(n["title"], n["content"])
+            poolsread.note_record(n["title"], n["content"])
             for n in client.cloudspace_notes(cs)
-            if notes.pools_note_cluster(n.get("title"), n.get("content")) == "ps"
+            if poolsread.pools_note_cluster(n.get("title"), n.get("content")) == "ps"
         ]
         assert [(p.name, p.replicas) for p in noted.pools] == [("cp", 1), ("gpu", 1), ("cpu", 2)]
         assert len(live(emulator, "ps")) == 1

@@ -17,7 +17,7 @@ import yaml
 from test_inventory import inventory, members
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import poolsread
 
 from helpers import ROOT, run_playbook, task_results
 from test_gpu import live, mutations
@@ -59,7 +59,7 @@ def pools_notes(emu, cs_id):
     return [
         (n["note_id"], n["content"])
         for n in emu.snapshot()["notes"]
-        if n["cloudspace_id"] == cs_id and notes.pools_note_cluster(n["title"], n["content"])
+        if n["cloudspace_id"] == cs_id and poolsread.pools_note_cluster(n["title"], n["content"])
     ]
 
 
@@ -217,7 +217,10 @@ def test_the_teardown_removes_the_pools_note_from_a_cloudspace_that_stays(emulat
         cluster.converge(client, spec("pa", 1, cloudspace="shared"))
         cluster.converge(client, spec("pb", 0, cloudspace="shared"))
         cs = cloudspace_id(emulator, "shared")
-        assert sorted(notes.pools_note_cluster("capvco/v1", c) for _i, c in pools_notes(emulator, cs)) == ["pa", "pb"]
+        assert sorted(poolsread.pools_note_cluster("capvco/v1", c) for _i, c in pools_notes(emulator, cs)) == [
+            "pa",
+            "pb",
+        ]
         # pa created the cloudspace; pb's machine keeps it: pa's teardown hands it over, and takes its note away
         (pa_note,) = [i for i, c in pools_notes(emulator, cs) if c.startswith("pools cluster=pa ")]
         planned = cluster.teardown(client, {"cluster": spec("pa")["cluster"] | {"cloudspace": "shared"}}, True)
@@ -293,7 +296,9 @@ def test_hostile_pools_notes_crash_nothing_template_nothing_and_the_next_run_put
         assert not marker.exists(), "a note's Jinja ran"
 
         # check mode shows what ph's next run does: its oldest note (its own) kept, the others deleted
-        (own, *others) = [i for i, c in pools_notes(emulator, cs) if notes.pools_note_cluster("capvco/v1", c) == "ph"]
+        (own, *others) = [
+            i for i, c in pools_notes(emulator, cs) if poolsread.pools_note_cluster("capvco/v1", c) == "ph"
+        ]
         planned = cluster.converge(client, spec("ph", 0), True)
         assert planned["changed"] and planned["plan"]["pools_note"]["write"] is None
         assert planned["plan"]["pools_note"]["note_id"] == own and planned["plan"]["pools_note"]["remove"] == others

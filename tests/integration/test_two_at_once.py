@@ -26,6 +26,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import l
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import ClusterBusy, LeaseLost
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import sweep
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import speccheck
 from capvco_lab.emulator import wait_for
 from capvco_lab.runs import start_playbook, stopped
 
@@ -143,7 +144,7 @@ def check_invariant(emu, outcome, name="duo"):
             sorted(slots),
         )
         return
-    want = sorted(cluster.clusterspec.check(last.spec).names)
+    want = sorted(speccheck.check(last.spec).names)
     assert len(spaces) == 1, "one cloudspace of the cluster's name, got %d" % len(spaces)
     assert sorted(v["name"] for v in vms) == want, "a converge returned last; the machines are not its spec"
     gpu_names = [n for n in want if "-gpu-" in n]

@@ -7,7 +7,7 @@
 every pool's user data rendered and the reservations each graceful delete releases first, every pool's vGPU plan
 with the one allocation of profiles made for all pools at once (``vgpus.plan_groups``, the GPU core's planner), the
 capacity that takes and the price per hour before and after, each pool's price (of one machine, and of all of it:
-``price``), and the cluster's pools note on its cloudspace (``notes.pools_note``: written when it does not say the
+``price``), and the cluster's pools note on its cloudspace (``poolsnote.pools_note``: written when it does not say the
 spec's pools yet, so that a pool at zero keeps its definition where the inventory reads it). Every check of a
 converge is called here: ownership of every VM the plan touches, sizes, images (each machine to create boots one its
 location has), user data, GPU types, capacity, the budget (``price.check_cap``). ``apply.apply`` carries out exactly
@@ -35,13 +35,13 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.plans import Capacity, VgpuPlan
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import catalog, pools, userdata
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import need_graceful, need_size
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import poolsnote
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import specnote
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterSpace, ClusterWorld
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec, PoolSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.typed import ClusterSpec, PoolSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import Reservation
 
 
@@ -180,15 +180,13 @@ def boot(spec: ClusterSpec) -> userdata.Boot:
     return userdata.Boot(dict(spec.first_boot))
 
 
-def noted_pools(
-    spec: ClusterSpec, images: Iterable[Mapping[str, Any]] | None = None
-) -> list[ownership_notes.NotedPool]:
-    """The spec's pools as the pools note records them (``clusterspec.record``), each with the boot disk its
+def noted_pools(spec: ClusterSpec, images: Iterable[Mapping[str, Any]] | None = None) -> list[poolsnote.NotedPool]:
+    """The spec's pools as the pools note records them (``specnote.record``), each with the boot disk its
     machines are priced at (:func:`pool_disk`, from ``images``, when the spec gives none)."""
     out = []
-    for pool, p in zip(spec.pools, clusterspec.record(spec).pools, strict=True):
+    for pool, p in zip(spec.pools, specnote.record(spec).pools, strict=True):
         disk = pool_disk(pool, images)
-        low, high = ownership_notes.DISK
+        low, high = poolsnote.DISK
         out.append(p._replace(disk_size=disk) if disk is not None and low <= disk <= high else p)
     return out
 
@@ -199,8 +197,8 @@ def pools_note_plan(
     """What becomes of the cluster's pools note on ``space`` (None: the cloudspace is created by this run): created
     when it has none, updated in place (the oldest) when it says other pools or does not parse, the others of the
     cluster deleted; nothing written when it says the spec's pools already."""
-    record = clusterspec.record(spec)
-    _title, content = ownership_notes.pools_note(spec.name, noted_pools(spec, images), record.boot)
+    record = specnote.record(spec)
+    _title, content = poolsnote.pools_note(spec.name, noted_pools(spec, images), record.boot)
     found = space["pools_notes"] if space is not None else []
     if not found:
         return {"write": "create", "note_id": None, "content": content, "remove": []}

@@ -19,8 +19,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import P
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.world import ClusterWorld
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.typed import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import VM
 
 

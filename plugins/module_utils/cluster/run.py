@@ -4,7 +4,7 @@
 """The ``cluster`` module's core: a whole cluster from its spec, checked, read, planned, then applied, on the one
 runner of a converge (``ownership.converge``).
 
-1. The spec is checked whole (``clusterspec.check``): a bad one fails before anything is read.
+1. The spec is checked whole (``speccheck.check``): a bad one fails before anything is read.
 2. The world is read (``world.read``).
 3. One plan is made (``plan.plan`` for a converge; a teardown's is ``teardown``'s), pure.
 4. Check mode returns the plan's view.  The real run holds the cluster's lease (on the cloudspace it claims first,
@@ -28,18 +28,19 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster.teardown i
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces, pools
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import converge as converge_runner
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import poolsread
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import CloudspaceGone
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import (
     InputError,
     WhiteskyError,
     known,
 )
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, speccheck, specnote
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.typed import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
 
 
@@ -100,7 +101,7 @@ def converge(
 ) -> dict[str, Any]:
     """Core of ``cluster`` with ``state=present``; with ``scale`` (``{pool, replicas}``), the spec is the cluster
     alone and its pools are those it recorded (its pools note), the one pool's count changed (:func:`scaled`)."""
-    base = clusterspec.check(raw_spec, variables)
+    base = speccheck.check(raw_spec, variables)
     if max_hourly_cost is not None and not 0 <= max_hourly_cost < math.inf:
         raise InputError("max_hourly_cost must be a number of 0 or more, got %r" % max_hourly_cost)
     target: tuple[str, int] | None = None
@@ -185,7 +186,7 @@ def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) 
     if found is None:
         raise InputError("%s: there is no such cloudspace, so no pool to scale; nothing was changed" % where)
     _space, noted = found
-    record = ownership_notes.note_record(ownership_notes.NOTE_TITLE, noted[0]["content"]) if noted else None
+    record = poolsread.note_record(ownership_notes.NOTE_TITLE, noted[0]["content"]) if noted else None
     if record is None:
         raise InputError(
             "%s: %s, so its pools are not known; nothing was changed. Converge it once with its whole spec "
@@ -200,7 +201,7 @@ def scaled(client: WhiteskyClient, base: ClusterSpec, pool: str, replicas: int) 
         )
     record = record._replace(pools=tuple(p._replace(replicas=replicas) if p.name == pool else p for p in record.pools))
     try:
-        return clusterspec.check(clusterspec.from_record(base.document["cluster"], record))
+        return speccheck.check(specnote.from_record(base.document["cluster"], record))
     except InputError as exc:
         raise InputError(
             "%s: what it recorded of its pools cannot make pool %r's machines: %s. Converge it once with its whole "

@@ -28,7 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
     gone_is_done,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import plandoc, planfile, reviewed, sweep
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import speccheck
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec.pool import Pool
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.changes import diff_lines
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView
@@ -37,7 +37,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import n
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.machines.plans import MachinesPlan
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.typed import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import DescribedVM, Reservation
 
 
@@ -320,7 +320,7 @@ def teardown(
     reservation it owns released, and each cloudspace of the name that the cluster created and that holds nothing
     else deleted.  In check mode, ``plan_file`` also writes the reservations it would release to that file, a
     reclaim plan (``reclaim.planfile``) that ``vgpu_reclaim plan=FILE`` applies after review."""
-    spec = clusterspec.check(raw_spec, variables)
+    spec = speccheck.check(raw_spec, variables)
     if plan_file is not None:
         if machine is not None:
             raise InputError("plan_file is for a whole cluster's teardown, not for deleting one machine")

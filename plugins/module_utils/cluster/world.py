@@ -16,6 +16,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cl
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.cloudspaces import cloudspaces_named
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes as ownership_notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import poolsread
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.world import vms
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
@@ -23,14 +24,14 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import d
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
-    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.clusterspec import ClusterSpec
+    from ansible_collections.whitesky.capvco.plugins.module_utils.spec.typed import ClusterSpec
     from ansible_collections.whitesky.capvco.plugins.module_utils.world.records import CloudspaceView, DescribedVM
 
 _K = TypeVar("_K")
 
 
 class PoolsNote(TypedDict):
-    """A note on the cloudspace that is the cluster's pools note by its head (``notes.pools_note_cluster``), whether
+    """A note on the cloudspace that is the cluster's pools note by its head (``poolsread.pools_note_cluster``), whether
     the rest parses or not: its id and content."""
 
     id: str
@@ -72,7 +73,7 @@ def pools_notes(notes: Iterable[Any], cluster: str) -> list[PoolsNote]:
     found = [
         n
         for n in notes
-        if isinstance(n, dict) and ownership_notes.pools_note_cluster(n.get("title"), n.get("content")) == cluster
+        if isinstance(n, dict) and poolsread.pools_note_cluster(n.get("title"), n.get("content")) == cluster
     ]
     return [{"id": str(n.get("id")), "content": str(n.get("content"))} for n in sorted(found, key=_order)]
 

@@ -76,7 +76,7 @@ class HostRecord(TypedDict):
 
 
 class PoolRecord(PoolShown):
-    """One pool of a cluster as its pools note on a cloudspace records it (``notes.pools_note``: written by the
+    """One pool of a cluster as its pools note on a cloudspace records it (``poolsnote.pools_note``: written by the
     cluster's runs, information only), shown as the plan shows a pool (``spec.pool.PoolShown``; its price of one
     machine is None also when the note records no disk), priced at the location's price: a pool at zero has no VM,
     and is known from this alone."""

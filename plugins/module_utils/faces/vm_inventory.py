@@ -41,7 +41,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.faces.inventory_re
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes, poolsread
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import Beside
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
@@ -186,7 +186,7 @@ def pool_records(cs: Mapping[str, Any], noted: Iterable[Any], where: _Location) 
     what does not parse whole is nothing."""
     held = [n for n in noted if isinstance(n, dict)]
     clusters = notes.clusters_in(held)
-    found, refused = notes.pools_in(held)
+    found, refused = poolsread.pools_in(held)
     out: list[PoolRecord] = []
     for cluster in sorted(set(found) & clusters):
         for p in found[cluster]:

@@ -8,7 +8,7 @@ made of, and the one shape of a pool as a person is shown it.
 ``machines.catalog``) is handed: a pool's name, its machines' names, their size (None: not given, refused only for a
 machine to create) and their vGPUs (:class:`GpuSpec`).  A ``machine_pool`` call builds them from its options, the
 ``machine`` module one of a single machine; a checked cluster spec's pools are :class:`Pool` records already
-(``clusterspec.PoolSpec``, whose name and size are known), handed on as they are.
+(``typed.PoolSpec``, whose name and size are known), handed on as they are.
 
 :class:`PoolShown` and :class:`PoolGpu` are what is shown of a pool, priced: the cluster's plan (``cluster.plan``'s
 ``PoolView``: the spec's pools) and the inventory (``vm_inventory.PoolRecord``: the pools a cluster's pools note

@@ -13,9 +13,15 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import pla
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import teardown
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.billing import HOURS_PER_MONTH
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import (
+    markers,
+    naming,
+    notes,
+    poolsnote,
+    poolsread,
+)
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import speccheck, specnote
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 
 from properties import examples
@@ -91,7 +97,7 @@ def worlds(draw):
         gpu["profile"] = profile
     # a pool no longer listed (old) is deleted only when the spec names it in remove_pools (issue 46)
     removed = draw(st.sampled_from([[], ["old"]]))
-    spec = clusterspec.check(
+    spec = speccheck.check(
         {
             "remove_pools": removed,
             "cluster": {"name": CLUSTER, "location": LOC, "cloudspace": CS},
@@ -144,7 +150,7 @@ def worlds(draw):
         )
     # the cluster's pools note as a run may find it: none, the spec's, another spec's, garbage, or two of them
     noted = cluster_plan.pools_note_plan(spec, None, IMAGES)["content"]
-    other = notes.pools_note(CLUSTER, [notes.NotedPool("cp", 3, 1, 1024, None, 0)])[1]
+    other = poolsnote.pools_note(CLUSTER, [poolsnote.NotedPool("cp", 3, 1, 1024, None, 0)])[1]
     choices = [[], [noted], [other], ["pools cluster=c1 {{ x }}"], [other, noted]]
     pools_notes = [{"id": "n%d" % i, "content": c} for i, c in enumerate(draw(st.sampled_from(choices)))]
     world = {
@@ -261,7 +267,7 @@ def test_a_converge_plan_is_one_object_whose_view_is_its_parts(case):
             assert v["hourly"] == pytest.approx(one * len(pool.names), abs=1e-3)
     # the pools note: written when it does not say the spec's pools (the oldest updated in place), others removed
     note, found = view["pools_note"], world["spaces"][0]["pools_notes"]
-    assert notes.note_pools(notes.NOTE_TITLE, note["content"]) == (
+    assert poolsread.note_pools(notes.NOTE_TITLE, note["content"]) == (
         CLUSTER,
         tuple(cluster_plan.noted_pools(spec, IMAGES)),
     )
@@ -315,7 +321,7 @@ def test_a_teardown_plan_deletes_only_the_clusters_machines_and_releases_what_it
 
 
 def test_a_teardown_of_one_machine_a_stranger_holds_is_refused():
-    spec = clusterspec.check({"cluster": {"name": CLUSTER, "location": LOC}})
+    spec = speccheck.check({"cluster": {"name": CLUSTER, "location": LOC}})
     vm = {"vm_id": 1, "name": "c1-cp-0", "owner": "c2", "description": markers.machine_marker("c2")}
     world = {
         "spaces": [
@@ -340,7 +346,7 @@ def _empty_world(images):
 
 
 def _spec(cp_image, pool_image):
-    return clusterspec.check(
+    return speccheck.check(
         {
             "cluster": {"name": CLUSTER, "location": LOC},
             "control_plane": {"replicas": 1, "vcpus": 1, "memory": 1024, "image": cp_image},
@@ -408,7 +414,7 @@ def test_a_spec_that_leaves_a_pool_out_deletes_its_machines_only_when_it_says_so
     }
     gpu = {"name": "gpu", "replicas": 1, "vcpus": 1, "memory": 1024, "image": 12}
     with pytest.raises(InputError) as exc:
-        cluster_plan.plan(clusterspec.check(dict(base, pools=[gpu])), world)
+        cluster_plan.plan(speccheck.check(dict(base, pools=[gpu])), world)
     assert "the spec no longer names pool(s) cpu, whose machines this run would delete: cpu (c1-cpu-0, c1-cpu-1)" in (
         str(exc.value)
     )
@@ -417,10 +423,10 @@ def test_a_spec_that_leaves_a_pool_out_deletes_its_machines_only_when_it_says_so
     at_zero = dict(base, pools=[gpu, {"name": "cpu", "replicas": 0, "vcpus": 1, "memory": 1024}])
     removed = dict(base, pools=[gpu], remove_pools=["cpu"])
     for spec in (at_zero, removed):
-        assert cluster_plan.plan(clusterspec.check(spec), world).view()["delete"] == ["c1-cpu-0", "c1-cpu-1"]
+        assert cluster_plan.plan(speccheck.check(spec), world).view()["delete"] == ["c1-cpu-0", "c1-cpu-1"]
     # a machine whose marker names no pool is no pool's: the spec's pools decide it as before
     loose = _world([("c1-cp-0", "cp"), ("c1-gpu-0", "gpu"), ("c1-extra-0", None)])
-    assert cluster_plan.plan(clusterspec.check(dict(base, pools=[gpu])), loose).view()["delete"] == ["c1-extra-0"]
+    assert cluster_plan.plan(speccheck.check(dict(base, pools=[gpu])), loose).view()["delete"] == ["c1-extra-0"]
 
 
 @settings(max_examples=100, deadline=None)
@@ -429,7 +435,7 @@ def test_what_a_cluster_records_of_its_spec_makes_the_same_spec_again(case, pack
     """The pools note records what a scale of one pool needs: the spec made from it is the spec (issue 46)."""
     spec, _world_ = case
     doc = dict(spec.as_dict(), first_boot={"packages": packages, "attempts": attempts}, remove_pools=[])
-    spec = clusterspec.check(doc)
-    again = clusterspec.check(clusterspec.from_record(spec.document["cluster"], clusterspec.record(spec)))
+    spec = speccheck.check(doc)
+    again = speccheck.check(specnote.from_record(spec.document["cluster"], specnote.record(spec)))
     assert again.pools == spec.pools and dict(again.first_boot) == dict(spec.first_boot)
     assert cluster_plan.pools_note_plan(again, None) == cluster_plan.pools_note_plan(spec, None)

@@ -13,7 +13,7 @@ import yaml
 from jinja2 import meta
 
 from ansible_collections.whitesky.capvco.plugins.filter.misspelt import misspelt as misspelt_filter
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema, speccheck
 
 from helpers import ROOT, read_text
 
@@ -193,4 +193,4 @@ def test_a_misspelt_name_is_the_spec_checks_own():
     ]
     # the spec's variables: the same check
     with pytest.raises(Exception, match=r"pool: unknown variable of the cluster spec; did you mean pools\?"):
-        clusterspec.check({"cluster": {"name": "c", "location": "l"}}, ["pool", "cluster"])
+        speccheck.check({"cluster": {"name": "c", "location": "l"}}, ["pool", "cluster"])

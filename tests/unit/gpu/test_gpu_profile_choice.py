@@ -11,7 +11,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import sum
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu.errors import InsufficientCapacity
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
-from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec
+from ansible_collections.whitesky.capvco.plugins.module_utils.spec import speccheck
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import Inventory
 
 LOC = "be-gen-1"
@@ -99,7 +99,7 @@ class _Listing:
 
 
 def _plan(gpu, replicas=2):
-    spec = clusterspec.check(
+    spec = speccheck.check(
         {
             "cluster": {"name": "ty", "location": LOC},
             "control_plane": {"replicas": 1, "image": 12},
@@ -155,13 +155,13 @@ def test_the_spec_takes_a_profile_as_a_name_and_refuses_anything_else():
         gpu = {"type": "NVIDIA A100", "profile": profile}
         return dict(base, pools=[{"name": "g", "replicas": 0, "vcpus": 1, "memory": 1024, "gpu": gpu}])
 
-    assert clusterspec.check(pool("full")).pools[1].gpu.profile == "full"
-    assert clusterspec.check(pool("nvidia-a100-40c")).as_dict()["pools"][0]["gpu"]["profile"] == "nvidia-a100-40c"
+    assert speccheck.check(pool("full")).pools[1].gpu.profile == "full"
+    assert speccheck.check(pool("nvidia-a100-40c")).as_dict()["pools"][0]["gpu"]["profile"] == "nvidia-a100-40c"
     plain = {"name": "g", "replicas": 0, "vcpus": 1, "memory": 1024, "gpu": {"type": "NVIDIA A100"}}
-    assert clusterspec.check(dict(base, pools=[plain])).pools[1].gpu.profile is None
+    assert speccheck.check(dict(base, pools=[plain])).pools[1].gpu.profile is None
     for bad in ("whole card", "-x", "x" * 65, 40):
         with pytest.raises(InputError, match=r"pools\[0\]\.gpu\.profile"):
-            clusterspec.check(pool(bad))
+            speccheck.check(pool(bad))
 
 
 def test_the_controllers_template_availability_counts_the_profile_asked_for():

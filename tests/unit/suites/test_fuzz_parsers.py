@@ -31,7 +31,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot.status i
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import profiles as gpu_profiles
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import vgpus
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes, poolsnote
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import client as core
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import headers
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import OPERATIONS
@@ -275,7 +275,7 @@ MEANINGFUL = [
     markers.MARKER + " cluster=" + CLUSTER,
     notes.NOTE_TITLE,
     "creator cluster=" + CLUSTER,
-    notes.pools_note(CLUSTER, [notes.NotedPool("cp", 1, 2, 2048, None, 0)])[1],
+    poolsnote.pools_note(CLUSTER, [poolsnote.NotedPool("cp", 1, 2, 2048, None, 0)])[1],
     "pools cluster=%s gpu:0:4:8192:2:NVIDIA%%20A100" % CLUSTER,
     LOC,
     CS,

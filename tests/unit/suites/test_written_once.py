@@ -146,7 +146,7 @@ def test_one_pool_record_and_one_shape_of_a_pool_shown():
                 defined.setdefault(node.name, []).append((where, [ast.unparse(b) for b in node.bases]))
     assert {name: len(places) for name, places in defined.items()} == dict.fromkeys(POOL_RECORDS, 1)
     assert defined["Pool"] == [("spec/pool.py", [])] and defined["GpuSpec"] == [("spec/pool.py", [])]
-    assert defined["PoolSpec"] == [("spec/clusterspec.py", ["Pool"])]
+    assert defined["PoolSpec"] == [("spec/typed.py", ["Pool"])]
     assert defined["PoolGpu"] == [("spec/pool.py", ["TypedDict"])]
     assert defined["PoolShown"] == [("spec/pool.py", ["TypedDict"])]
     assert defined["PoolView"] == [("cluster/price.py", ["PoolShown"])]

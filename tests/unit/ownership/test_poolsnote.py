@@ -1,7 +1,8 @@
 """The cluster's pools note (issue 37: a GPU pool at zero keeps its definition where the inventory reads it), without
-a server: ``notes.pools_note`` and its parser ``notes.note_pools`` by property and by fuzzing (anyone may write a
-note: whatever a note says parses whole, to the writer's own spelling, or to nothing, and never raises), its bounds
-against the cluster spec's, and what the inventory's core makes of a cloudspace's notes (``vm_inventory``).
+a server: its writer ``poolsnote.pools_note`` and its parser ``poolsread.note_pools`` by property and by fuzzing
+(anyone may write a note: whatever a note says parses whole, to the writer's own spelling, or to nothing, and never
+raises), its bounds against the cluster spec's, and what the inventory's core makes of a cloudspace's notes
+(``vm_inventory``).
 
 ``CAPVCO_FUZZ_EXAMPLES`` sets the examples per fuzzer (200 by default), as in test_fuzz_parsers.py.
 """
@@ -22,8 +23,8 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.faces import (
     vm_inventory,
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.notes import NotedPool
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes, poolsnote, poolsread
+from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.poolsnote import NotedPool
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
 from ansible_collections.whitesky.capvco.plugins.module_utils.spec import clusterspec, schema
 
@@ -55,19 +56,19 @@ packages = st.from_regex(r"\A[a-z0-9][a-z0-9+.:=~*-]{0,127}\Z")
 
 @st.composite
 def pools(draw, name=None):
-    gpu = draw(st.one_of(st.none(), st.tuples(gpu_types, st.integers(*notes.GPU_COUNT))))
+    gpu = draw(st.one_of(st.none(), st.tuples(gpu_types, st.integers(*poolsnote.GPU_COUNT))))
     pool = NotedPool(
         name or draw(labels),
-        draw(st.integers(*notes.REPLICAS)),
-        draw(st.integers(*notes.VCPUS)),
-        draw(st.integers(*notes.MEMORY)),
+        draw(st.integers(*poolsnote.REPLICAS)),
+        draw(st.integers(*poolsnote.VCPUS)),
+        draw(st.integers(*poolsnote.MEMORY)),
         gpu[0] if gpu else None,
         gpu[1] if gpu else 0,
     )
     if draw(st.booleans()):  # what its machines are made from (issue 46: a scale of one pool makes them from it)
         pool = pool._replace(
-            image=draw(st.one_of(st.none(), st.integers(*notes.IMAGE))),
-            disk_size=draw(st.one_of(st.none(), st.integers(*notes.DISK))),
+            image=draw(st.one_of(st.none(), st.integers(*poolsnote.IMAGE))),
+            disk_size=draw(st.one_of(st.none(), st.integers(*poolsnote.DISK))),
             driver_version=draw(drivers),
             profile=draw(st.one_of(st.none(), profiles)),
         )
@@ -77,18 +78,18 @@ def pools(draw, name=None):
 boots = st.one_of(
     st.none(),
     st.builds(
-        notes.NotedBoot,
+        poolsnote.NotedBoot,
         st.lists(packages, max_size=5).map(tuple),
-        st.integers(*notes.BOOT_ATTEMPTS),
-        st.integers(*notes.BOOT_DELAY),
-        st.integers(*notes.BOOT_LOCK),
+        st.integers(*poolsnote.BOOT_ATTEMPTS),
+        st.integers(*poolsnote.BOOT_DELAY),
+        st.integers(*poolsnote.BOOT_LOCK),
     ),
 )
 
 
 @st.composite
 def pool_lists(draw):
-    names = draw(st.lists(labels, min_size=1, max_size=notes.POOLS_MAX, unique=True))
+    names = draw(st.lists(labels, min_size=1, max_size=poolsnote.POOLS_MAX, unique=True))
     return [draw(pools(name)) for name in names]
 
 
@@ -100,14 +101,17 @@ clusters = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?\Z")
 
 def test_a_pools_note_says_each_pool_in_one_line():
     pools_ = [NotedPool("cp", 1, 2, 2048, None, 0), NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)]
-    assert notes.pools_note("web", pools_) == (TITLE, "pools cluster=web cp:1:2:2048:0:-;gpu:0:4:8192:2:NVIDIA%20A100")
-    assert notes.note_pools(*notes.pools_note("web", pools_)) == ("web", tuple(pools_))
-    assert notes.pools_note_cluster(*notes.pools_note("web", pools_)) == "web"
+    assert poolsnote.pools_note("web", pools_) == (
+        TITLE,
+        "pools cluster=web cp:1:2:2048:0:-;gpu:0:4:8192:2:NVIDIA%20A100",
+    )
+    assert poolsread.note_pools(*poolsnote.pools_note("web", pools_)) == ("web", tuple(pools_))
+    assert poolsread.pools_note_cluster(*poolsnote.pools_note("web", pools_)) == "web"
     # no other note of the collection is a pools note, nor a pools note one of them
     for content in ("creator cluster=web", "member cluster=web", "handover from=web to=x", "lease cluster=web"):
-        assert notes.pools_note_cluster(TITLE, content) is None and notes.note_pools(TITLE, content) is None
-    assert notes.note_cluster(*notes.pools_note("web", pools_)) is None
-    assert notes.clusters_in([note(notes.pools_note("web", pools_)[1])]) == set(), "information, never a member"
+        assert poolsread.pools_note_cluster(TITLE, content) is None and poolsread.note_pools(TITLE, content) is None
+    assert notes.note_cluster(*poolsnote.pools_note("web", pools_)) is None
+    assert notes.clusters_in([note(poolsnote.pools_note("web", pools_)[1])]) == set(), "information, never a member"
 
 
 @pytest.mark.parametrize(
@@ -129,9 +133,9 @@ def test_a_pools_note_says_each_pool_in_one_line():
 )
 def test_the_writer_refuses_what_the_parser_would_not_read(pools_, message):
     with pytest.raises(InputError, match=re.escape(message)):
-        notes.pools_note("web", pools_)
+        poolsnote.pools_note("web", pools_)
     with pytest.raises(InputError):
-        notes.pools_note("web web", [NotedPool("cp", 1, 2, 2048, None, 0)])
+        poolsnote.pools_note("web web", [NotedPool("cp", 1, 2, 2048, None, 0)])
 
 
 def test_a_pools_note_records_what_each_pools_machines_are_made_from_and_the_first_boot():
@@ -140,14 +144,14 @@ def test_a_pools_note_records_what_each_pools_machines_are_made_from_and_the_fir
         NotedPool("cp", 1, 2, 2048, None, 0, image=12),
         NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2, 12, 40, "550.127.05", "nvidia-a100-40c"),
     ]
-    boot = notes.NotedBoot(("containerd", "kubelet=1.30*"), 3, 5, 600)
-    title, content = notes.pools_note("web", pools_, boot)
+    boot = poolsnote.NotedBoot(("containerd", "kubelet=1.30*"), 3, 5, 600)
+    title, content = poolsnote.pools_note("web", pools_, boot)
     assert content == (
         "pools cluster=web cp:1:2:2048:0:-:12:-::-;gpu:0:4:8192:2:NVIDIA%20A100:12:40:550.127.05:nvidia-a100-40c"
         " boot=3:5:600:containerd,kubelet%3D1.30%2A"
     )
-    assert notes.note_record(title, content) == notes.NotedCluster("web", tuple(pools_), boot)
-    assert notes.note_pools(title, content) == ("web", tuple(pools_))
+    assert poolsread.note_record(title, content) == poolsnote.NotedCluster("web", tuple(pools_), boot)
+    assert poolsread.note_pools(title, content) == ("web", tuple(pools_))
     # a field of another spelling, or one said for nothing, is nothing: one spelling only
     for bad in (
         "pools cluster=web cp:1:2:2048:0:-:-:-::-",
@@ -159,47 +163,48 @@ def test_a_pools_note_records_what_each_pools_machines_are_made_from_and_the_fir
         "pools cluster=web cp:1:2:2048:0:- boot=3:5:600:curl;id",
         "pools cluster=web cp:1:2:2048:0:- boot=3:5:600",
     ):
-        assert notes.note_record(TITLE, bad) is None, bad
+        assert poolsread.note_record(TITLE, bad) is None, bad
     with pytest.raises(InputError, match="packages"):
-        notes.pools_note("web", pools_, boot._replace(packages=("curl; id",)))
+        poolsnote.pools_note("web", pools_, boot._replace(packages=("curl; id",)))
     with pytest.raises(InputError, match="gpu profile"):
-        notes.pools_note("web", [pools_[1]._replace(profile="-")])
+        poolsnote.pools_note("web", [pools_[1]._replace(profile="-")])
 
 
 @FUZZ
 @given(clusters, pool_lists(), boots)
 def test_every_pools_note_the_writer_makes_parses_back_to_its_pools(cluster, pools_, boot):
-    title, content = notes.pools_note(cluster, pools_, boot)
-    assert len(content) <= notes.POOLS_NOTE_MAX
-    assert notes.note_record(title, content) == (cluster, tuple(pools_), boot)
-    assert notes.note_pools(title, content) == (cluster, tuple(pools_))
-    assert notes.pools_note_cluster(title, content) == cluster
-    assert notes.note_pools("capvco/v2", content) is None and notes.note_pools(title, content + "\n") is None
+    title, content = poolsnote.pools_note(cluster, pools_, boot)
+    assert len(content) <= poolsread.POOLS_NOTE_MAX
+    assert poolsread.note_record(title, content) == (cluster, tuple(pools_), boot)
+    assert poolsread.note_pools(title, content) == (cluster, tuple(pools_))
+    assert poolsread.pools_note_cluster(title, content) == cluster
+    assert poolsread.note_pools("capvco/v2", content) is None and poolsread.note_pools(title, content + "\n") is None
 
 
 def test_the_longest_pools_note_is_within_the_bound_the_parser_reads():
     long_type = "A" + "b " * 31 + "c"  # 64 characters, 31 of them quoted as %20
     pools_ = [
-        NotedPool(("p%d-" % i).ljust(19, "x") + "y", 100, 256, 4194304, long_type, 16) for i in range(notes.POOLS_MAX)
+        NotedPool(("p%d-" % i).ljust(19, "x") + "y", 100, 256, 4194304, long_type, 16)
+        for i in range(poolsnote.POOLS_MAX)
     ]
-    title, content = notes.pools_note("c" * 32, pools_)
-    assert len(content) <= notes.POOLS_NOTE_MAX and notes.note_pools(title, content) is not None
+    title, content = poolsnote.pools_note("c" * 32, pools_)
+    assert len(content) <= poolsread.POOLS_NOTE_MAX and poolsread.note_pools(title, content) is not None
     # ... with what every pool is made from and the longest first boot, each package quoted at its longest
     made = [
-        p._replace(image=notes.IMAGE[1], disk_size=65536, driver_version="1" * 32, profile="p" * 64) for p in pools_
+        p._replace(image=poolsnote.IMAGE[1], disk_size=65536, driver_version="1" * 32, profile="p" * 64) for p in pools_
     ]
-    boot = notes.NotedBoot(("a" + "*" * 127,) * notes.BOOT_PACKAGES, 20, 600, 7200)
-    title, content = notes.pools_note("c" * 32, made, boot)
-    assert len(content) <= notes.POOLS_NOTE_MAX and notes.note_record(title, content) is not None
+    boot = poolsnote.NotedBoot(("a" + "*" * 127,) * poolsnote.BOOT_PACKAGES, 20, 600, 7200)
+    title, content = poolsnote.pools_note("c" * 32, made, boot)
+    assert len(content) <= poolsread.POOLS_NOTE_MAX and poolsread.note_record(title, content) is not None
 
 
 def _check_parsed(title, content):
     """Whatever parses is the writer's spelling of what it parsed to; what does not is nothing."""
-    got = notes.note_record(title, content)
+    got = poolsread.note_record(title, content)
     if got is not None:
-        assert notes.pools_note(*got) == (title, content)
-        assert notes.pools_note_cluster(title, content) == got[0]
-        assert notes.note_pools(title, content) == got[:2]
+        assert poolsnote.pools_note(*got) == (title, content)
+        assert poolsread.pools_note_cluster(title, content) == got[0]
+        assert poolsread.note_pools(title, content) == got[:2]
     return got
 
 
@@ -245,13 +250,13 @@ hostile = st.one_of(
 def test_fuzz_any_text_parses_whole_to_the_writers_spelling_or_to_nothing(content):
     _check_parsed(TITLE, content)
     _check_parsed(TITLE, "pools cluster=web " + content)
-    notes.pools_note_cluster(TITLE, content)
+    poolsread.pools_note_cluster(TITLE, content)
 
 
 @FUZZ
 @given(clusters, pool_lists(), boots, st.data())
 def test_fuzz_a_valid_note_changed_in_one_place_parses_to_its_spelling_or_to_nothing(cluster, pools_, boot, data):
-    title, content = notes.pools_note(cluster, pools_, boot)
+    title, content = poolsnote.pools_note(cluster, pools_, boot)
     at = data.draw(st.integers(0, len(content)))
     change = data.draw(st.sampled_from(["insert", "delete", "replace"]))
     char = data.draw(st.sampled_from(list(":;-% 0123456789aZ{}\n\x00é")))
@@ -280,7 +285,7 @@ any_notes = st.lists(
 @FUZZ
 @given(any_notes)
 def test_fuzz_a_cloudspaces_notes_of_any_shape_never_raise(found):
-    pools_, refused = notes.pools_in(found)
+    pools_, refused = poolsread.pools_in(found)
     assert set(pools_).isdisjoint(refused)
     records, warnings = vm_inventory.pool_records(CS, found, WHERE)
     assert all(set(r) == set(inventory_records.PoolRecord.__annotations__) for r in records)
@@ -289,18 +294,18 @@ def test_fuzz_a_cloudspaces_notes_of_any_shape_never_raise(found):
 
 
 def test_a_clusters_pools_are_told_by_one_note_that_parses_whole():
-    valid = notes.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])[1]
-    other = notes.pools_note("db", [NotedPool("cp", 3, 2, 2048, None, 0)])[1]
-    assert notes.pools_in([note(valid), note(other)]) == (
+    valid = poolsnote.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])[1]
+    other = poolsnote.pools_note("db", [NotedPool("cp", 3, 2, 2048, None, 0)])[1]
+    assert poolsread.pools_in([note(valid), note(other)]) == (
         {"web": (NotedPool("cp", 1, 2, 2048, None, 0),), "db": (NotedPool("cp", 3, 2, 2048, None, 0),)},
         [],
     )
     # a second note of web, valid or not, or one that does not parse: web's pools cannot be told
     for extra in (valid, "pools cluster=web {{ x }}"):
-        assert notes.pools_in([note(valid), note(extra, id="x")])[1] == ["web"]
-    assert notes.pools_in([note("pools cluster=web garbage")]) == ({}, ["web"])
+        assert poolsread.pools_in([note(valid), note(extra, id="x")])[1] == ["web"]
+    assert poolsread.pools_in([note("pools cluster=web garbage")]) == ({}, ["web"])
     # another title, or not a note at all: nothing
-    assert notes.pools_in([note(valid, title="capvco/v2"), "x", None, {"content": valid}]) == ({}, [])
+    assert poolsread.pools_in([note(valid, title="capvco/v2"), "x", None, {"content": valid}]) == ({}, [])
 
 
 # --- the bounds are the spec's -----------------------------------------------------------------------------------
@@ -311,30 +316,33 @@ def test_the_notes_bounds_are_the_cluster_specs():
     cp = clusterspec.SPEC.fields["control_plane"]
     gpu = pool.fields["gpu"]
     for fields in (pool.fields, cp.fields):
-        assert (fields["replicas"].minimum, fields["replicas"].maximum) == notes.REPLICAS
-        assert (fields["vcpus"].minimum, fields["vcpus"].maximum) == notes.VCPUS
-        assert (fields["memory"].minimum, fields["memory"].maximum) == notes.MEMORY
-    assert (gpu.fields["count"].minimum, gpu.fields["count"].maximum) == notes.GPU_COUNT
-    assert clusterspec.SPEC.fields["pools"].max_items + 1 == notes.POOLS_MAX
-    assert pool.fields["name"].max_length == notes.POOL_NAME_MAX and pool.fields["name"].pattern == schema.LABEL
-    assert gpu.fields["type"].max_length == notes.GPU_TYPE_MAX and gpu.fields["type"].pattern == schema.GPU_TYPE
-    assert notes._POOL_NAME.pattern == schema.LABEL and notes._GPU_TYPE.pattern == schema.GPU_TYPE
-    assert clusterspec.SPEC.fields["cluster"].fields["name"].max_length <= notes.CLUSTER_MAX
+        assert (fields["replicas"].minimum, fields["replicas"].maximum) == poolsnote.REPLICAS
+        assert (fields["vcpus"].minimum, fields["vcpus"].maximum) == poolsnote.VCPUS
+        assert (fields["memory"].minimum, fields["memory"].maximum) == poolsnote.MEMORY
+    assert (gpu.fields["count"].minimum, gpu.fields["count"].maximum) == poolsnote.GPU_COUNT
+    assert clusterspec.SPEC.fields["pools"].max_items + 1 == poolsnote.POOLS_MAX
+    assert pool.fields["name"].max_length == poolsnote.POOL_NAME_MAX and pool.fields["name"].pattern == schema.LABEL
+    assert gpu.fields["type"].max_length == poolsnote.GPU_TYPE_MAX and gpu.fields["type"].pattern == schema.GPU_TYPE
+    assert poolsnote._POOL_NAME.pattern == schema.LABEL and poolsnote._GPU_TYPE.pattern == schema.GPU_TYPE
+    assert clusterspec.SPEC.fields["cluster"].fields["name"].max_length <= poolsnote.CLUSTER_MAX
     # what a pool's machines are made from and the first boot (issue 46)
     for fields in (pool.fields, cp.fields):
-        assert fields["image"].minimum == notes.IMAGE[0] and fields["image"].maximum is None
-        assert (fields["diskSize"].minimum, fields["diskSize"].maximum) == notes.DISK
-    assert gpu.fields["driverVersion"].max_length == notes.DRIVER_MAX
-    assert gpu.fields["driverVersion"].pattern == notes._DRIVER.pattern == schema.DRIVER_VERSION
-    assert gpu.fields["profile"].max_length == notes.PROFILE_MAX
-    assert gpu.fields["profile"].pattern == notes._PROFILE.pattern == schema.GPU_PROFILE
+        assert fields["image"].minimum == poolsnote.IMAGE[0] and fields["image"].maximum is None
+        assert (fields["diskSize"].minimum, fields["diskSize"].maximum) == poolsnote.DISK
+    assert gpu.fields["driverVersion"].max_length == poolsnote.DRIVER_MAX
+    assert gpu.fields["driverVersion"].pattern == poolsnote._DRIVER.pattern == schema.DRIVER_VERSION
+    assert gpu.fields["profile"].max_length == poolsnote.PROFILE_MAX
+    assert gpu.fields["profile"].pattern == poolsnote._PROFILE.pattern == schema.GPU_PROFILE
     boot = clusterspec.SPEC.fields["first_boot"].fields
-    assert boot["packages"].max_items == notes.BOOT_PACKAGES and boot["packages"].items.max_length == notes.PACKAGE_MAX
-    assert boot["packages"].items.pattern == notes._PACKAGE.pattern == schema.PACKAGE
+    assert (
+        boot["packages"].max_items == poolsnote.BOOT_PACKAGES
+        and boot["packages"].items.max_length == poolsnote.PACKAGE_MAX
+    )
+    assert boot["packages"].items.pattern == poolsnote._PACKAGE.pattern == schema.PACKAGE
     for key, bounds in (
-        ("attempts", notes.BOOT_ATTEMPTS),
-        ("delay", notes.BOOT_DELAY),
-        ("lock_timeout", notes.BOOT_LOCK),
+        ("attempts", poolsnote.BOOT_ATTEMPTS),
+        ("delay", poolsnote.BOOT_DELAY),
+        ("lock_timeout", poolsnote.BOOT_LOCK),
     ):
         assert (boot[key].minimum, boot[key].maximum) == bounds
 
@@ -343,14 +351,14 @@ def test_the_notes_bounds_are_the_cluster_specs():
 
 
 def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
-    gpu = notes.pools_note(
+    gpu = poolsnote.pools_note(
         "web",
         [
             NotedPool("cp", 1, 2, 2048, None, 0, disk_size=10),
             NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2, disk_size=40),
         ],
     )
-    stranger = notes.pools_note("zz", [NotedPool("cp", 9, 2, 2048, None, 0)])  # no creator or member note of zz
+    stranger = poolsnote.pools_note("zz", [NotedPool("cp", 9, 2, 2048, None, 0)])  # no creator or member note of zz
     found = [note("creator cluster=web"), note(gpu[1]), note(stranger[1])]
     records, warnings = vm_inventory.pool_records(CS, found, WHERE)
     assert warnings == []
@@ -383,7 +391,7 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
     assert [r["per_machine_hourly"] for r in unknown] == [records[0]["per_machine_hourly"], None]
     unknown, _ = vm_inventory.pool_records(CS, found, vm_inventory._Location({}, None, dict(RATES, su=None)))
     assert [r["per_machine_hourly"] for r in unknown] == [None, None]
-    old = notes.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])  # as an earlier release wrote it
+    old = poolsnote.pools_note("web", [NotedPool("cp", 1, 2, 2048, None, 0)])  # as an earlier release wrote it
     unknown, _ = vm_inventory.pool_records(CS, [note("creator cluster=web"), note(old[1])], WHERE)
     assert unknown[0]["disk"] is None and unknown[0]["per_machine_hourly"] is None
     # a noted cluster whose pools note does not parse: a warning, and none of its pools
@@ -396,7 +404,7 @@ def test_the_inventory_prices_each_noted_pool_of_a_noted_cluster():
 
 
 def test_the_cache_keeps_the_pools_and_refuses_pools_of_another_shape():
-    gpu = notes.pools_note("web", [NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)])
+    gpu = poolsnote.pools_note("web", [NotedPool("gpu", 0, 4, 8192, "NVIDIA A100", 2)])
     records, _ = vm_inventory.pool_records(CS, [note("creator cluster=web"), note(gpu[1])], WHERE)
     key = inventory_cache.fingerprint("http://x/api/1", "acme", [], [])
     got = inventory_records.Read([], ["w"], records)
