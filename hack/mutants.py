@@ -141,7 +141,7 @@ def main() -> int:
             rc, said, seconds = unit_run()
         finally:
             path.write_text(original, encoding="utf-8")
-        if rc == 1:
+        if rc != 0 and "FAILED" in said:  # (-x under xdist ends a failed run with 2: interrupted)
             said = said.replace("\n", "\n         ")
             print("killed   %-38s in %5.1f s by\n         %s" % (mutant.name, seconds, said))
         else:

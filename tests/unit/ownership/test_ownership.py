@@ -297,3 +297,68 @@ def test_the_orphan_check_keyed_by_the_clusters_length_says_what_one_per_cluster
             alone = OrphanCheck(vm_names)
             assert shared(owner) == alone(owner)
             assert shared(owner) == (machine not in vm_names)
+
+
+def test_a_marker_is_owned_by_its_whole_cluster_name_never_by_a_prefix_of_it():
+    """``web`` does not own a machine of ``web-db`` (nor ``web-db`` one of ``web``): ownership is the marker's whole
+    cluster name, the proof that keeps a cluster from changing a neighbour whose name starts as its own."""
+    for owner, other in (("web", "web-db"), ("web-db", "web"), ("a", "a1"), ("gpu", "gpu-2")):
+        assert markers.machine_owned(markers.machine_marker(owner), owner)
+        assert markers.machine_owned(markers.machine_marker(owner, "md-0"), owner)
+        assert not markers.machine_owned(markers.machine_marker(other), owner), (other, owner)
+        assert not markers.machine_owned(markers.machine_marker(other, "md-0"), owner), (other, owner)
+
+
+def _fake_time():
+    """A clock and a sleep on it: time moves only when the lease sleeps (or the test moves it)."""
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    return now, (lambda: now[0]), sleep
+
+
+def test_a_stalled_holder_whose_note_claims_a_long_time_to_live_is_judged_by_the_collections_own():
+    """A lease note that says ``ttl=99999`` and is never renewed keeps the cluster no longer than the collection's
+    own time to live (``lease.TTL``) of silence on this run's clock: a note cannot buy a stalled run the cluster
+    for a day.  The waiting run takes the cluster within that time, and deletes the stalled note."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+
+    client = _SlowNotes(latency=0.0)
+    client.delete_cloudspace_note = lambda cs, note_id: client.notes.remove(
+        next(n for n in client.notes if n["id"] == note_id)
+    )
+    client.create_cloudspace_note("cs", *ownership_notes.creator_note("web"))
+    client.create_cloudspace_note("cs", *lease.lease_note("web", "0123456789abcdef", 99999))  # stalled, first
+    now, clock, sleep = _fake_time()
+    held = lease.Lease(client, "cs", "web", clock=clock, sleep=sleep).acquire()
+    try:
+        assert held.holders == ["0123456789abcdef"]
+        assert lease.TTL <= held.waited <= lease.TTL + 2 * lease.POLL, held.waited
+        assert not [n for n in client.notes if "0123456789abcdef" in n["content"]], "the stalled note is deleted"
+    finally:
+        held.release()
+
+
+def test_a_write_fenced_by_the_runs_leases_is_refused_once_a_lease_can_no_longer_be_proven():
+    """``lease.fence(client, ...)`` (what the pools note's writer calls) refuses once any lease the run holds has
+    gone unrenewed for ``FENCE`` of its time to live: a run stopped past its lease writes nothing when it resumes."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import LeaseLost
+
+    client = _SlowNotes(latency=0.0)
+    client.create_cloudspace_note("cs", *ownership_notes.creator_note("web"))
+    now, clock, sleep = _fake_time()
+    held = lease.Lease(client, "cs", "web", clock=clock, sleep=sleep).acquire()
+    client.leases[("cs", "web")] = held
+    held._stop.set()  # the renewing thread stops (as in a stopped run): only the test's clock moves from here
+    held._renewer.join()
+    try:
+        lease.fence(client, "update the pools note")  # proven just now: the write goes on
+        now[0] += lease.TTL * lease.FENCE  # the run was stopped, nothing renewed on this clock
+        with pytest.raises(LeaseLost, match="stopped before update the pools note"):
+            lease.fence(client, "update the pools note")
+    finally:
+        del client.leases[("cs", "web")]
+        held.release()
