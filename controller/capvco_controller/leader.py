@@ -8,9 +8,9 @@ renew for ``renew_deadline``.  Each write carries the resourceVersion it read, s
 
 The times the Lease holds (``acquireTime``, ``renewTime``, from ``wall_clock``) are written for a person and for
 other tools, and never compared with a clock: the replicas' clocks may be apart by any amount.  What is assumed is
-that they run at about the same rate: the holder gives up at most ``renew_deadline`` plus one ``retry_period``
-(12 s) after its last renewal, by its clock; a standby takes over no sooner than ``lease_duration`` (15 s) after it
-saw that renewal, by its own.  Every duration is read on ``clock`` (monotonic by default; both clocks can be given,
+that they run at about the same rate: the holder gives up once it has not renewed for ``renew_deadline`` (10 s,
+checked every ``retry_period``), by its clock; a standby takes over no sooner than ``lease_duration`` (15 s) after
+it saw that renewal, by its own.  Every duration is read on ``clock`` (monotonic by default; both clocks can be given,
 as the tests give a replica one far ahead)."""
 
 from __future__ import annotations
