@@ -29,7 +29,7 @@ from capvco_controller.context import DONE, Context, Key, Result, Retry, Setting
 from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Informer
 from capvco_controller.kube import WATCHED, Kube
-from capvco_controller.metrics import Gauge, Registry
+from capvco_controller.metrics import Counted, Gauge, Registry
 from capvco_controller.objects import VCOCluster, VCOMachine
 from capvco_controller.workqueue import WorkQueue
 
@@ -111,9 +111,9 @@ class Controller:
                 "capvco_workqueue_delayed", "Keys waiting for their time.", lambda: [((), float(self.queue.delayed()))]
             )
         )
-        m.add(Gauge("workqueue_adds_total", "Keys added.", lambda: [((("name", "capvco"),), float(self.queue.adds))]))
+        m.add(Counted("workqueue_adds_total", "Keys added.", lambda: [((("name", "capvco"),), float(self.queue.adds))]))
         m.add(
-            Gauge(
+            Counted(
                 "workqueue_retries_total", "Keys retried.", lambda: [((("name", "capvco"),), float(self.queue.retries))]
             )
         )

@@ -1,11 +1,17 @@
-"""Leader election on a coordination.k8s.io/v1 Lease: a replica takes the Lease when it has no holder or is expired
-(:func:`expired`), renews it every ``retry_period``, and gives leadership up (the process exits, as
-controller-runtime's managers do) when it could not renew for ``renew_deadline``.  Each write carries the
-resourceVersion it read, so two replicas never both win.
+"""Leader election on a coordination.k8s.io/v1 Lease, judged as client-go's leaderelection judges it: by how long
+this replica, on its own clock, has seen the same record, never by the times written in it.
 
-Expiry is judged unlike client-go's leaderelection (which times, on its own clock, how long it has seen the same
-record, and compares no clocks): :func:`expired` compares the holder's ``renewTime`` plus ``leaseDurationSeconds``
-with this replica's own clock, so the replicas' clocks must agree to well within the lease's duration."""
+A replica takes the Lease when it has no holder, or when its record has not changed for its
+``leaseDurationSeconds`` since this replica first read that record (:func:`expired`); it renews it every
+``retry_period``, and gives leadership up (the process exits, as controller-runtime's managers do) when it could not
+renew for ``renew_deadline``.  Each write carries the resourceVersion it read, so two replicas never both win.
+
+The times the Lease holds (``acquireTime``, ``renewTime``, from ``wall_clock``) are written for a person and for
+other tools, and never compared with a clock: the replicas' clocks may be apart by any amount.  What is assumed is
+that they run at about the same rate: the holder gives up once it has not renewed for ``renew_deadline`` (10 s,
+checked every ``retry_period``), by its clock; a standby takes over no sooner than ``lease_duration`` (15 s) after
+it saw that renewal, by its own.  Every duration is read on ``clock`` (monotonic by default; both clocks can be given,
+as the tests give a replica one far ahead)."""
 
 from __future__ import annotations
 
@@ -29,26 +35,19 @@ def micro_time(when: datetime.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def parse_time(text: object) -> datetime.datetime | None:
-    if not isinstance(text, str):
-        return None
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.datetime.strptime(text, fmt).replace(tzinfo=datetime.timezone.utc)
-        except ValueError:
-            continue
-    return None
-
-
-def expired(spec: dict[str, Any], now: datetime.datetime) -> bool:
-    """Whether a Lease's holder let it lapse (or there is none)."""
-    if not spec.get("holderIdentity"):
-        return True
-    renewed = parse_time(spec.get("renewTime"))
+def held_for(spec: dict[str, Any]) -> int | None:
+    """The seconds a Lease's record holds once seen, or None when it has no holder (or no duration)."""
     duration = spec.get("leaseDurationSeconds")
-    if renewed is None or not isinstance(duration, int):
-        return True
-    return renewed + datetime.timedelta(seconds=duration) < now
+    if not spec.get("holderIdentity") or not isinstance(duration, int) or isinstance(duration, bool):
+        return None
+    return duration
+
+
+def expired(spec: dict[str, Any], seen_at: float, now: float) -> bool:
+    """Whether a Lease's record, first seen unchanged at ``seen_at`` (this replica's ``clock``), has lapsed at
+    ``now`` (or has no holder, or no duration).  Its ``renewTime`` is not read: it is another replica's clock."""
+    duration = held_for(spec)
+    return duration is None or now >= seen_at + duration
 
 
 class LeaderElector:
@@ -62,40 +61,53 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_lost: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime.datetime] = _now,
     ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
         self.on_lost = on_lost
+        self.clock, self.wall_clock = clock, wall_clock
         self.leading = threading.Event()
-        self._transitions = 0
+        #: the Lease's spec as this replica last saw it change (read or written), and when, by ``clock``
+        self._observed: dict[str, Any] | None = None
+        self._observed_at = 0.0
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        """Note the Lease's record as read or written; its time restarts only when it changed."""
+        if spec != self._observed:
+            self._observed, self._observed_at = spec, self.clock()
 
     def _try(self) -> bool:
         """One attempt to take or renew the Lease: whether this replica holds it now."""
-        now = _now()
+        wall = micro_time(self.wall_clock())
         lease = self.kube.lease(self.namespace, self.name)
-        spec_now = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": self.lease_duration,
-            "renewTime": micro_time(now),
-        }
+        spec_now = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration, "renewTime": wall}
         if lease is None:
             body = {
                 "apiVersion": LEASE.api_version,
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": dict(spec_now, acquireTime=micro_time(now), leaseTransitions=0),
+                "spec": dict(spec_now, acquireTime=wall, leaseTransitions=0),
             }
-            return self.kube.create_lease(self.namespace, body) is not None
+            return self._wrote(self.kube.create_lease(self.namespace, body))
         spec = dict(lease.get("spec") or {})
+        self._observe(spec)
         mine = spec.get("holderIdentity") == self.identity
-        if not mine and not expired(spec, now):
+        if not mine and not expired(spec, self._observed_at, self.clock()):
             return False
         if not mine:
-            spec["acquireTime"] = micro_time(now)
+            spec["acquireTime"] = wall
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         spec.update(spec_now)
-        body = dict(lease, spec=spec)
-        return self.kube.replace_lease(self.namespace, body) is not None
+        return self._wrote(self.kube.replace_lease(self.namespace, dict(lease, spec=spec)))
+
+    def _wrote(self, lease: dict[str, Any] | None) -> bool:
+        """Whether a write took (None: another replica wrote first); what it wrote is what this replica saw last."""
+        if lease is None:
+            return False
+        self._observe(dict(lease.get("spec") or {}))
+        return True
 
     def acquire(self, stop: threading.Event) -> bool:
         """Block until this replica leads (True) or ``stop`` is set (False)."""
@@ -107,12 +119,20 @@ class LeaderElector:
                     return True
             except Exception as exc:
                 log.warning("leader election: %s", exc)
-            stop.wait(self.retry_period)
+            stop.wait(self._until_next_try())
         return False
+
+    def _until_next_try(self) -> float:
+        """The retry period, or less when the Lease as last seen lapses sooner (taken as soon as it lapses)."""
+        duration = held_for(self._observed or {})
+        if duration is None:
+            return self.retry_period
+        left = self._observed_at + duration - self.clock()
+        return left if 0 < left < self.retry_period else self.retry_period
 
     def renew_forever(self, stop: threading.Event) -> None:
         """Renew the Lease until ``stop``; call ``on_lost`` when it could not for ``renew_deadline``."""
-        last = time.monotonic()
+        last = self.clock()
         while not stop.wait(self.retry_period):
             try:
                 ok = self._try()
@@ -120,8 +140,8 @@ class LeaderElector:
                 log.warning("renewing the Lease: %s", exc)
                 ok = False
             if ok:
-                last = time.monotonic()
-            elif time.monotonic() - last > self.renew_deadline or not self._still_mine():
+                last = self.clock()
+            elif self.clock() - last > self.renew_deadline or not self._still_mine():
                 log.error("lost the Lease %s/%s", self.namespace, self.name)
                 self.leading.clear()
                 if self.on_lost is not None:

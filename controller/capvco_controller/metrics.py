@@ -1,11 +1,18 @@
-"""Prometheus metrics in the text exposition format, under the names controller-runtime uses (so the dashboards
-and alerts a cluster operator has for Go providers apply), and the health endpoints the kubelet probes.
+"""Prometheus metrics (``prometheus_client``, in a registry of the controller's own), under the names and types
+controller-runtime uses (so the dashboards and alerts a cluster operator has for Go providers apply), and the health
+endpoints the kubelet probes.
 
-``/metrics``: ``controller_runtime_reconcile_total{controller,result}``, ``controller_runtime_reconcile_errors_total``,
-``controller_runtime_reconcile_time_seconds`` (a histogram), ``controller_runtime_max_concurrent_reconciles``,
-``controller_runtime_active_workers``, ``workqueue_depth``, ``workqueue_adds_total``, ``workqueue_retries_total``,
-``workqueue_queue_duration_seconds``, ``leader_election_master_status``, the drift pass's own
-(``capvco_drift_pass_seconds``, ``capvco_drift_found_total{kind}``), and the process's CPU and memory.
+``/metrics``: the counters ``controller_runtime_reconcile_total{controller,result}``,
+``controller_runtime_reconcile_errors_total{controller}``, ``workqueue_adds_total{name}``,
+``workqueue_retries_total{name}``; the histograms ``controller_runtime_reconcile_time_seconds{controller}`` and
+``workqueue_queue_duration_seconds{name}``; the gauges ``controller_runtime_max_concurrent_reconciles{controller}``,
+``controller_runtime_active_workers{controller}``, ``workqueue_depth{name}``, ``leader_election_master_status{name}``;
+the controller's own (``capvco_drift_pass_seconds{location}``, ``capvco_drift_found_total{kind}``,
+``capvco_watch_errors_total{kind}``, ``capvco_platform_errors_total{controller}``, ``capvco_workqueue_delayed``,
+``capvco_informer_objects{kind}``); and the process's (``prometheus_client``'s process collector:
+``process_cpu_seconds_total``, a counter, ``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
+``process_start_time_seconds``, ``process_open_fds``, ``process_max_fds``).  Counters and histograms have no
+``_created`` series, as controller-runtime's have none.
 ``/healthz``: the process's threads are alive.  ``/readyz``: ready to reconcile (standing by counts as ready).
 
 The probes and the metrics are served on two addresses (``--health-probe-bind-address``, which the kubelet reaches
@@ -15,149 +22,133 @@ given, so the probe address never serves ``/metrics`` to the pods that reach the
 
 from __future__ import annotations
 
-import os
-import resource
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import prometheus_client
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
 LabelSet = tuple[tuple[str, str], ...]
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: The text exposition format that ``generate_latest`` writes.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _labels(labels: LabelSet) -> str:
-    if not labels:
-        return ""
-    body = ",".join(
-        '%s="%s"' % (k, v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")) for k, v in labels
-    )
-    return "{" + body + "}"
+class Counter:
+    """A counter whose labels are given by name at each increment (``inc(controller="vcomachine")``)."""
 
-
-class Metric:
-    def __init__(self, name: str, help_: str, kind: str) -> None:
-        self.name, self.help, self.kind = name, help_, kind
-        self.lock = threading.Lock()
-
-    def lines(self) -> Iterable[str]:
-        yield "# HELP %s %s" % (self.name, self.help)
-        yield "# TYPE %s %s" % (self.name, self.kind)
-        yield from self.samples()
-
-    def samples(self) -> Iterable[str]:
-        raise NotImplementedError
-
-
-class Counter(Metric):
-    def __init__(self, name: str, help_: str) -> None:
-        super().__init__(name, help_, "counter")
-        self.values: dict[LabelSet, float] = {}
+    def __init__(self, name: str, help_: str, labels: Iterable[str], registry: CollectorRegistry) -> None:
+        self.name, self.registry = name, registry
+        self.metric = prometheus_client.Counter(name, help_, list(labels), registry=registry)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self.lock:
-            self.values[key] = self.values.get(key, 0.0) + amount
+        self.metric.labels(**labels).inc(amount)
 
     def get(self, **labels: str) -> float:
-        with self.lock:
-            return self.values.get(tuple(sorted(labels.items())), 0.0)
-
-    def samples(self) -> Iterable[str]:
-        with self.lock:
-            items = sorted(self.values.items())
-        for labels, value in items:
-            yield "%s%s %s" % (self.name, _labels(labels), _num(value))
+        return self.registry.get_sample_value(self.name, labels) or 0.0
 
 
-class Gauge(Metric):
-    def __init__(self, name: str, help_: str, read: Callable[[], Iterable[tuple[LabelSet, float]]]) -> None:
-        super().__init__(name, help_, "gauge")
-        self.read = read
+class Histogram:
+    """A histogram (``BUCKETS``, in seconds) whose labels are given by name at each observation."""
 
-    def samples(self) -> Iterable[str]:
-        for labels, value in self.read():
-            yield "%s%s %s" % (self.name, _labels(labels), _num(value))
-
-
-class Histogram(Metric):
-    def __init__(self, name: str, help_: str, buckets: tuple[float, ...] = BUCKETS) -> None:
-        super().__init__(name, help_, "histogram")
-        self.buckets = buckets
-        self.series: dict[LabelSet, list[float]] = {}  # bucket counts, then sum, then count
+    def __init__(
+        self,
+        name: str,
+        help_: str,
+        labels: Iterable[str],
+        registry: CollectorRegistry,
+        buckets: tuple[float, ...] = BUCKETS,
+    ) -> None:
+        self.name, self.registry = name, registry
+        self.metric = prometheus_client.Histogram(name, help_, list(labels), registry=registry, buckets=buckets)
 
     def observe(self, value: float, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self.lock:
-            s = self.series.setdefault(key, [0.0] * (len(self.buckets) + 2))
-            for i, bound in enumerate(self.buckets):
-                if value <= bound:
-                    s[i] += 1
-            s[-2] += value
-            s[-1] += 1
+        self.metric.labels(**labels).observe(value)
 
     def count(self, **labels: str) -> float:
-        with self.lock:
-            s = self.series.get(tuple(sorted(labels.items())))
-            return s[-1] if s else 0.0
-
-    def samples(self) -> Iterable[str]:
-        with self.lock:
-            items = sorted((k, list(v)) for k, v in self.series.items())
-        for labels, s in items:
-            for bound, n in zip(self.buckets, s, strict=False):
-                yield "%s_bucket%s %s" % (self.name, _labels(labels + (("le", _num(bound)),)), _num(n))
-            yield "%s_bucket%s %s" % (self.name, _labels(labels + (("le", "+Inf"),)), _num(s[-1]))
-            yield "%s_sum%s %s" % (self.name, _labels(labels), _num(s[-2]))
-            yield "%s_count%s %s" % (self.name, _labels(labels), _num(s[-1]))
+        return self.registry.get_sample_value(self.name + "_count", labels) or 0.0
 
 
-def _num(value: float) -> str:
-    return repr(float(value)) if value != int(value) else str(int(value))
+class Gauge(Collector):
+    """A gauge read when scraped: ``read()`` gives its series, each its label set and its value."""
+
+    family: type[GaugeMetricFamily] | type[CounterMetricFamily] = GaugeMetricFamily
+
+    def __init__(self, name: str, help_: str, read: Callable[[], Iterable[tuple[LabelSet, float]]]) -> None:
+        self.name, self.help, self.read = name, help_, read
+
+    def collect(self) -> Iterator[Metric]:
+        rows = list(self.read())
+        names = [k for k, _ in rows[0][0]] if rows else []
+        family = self.family(self.name, self.help, labels=names)
+        for labels, value in rows:
+            family.add_metric([v for _, v in labels], value)
+        yield family
 
 
-def process_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+class Counted(Gauge):
+    """A counter read when scraped (a total another object keeps, as the work queue keeps its adds)."""
+
+    family = CounterMetricFamily
 
 
-def resident_bytes() -> int:
-    """The process's resident memory now (``/proc/self/statm``), or its peak where there is no /proc."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+class _Exposed(Collector):
+    """What ``/metrics`` shows of a registry: everything but the ``_created`` series of its counters and
+    histograms (controller-runtime has none; ``prometheus_client`` would add one per series)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            created = family.name + "_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
 
 
 class Registry:
-    def __init__(self) -> None:
-        self.metrics: list[Metric] = []
-        self.reconcile_total = self.add(Counter("controller_runtime_reconcile_total", "Reconciles by result."))
-        self.reconcile_errors = self.add(
-            Counter("controller_runtime_reconcile_errors_total", "Reconciles that failed.")
-        )
-        self.reconcile_time = self.add(Histogram("controller_runtime_reconcile_time_seconds", "Time per reconcile."))
-        self.queue_duration = self.add(
-            Histogram("workqueue_queue_duration_seconds", "How long a key waited in the queue before its reconcile.")
-        )
-        self.drift_pass = self.add(Histogram("capvco_drift_pass_seconds", "Time per drift pass of a location."))
-        self.drift_found = self.add(Counter("capvco_drift_found_total", "Objects a drift pass found not as recorded."))
-        self.watch_errors = self.add(Counter("capvco_watch_errors_total", "Watches that broke and were started again."))
-        self.platform_errors = self.add(
-            Counter("capvco_platform_errors_total", "Platform calls that failed a reconcile.")
-        )
-        self.add(
-            Gauge("process_cpu_seconds_total", "CPU seconds the process used.", lambda: [((), process_cpu_seconds())])
-        )
-        self.add(Gauge("process_resident_memory_bytes", "Resident memory.", lambda: [((), float(resident_bytes()))]))
+    """The controller's metrics, in a ``prometheus_client`` registry of their own (never the library's global
+    one: each Controller in a test's process has its own)."""
 
-    def add(self, metric: Any) -> Any:
-        self.metrics.append(metric)
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total", "Reconciles by result.", ["controller", "result"], r
+        )
+        self.reconcile_errors = Counter(
+            "controller_runtime_reconcile_errors_total", "Reconciles that failed.", ["controller"], r
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds", "Time per reconcile.", ["controller"], r
+        )
+        self.queue_duration = Histogram(
+            "workqueue_queue_duration_seconds", "How long a key waited in the queue before its reconcile.", ["name"], r
+        )
+        self.drift_pass = Histogram("capvco_drift_pass_seconds", "Time per drift pass of a location.", ["location"], r)
+        self.drift_found = Counter(
+            "capvco_drift_found_total", "Objects a drift pass found not as recorded.", ["kind"], r
+        )
+        self.watch_errors = Counter(
+            "capvco_watch_errors_total", "Watches that broke and were started again.", ["kind"], r
+        )
+        self.platform_errors = Counter(
+            "capvco_platform_errors_total", "Platform calls that failed a reconcile.", ["controller"], r
+        )
+        ProcessCollector(registry=r)
+
+    def add(self, metric: Gauge) -> Gauge:
+        """A metric read when scraped (:class:`Gauge`, :class:`Counted`), registered."""
+        self.registry.register(metric)
         return metric
 
     def render(self) -> str:
-        return "\n".join(line for m in self.metrics for line in m.lines()) + "\n"
+        """The text exposition format (``/metrics``'s body)."""
+        return generate_latest(_Exposed(self.registry)).decode("utf-8")
 
 
 #: What a server serves: the metrics, the probes.
@@ -187,7 +178,7 @@ class Server:
                 if path not in outer.paths:
                     code, body, ctype = 404, "not found\n", "text/plain"
                 elif path == "/metrics":
-                    code, body, ctype = 200, outer.registry.render(), "text/plain; version=0.0.4"
+                    code, body, ctype = 200, outer.registry.render(), CONTENT_TYPE
                 elif path in ("/healthz", "/livez"):
                     ok = outer.healthy()
                     code, body, ctype = (200 if ok else 500), ("ok\n" if ok else "unhealthy\n"), "text/plain"

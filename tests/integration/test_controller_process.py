@@ -168,14 +168,19 @@ def test_create_idle_drift_and_delete(kube, emulator, tmp_path):
 
 def test_metrics_are_served_on_the_metrics_address_only(kube, emulator, tmp_path):
     """The probe address (the pod's IP, for the kubelet) serves /healthz and /readyz and nothing else; /metrics is
-    served on the metrics address alone (127.0.0.1 in the Deployment), which serves no probe; the same address for
-    both serves all three on one port."""
+    served on the metrics address alone (127.0.0.1 in the Deployment), which serves no probe, in the text format,
+    each total a counter; the same address for both serves all three on one port."""
     ctl = Controller(kube, emulator, tmp_path).start()
     try:
         assert ctl.port != ctl.metrics_port
         assert [ctl.probe(p) for p in ("/healthz", "/readyz", "/metrics")] == [200, 200, 404]
         assert [ctl.probe(p, ctl.metrics_port) for p in ("/metrics", "/healthz", "/readyz")] == [200, 404, 404]
-        assert "controller_runtime_reconcile_total" in httpx.get("http://127.0.0.1:%d/metrics" % ctl.metrics_port).text
+        served = httpx.get("http://127.0.0.1:%d/metrics" % ctl.metrics_port)
+        assert served.headers["content-type"].startswith("text/plain; version=0.0.4")
+        types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", served.text, re.M))  # totals are counters (issue 48)
+        totals = ("controller_runtime_reconcile_total", "process_cpu_seconds_total", "workqueue_adds_total")
+        assert [types.get(name) for name in totals] == ["counter"] * 3, types
+        assert types.get("process_resident_memory_bytes") == types.get("workqueue_depth") == "gauge"
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
     port = free_port()

@@ -3,7 +3,6 @@ expiry."""
 
 from __future__ import annotations
 
-import datetime
 import threading
 
 import pytest
@@ -100,13 +99,17 @@ def test_what_wakes_a_reconcile():
     assert controller.fingerprint(obj) != controller.fingerprint(annotated)
 
 
-def test_a_lease_expires_after_its_duration():
-    now = datetime.datetime(2026, 12, 2, 12, 0, 0, tzinfo=datetime.timezone.utc)
-    spec = {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": leader.micro_time(now)}
-    assert not leader.expired(spec, now + datetime.timedelta(seconds=10))
-    assert leader.expired(spec, now + datetime.timedelta(seconds=16))
-    assert leader.expired(dict(spec, holderIdentity=None), now)
-    assert leader.expired(dict(spec, renewTime="garbage"), now)
+def test_a_lease_expires_by_how_long_this_replica_saw_it_unchanged_not_by_its_renew_time():
+    """A Lease lapses ``leaseDurationSeconds`` after this replica first saw its record unchanged, on this replica's
+    clock; the holder's ``renewTime`` (another clock, here a day ahead or a day behind) is not read."""
+    for renewed in ("2026-12-03T12:00:00.000000Z", "2026-12-01T12:00:00.000000Z", "garbage"):
+        spec = {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": renewed}
+        assert not leader.expired(spec, 1000.0, 1000.0)
+        assert not leader.expired(spec, 1000.0, 1014.9)
+        assert leader.expired(spec, 1000.0, 1015.0)
+    assert leader.expired({"holderIdentity": None, "leaseDurationSeconds": 15}, 1000.0, 1000.0)
+    assert leader.expired({"holderIdentity": "a", "leaseDurationSeconds": "15"}, 1000.0, 1000.0)
+    assert leader.expired({"holderIdentity": "a"}, 1000.0, 1000.0)
 
 
 def credential_folder(path, token, url="https://portal.example/api/1", customer="acme"):

@@ -7,6 +7,7 @@ import re
 
 import kubernetes_validate
 import pytest
+import tomllib
 import yaml
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
@@ -159,7 +160,8 @@ def test_the_samples_refer_to_each_other():
 
 def test_the_image_runs_the_controller_with_the_collection_installed():
     """controller/Containerfile: the controller package's entry point, the collection built and installed as
-    ansible-galaxy does (with kubernetes.core, which the SR-IOV add-on's role uses), a non-root uid above 10,000.
+    ansible-galaxy does (with kubernetes.core, which the SR-IOV add-on's role uses), every dependency the package
+    declares (it is installed without them), a non-root uid above 10,000.
     (tests/e2e/test_controller_image.py builds it and runs it.)"""
     containerfile = read_text(os.path.join(ROOT, "controller", "Containerfile"))
     assert 'ENTRYPOINT ["/opt/venv/bin/capvco-controller"]' in containerfile
@@ -168,6 +170,13 @@ def test_the_image_runs_the_controller_with_the_collection_installed():
         "ansible_collections/kubernetes/core/" in containerfile
         and "ansible_collections/ansible/posix/" in containerfile
     )
+    # every dependency of the package (installed with --no-deps): from the collection's requirements.txt, or its own
+    with open(os.path.join(ROOT, "controller", "pyproject.toml"), "rb") as fh:
+        wanted = tomllib.load(fh)["project"]["dependencies"]
+    requirements = read_text(os.path.join(ROOT, "requirements.txt"))
+    for dependency in wanted:
+        name = re.match(r"[A-Za-z0-9_.-]+", dependency).group(0)
+        assert re.search(r"^%s\b" % re.escape(name), requirements, re.M) or '"%s"' % dependency in containerfile, name
     (user,) = re.findall(r"^USER (\d+):(\d+)$", containerfile, re.M)
     assert int(user[0]) >= 10000 and int(user[1]) >= 10000
     assert "operator" not in containerfile.lower()
