@@ -13,7 +13,7 @@ export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: all deps deps-demo deps-e2e deps-containers image venv link demo test fresh unit integration smoke e2e \
-	molecule chaos explore bench sanity lint consumers build clean
+	molecule chaos explore mutants bench sanity lint consumers build clean
 
 # The system packages each target needs, as COMMAND:PACKAGE (hack/ensure-packages.sh installs the missing ones).
 DEMO_PKGS := ip:iproute2 ping:iputils-ping
@@ -120,6 +120,11 @@ bench: link deps-e2e
 	  $(BIN)/python benchmarks/inventory_bench.py; inv=$$?; $(BIN)/python benchmarks/cni_bench.py; cni=$$?; \
 	  $(BIN)/python benchmarks/controller_bench.py; ctl=$$?; \
 	  test $$gpu = 0 && test $$scale = 0 && test $$inv = 0 && test $$cni = 0 && test $$ctl = 0
+
+# A mutation check of the core (hack/mutants.py): faults planted one at a time in the planner, the lease, the ownership
+# proof and the price, each of which the unit layer must kill (a unit test fails with it in place).
+mutants: link
+	$(BIN)/python hack/mutants.py
 
 # Every property test (each test file that imports Hypothesis) with random seeds and CAPVCO_EXPLORE_SCALE (10) times
 # its examples; `make test` draws the same examples on every run (tests/properties.py).  It ends with the number of
