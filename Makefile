@@ -67,7 +67,7 @@ consumers: link deps-containers
 # Each pytest layer writes its JUnit XML beside its log (.build/logs): `make test` ends with the 20 slowest tests.
 JUNIT = --junitxml=$(CURDIR)/.build/logs/$@.xml -o junit_family=xunit1
 unit: link
-	$(BIN)/python -m pytest -q $(JUNIT) tests/unit
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(JUNIT) tests/unit
 
 integration: link
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(JUNIT) tests/integration
