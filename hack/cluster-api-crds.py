@@ -6,7 +6,8 @@ From a Cluster API git repository (kubernetes-sigs/cluster-api; a bare clone wil
 kinds the cluster templates and the samples make (Cluster, MachineDeployment, MachineHealthCheck, KubeadmControlPlane,
 KubeadmConfigTemplate) and clusterctl's Metadata, each cut to the API version the files use (v1beta2; v1alpha3 for
 Metadata) and without its descriptions (the schema as it is otherwise: types, required fields, patterns, bounds),
-with a header naming the repository, the commit and the path.
+and an annotation naming the repository, the commit and the path. Written as JSON (a YAML document too, which
+tests/crdschema.py reads as it is): data, not a file to lint.
 
     .venv/bin/python hack/cluster-api-crds.py CLUSTER_API_GIT_DIR [COMMIT]
 """
@@ -14,6 +15,7 @@ with a header naming the repository, the commit and the path.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +24,8 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "cluster-api")
+#: The annotation that records where a copy comes from.
+SOURCE = "capvco.whitesky.cloud/copied-from"
 
 #: (path in the repository, the version kept)
 CRDS = (
@@ -68,14 +72,16 @@ def main(argv=None):
         if not kept:
             sys.exit("%s serves no %s at %s" % (path, version, commit))
         crd["spec"]["versions"] = [strip(kept[0])]
-        header = (
-            "# kubernetes-sigs/cluster-api at %s: %s, version %s only, without descriptions.\n"
-            "# Written by hack/cluster-api-crds.py; the tests validate the provider files and the samples against it.\n"
-            % (commit, path, version)
+        crd["metadata"].setdefault("annotations", {})[SOURCE] = "kubernetes-sigs/cluster-api@%s:%s (%s only)" % (
+            commit,
+            path,
+            version,
         )
-        with open(os.path.join(OUT, os.path.basename(path)), "w", encoding="utf-8") as fh:
-            fh.write(header + yaml.safe_dump(crd, sort_keys=False, width=120))
-        print(os.path.relpath(os.path.join(OUT, os.path.basename(path)), ROOT))
+        name = os.path.basename(path)[: -len(".yaml")] + ".json"
+        with open(os.path.join(OUT, name), "w", encoding="utf-8") as fh:
+            json.dump(crd, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        print(os.path.relpath(os.path.join(OUT, name), ROOT))
     return 0
 
 

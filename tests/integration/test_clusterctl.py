@@ -1,7 +1,7 @@
 """clusterctl's provider files (``hack/clusterctl.py``, which ``make build`` runs), read as clusterctl reads them.
 
 No clusterctl binary can be had here, so its rules are applied from its source (kubernetes-sigs/cluster-api,
-``cmd/clusterctl``; the commit of tests/data/cluster-api/'s headers): the variable substitution (drone/envsubst,
+``cmd/clusterctl``; the commit tests/data/cluster-api/'s copies name): the variable substitution (drone/envsubst,
 ``tests/envsubst.py``, first checked against both projects' own test cases), ``validateMetadata`` and the release
 series lookup of ``clusterctl init``, the local repository's layout (``newLocalRepository``), the components'
 target namespace (``fixTargetNamespace``) and the templates' naming. What the files make is then validated: the
@@ -18,8 +18,6 @@ snippets docs/controller.md quotes are checked to be theirs.
 from __future__ import annotations
 
 import copy
-import glob
-import importlib.util
 import os
 import re
 import subprocess
@@ -34,31 +32,19 @@ import autoscaler
 import crdschema
 import envsubst
 from helpers import ROOT, read_text
-
-_spec = importlib.util.spec_from_file_location("clusterctl_files", os.path.join(ROOT, "hack", "clusterctl.py"))
-gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gen)
+from providerfiles import (
+    CLUSTERCTL_SETS,
+    COMPONENT_VALUES,
+    TEMPLATE_VALUES,
+    crd_schemas,
+    docs_of,
+    gen,
+    read,
+    rendered,
+)
 
 DOC = os.path.join(ROOT, "docs", "controller.md")
 SAMPLES = os.path.join(ROOT, "docs", "samples")
-CAPI_CRDS = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "cluster-api", "*.yaml")))
-
-#: What clusterctl generate cluster always sets from its command line (cmd/clusterctl/client/config.go,
-#: ``templateOptions``; the defaults of cmd/clusterctl/cmd/generate_cluster.go's flags), besides CLUSTER_NAME (its
-#: argument) and NAMESPACE (--target-namespace, or the kubeconfig context's).
-CLUSTERCTL_SETS = {"CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "0"}
-#: Sample values of the variables that have no default (the documented defaults come from the files themselves).
-COMPONENT_VALUES = {"CAPVCO_CONTROLLER_IMAGE": "registry.example/capvco-controller:0.1.0"}
-TEMPLATE_VALUES = dict(
-    CLUSTERCTL_SETS,
-    CLUSTER_NAME="demo",
-    KUBERNETES_VERSION="v1.34.0",
-    VCO_LOCATION="be-gen-1",
-    VCO_CONTROL_PLANE_ENDPOINT_HOST="192.0.2.10",
-    VCO_IMAGE_ID="12",
-    VCO_GPU_TYPE="NVIDIA A100",
-)
-NAMESPACE = "default"
 
 #: clusterctl's kinds that are not namespaced (cmd/clusterctl/internal/util/objs.go, ``IsResourceNamespaced``).
 CLUSTER_SCOPED = {
@@ -81,35 +67,10 @@ CLUSTER_SCOPED = {
 }
 
 
-def docs_of(text):
-    return [d for d in yaml.safe_load_all(text) if d]
-
-
-def crd_schemas():
-    """Cluster API's v1beta2 CRDs (and clusterctl's Metadata) and this provider's, by (apiVersion, kind)."""
-    out = {}
-    for path in [*CAPI_CRDS, gen.CRDS]:
-        out.update(crdschema.load_crds(path))
-    return out
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """The provider repository's folder, as ``make build`` writes it."""
     return gen.write(str(tmp_path_factory.mktemp("clusterctl")))
-
-
-def read(folder, name):
-    return read_text(os.path.join(folder, name))
-
-
-def rendered(folder, name, values):
-    """A template as ``clusterctl generate cluster`` prints it (substituted, every object in the target namespace)."""
-    objs = docs_of(envsubst.process(read(folder, name), values))
-    for obj in objs:
-        assert "namespace" not in obj["metadata"], "a template's object names no namespace: clusterctl sets it"
-        obj["metadata"]["namespace"] = NAMESPACE
-    return objs
 
 
 # --- the variable substitution, ported: first against drone/envsubst's and clusterctl's own test cases -------------
@@ -545,7 +506,7 @@ def check_machine_health_check(mhc):
     """The MachineHealthCheck: Cluster API's CEL rule on a machine condition's type (read from its CRD, which
     crdschema does not evaluate), and the workers selected."""
     (crd,) = crdschema.objects(
-        os.path.join(ROOT, "tests", "data", "cluster-api", "cluster.x-k8s.io_machinehealthchecks.yaml")
+        os.path.join(ROOT, "tests", "data", "cluster-api", "cluster.x-k8s.io_machinehealthchecks.json")
     )
     rule = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["checks"][
         "properties"
