@@ -181,7 +181,12 @@ def components(objects):
             )
         obj["metadata"].setdefault("labels", {})[PROVIDER_LABEL] = LABEL
         out.append(obj)
-    return yaml.safe_dump_all(out, sort_keys=False, explicit_start=True, width=120)
+    header = (
+        "# CAPVCO's components for clusterctl init --infrastructure %s: the role capvco_controller rendered by\n"
+        "# hack/clusterctl.py (make build), with clusterctl's variables for the image and the credentials Secret.\n"
+        % PROVIDER
+    )
+    return header + yaml.safe_dump_all(out, sort_keys=False, explicit_start=True, width=120)
 
 
 def cluster_template(flavor):
@@ -203,7 +208,8 @@ def write(out, version=None):
     with tempfile.TemporaryDirectory(prefix="capvco-clusterctl-") as work:
         text = components(render_role(SETTINGS, work))
     files = {
-        "metadata.yaml": yaml.safe_dump(metadata(version, contract()), sort_keys=False),
+        "metadata.yaml": "# CAPVCO's release series for clusterctl (hack/clusterctl.py), the contract the CRDs'.\n"
+        + yaml.safe_dump(metadata(version, contract()), sort_keys=False),
         "infrastructure-components.yaml": text,
     }
     for flavor in FLAVORS:

@@ -262,11 +262,7 @@ class Parser:
         s.escape_chars = ESCAPE_ALL
         if s.peek() == "#":
             return self.parse_len_func()
-        s.accept = accept_ident
-        s.mode = SCAN_IDENT
-        if s.scan() != IDENT:
-            raise EnvsubstError(PARSE_VARIABLE_NAME)
-        name = s.string()
+        name = self._ident(accept_ident, PARSE_VARIABLE_NAME)
         nxt = s.peek()
         if nxt == ":":
             return self.parse_default_or_substr(name)
@@ -306,17 +302,18 @@ class Parser:
             return self.parse_default_func(name)
         return self.parse_substr_func(name)
 
-    def _name(self, node, accept, error=BAD_SUBSTITUTION):
+    def _ident(self, accept, error=BAD_SUBSTITUTION):
+        """One identifier token (a name, or a function's operator) scanned with ``accept``."""
         s = self.s
         s.accept = accept
         s.mode = SCAN_IDENT
         if s.scan() != IDENT:
             raise EnvsubstError(error)
-        node.name = s.string()
+        return s.string()
 
     def parse_substr_func(self, name):
         node = Func(name)
-        self._name(node, accept_one_colon)
+        node.name = self._ident(accept_one_colon)
         node.args.append(self.parse_param(reject_colon_close, SCAN_IDENT))
         s = self.s
         s.accept = accept_colon
@@ -332,14 +329,14 @@ class Parser:
 
     def parse_remove_func(self, name, accept):
         node = Func(name)
-        self._name(node, accept)
+        node.name = self._ident(accept)
         node.args.append(self.parse_param(accept_not_closing, SCAN_IDENT))
         self.consume_rbrack()
         return node
 
     def parse_replace_func(self, name):
         node = Func(name)
-        self._name(node, accept_replace_func)
+        node.name = self._ident(accept_replace_func)
         node.args.append(self.parse_param(accept_not_slash, SCAN_IDENT | SCAN_ESCAPE))
         s = self.s
         s.accept = accept_slash
@@ -357,7 +354,7 @@ class Parser:
         node = Func(name)
         s = self.s
         accept = accept_one_equal if s.peek() == "=" else accept_default_func
-        self._name(node, accept, PARSE_DEFAULT_FUNCTION)
+        node.name = self._ident(accept, PARSE_DEFAULT_FUNCTION)
         while True:
             if s.peek() == "}":
                 self.consume_rbrack()
@@ -366,19 +363,14 @@ class Parser:
 
     def parse_casing_func(self, name):
         node = Func(name)
-        self._name(node, accept_casing_func)
+        node.name = self._ident(accept_casing_func)
         self.consume_rbrack()
         return node
 
     def parse_len_func(self):
         node = Func("")
-        self._name(node, accept_one_hash)
-        s = self.s
-        s.accept = accept_ident
-        s.mode = SCAN_IDENT
-        if s.scan() != IDENT:
-            raise EnvsubstError(BAD_SUBSTITUTION)
-        node.param = s.string()
+        node.name = self._ident(accept_one_hash)
+        node.param = self._ident(accept_ident)
         self.consume_rbrack()
         return node
 
