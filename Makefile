@@ -146,10 +146,14 @@ chaos: link
 	CAPVCO_RECLAIM_PLAN_RANDOM=1 CAPVCO_RECLAIM_PLAN_EXAMPLES=$(or $(EXAMPLES),40) \
 	  $(BIN)/python -m pytest -q -s tests/integration/test_reclaim_plan.py -k reviewed
 
+# The collection's artifact, the emulator's wheel, and clusterctl's provider files (a local repository's folder,
+# .build/dist/clusterctl/infrastructure-vco/vVERSION/: hack/clusterctl.py, docs/controller.md "Installing with
+# clusterctl").
 build: link
 	rm -rf .build/dist && mkdir -p .build/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path .build/dist .
 	$(BIN)/pip wheel -q --no-deps -w .build/dist ./emulator
+	$(BIN)/python hack/clusterctl.py .build/dist/clusterctl
 
 # ansible-test runs on the built artifact, installed as ansible_collections/whitesky/capvco.
 sanity: build

@@ -1,11 +1,17 @@
 """The manifests both roles render, read by their real consumers: the Kubernetes schemas and a policy scanner.
 
 The roles render with real ansible-playbook runs (``sriov_agent_render_dir``, ``capvco_controller_render_dir``;
-the controller once watching every namespace and once watching two). Then:
+the controller once watching every namespace and once watching two). Beside them, clusterctl's provider files
+(``hack/clusterctl.py``, as ``make build`` writes them) as clusterctl turns them into objects with the documented
+defaults and sample values (tests/providerfiles.py): the components ``clusterctl init`` applies and the cluster
+templates ``clusterctl generate cluster`` prints; and the docs' samples of the cluster autoscaler and of a
+MachineHealthCheck. Then:
 
 - ``kubernetes-validate --strict`` for a current Kubernetes version checks every document: the core kinds and the
-  controller's CustomResourceDefinitions (as apiextensions.k8s.io/v1 objects) against the Kubernetes schemas; the one
-  custom kind (Multus's NetworkAttachmentDefinition, whose CRD is not ours) against the schema of Multus's CRD here.
+  controller's CustomResourceDefinitions (as apiextensions.k8s.io/v1 objects) against the Kubernetes schemas; the
+  custom kinds against their CRDs' schemas: Multus's NetworkAttachmentDefinition (whose CRD is not ours) against the
+  schema of Multus's CRD here, Cluster API's kinds against its v1beta2 CRDs (tests/data/cluster-api/) and this
+  provider's against roles/capvco_controller/files/crds.yaml (tests/crdschema.py).
 - checkov's Kubernetes checks scan them. Each finding is fixed in the templates or waived beside its object with a
   ``checkov.io/skipN: CKV_K8S_xx=reason`` annotation. The test fails on a finding with no waiver, on a waiver with no
   reason, on a waiver for something checkov no longer finds (a scan of the manifests with the waivers taken out
@@ -33,6 +39,8 @@ import kubernetes_validate.utils
 import pytest
 import yaml
 
+import crdschema
+import providerfiles
 from helpers import ROOT, SRIOV_VARS, run_playbook
 
 #: A current Kubernetes release that kubernetes-validate knows (the newest it ships, here).
@@ -65,6 +73,12 @@ WAIVED = {
     ("Pod", "capvco-controller"): {"CKV2_K8S_6"},  # serves nothing to other pods; egress has no fixed address
     ("ClusterRoleBinding", "capvco-controller-secret-reader"): {"CKV2_K8S_5"},  # Secrets: get alone, by name
     ("RoleBinding", "capvco-controller-secret-reader"): {"CKV2_K8S_5"},  # the same, in each watched namespace
+    # docs/samples/capi-autoscaler.yaml: the sample cluster's namespace is default; an API client; a release by tag
+    ("Deployment", "demo-cluster-autoscaler"): {"CKV_K8S_21", "CKV_K8S_38", "CKV_K8S_43"},
+    ("Pod", "demo-cluster-autoscaler"): {"CKV2_K8S_6"},  # serves nothing to other pods; egress has no fixed address
+    ("ServiceAccount", "demo-cluster-autoscaler"): {"CKV_K8S_21"},
+    ("Role", "demo-cluster-autoscaler"): {"CKV_K8S_21"},
+    ("RoleBinding", "demo-cluster-autoscaler"): {"CKV_K8S_21"},
 }
 
 #: Custom kinds the Kubernetes schemas do not know, with the schema of their CRD. NetworkAttachmentDefinition:
@@ -126,6 +140,13 @@ RENDERED = {
     "controller.yaml": "controller/capvco-controller.yaml",
     "controller-watch-namespaces.yaml": "controller-watch-namespaces/capvco-controller.yaml",
 }
+#: clusterctl's provider files, as objects: (the scanned file's name, the file of the provider repository)
+CLUSTERCTL = {
+    "clusterctl-components.yaml": "infrastructure-components.yaml",
+    **{"clusterctl-%s.yaml" % (f or "default"): providerfiles.gen.template_name(f) for f in providerfiles.gen.FLAVORS},
+}
+#: The docs' samples scanned as they are.
+SAMPLES = ("capi-autoscaler.yaml", "capi-machinehealthcheck.yaml")
 
 
 def _requirements_digest():
@@ -193,7 +214,17 @@ def manifests(tmp_path_factory):
     scan.mkdir()
     for name, rendered in RENDERED.items():
         shutil.copy(top / "rendered" / rendered, scan / name)
-    return {name: scan / name for name in RENDERED}
+    folder = providerfiles.gen.write(str(top / "clusterctl"))
+    for name, source in CLUSTERCTL.items():
+        objs = (
+            providerfiles.components(folder)
+            if source == "infrastructure-components.yaml"
+            else providerfiles.rendered(folder, source)
+        )
+        (scan / name).write_text(yaml.safe_dump_all(objs, sort_keys=False), encoding="utf-8")
+    for name in SAMPLES:
+        shutil.copy(os.path.join(ROOT, "docs", "samples", name), scan / name)
+    return {name: scan / name for name in (*RENDERED, *CLUSTERCTL, *SAMPLES)}
 
 
 def _docs(path):
@@ -213,6 +244,7 @@ def test_kubernetes_validate_strict_knows_every_document(manifests):
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
+    crds = providerfiles.crd_schemas()
     passed, unknown = set(), set()
     for line in out.splitlines():
         m = re.match(r"^INFO (\S+) passed for resource (\S+)/(\S+) against version ", line)
@@ -220,7 +252,7 @@ def test_kubernetes_validate_strict_knows_every_document(manifests):
             passed.add((m.group(1), m.group(2), m.group(3)))
             continue
         m = re.match(r"^WARN (\S+) Couldn't find schema for kind (\S+) with api version (\S+) ", line)
-        assert m and (m.group(3), m.group(2)) in CUSTOM, line
+        assert m and ((m.group(3), m.group(2)) in CUSTOM or (m.group(3), m.group(2)) in crds), line
         unknown.add((m.group(1), m.group(3), m.group(2)))
     core, custom = set(), set()
     for path in paths:
@@ -232,12 +264,15 @@ def test_kubernetes_validate_strict_knows_every_document(manifests):
                 config = json.loads(doc["spec"]["config"])
                 assert config["cniVersion"] == "1.0.0" and config["type"] == "capvco-sriov"
                 assert config["name"] == doc["metadata"]["name"]
+            elif key in crds:
+                custom.add((path, *key))
+                assert crdschema.check(crds, doc) == [], (path, doc["kind"], doc["metadata"]["name"])
             else:
                 core.add((path, doc["kind"].lower(), doc["metadata"]["name"]))
     assert passed == core and unknown == custom
     kinds = {k for _path, k, _name in core}
     assert {"customresourcedefinition", "daemonset", "deployment", "rolebinding"} <= kinds  # CRDs as CRDs
-    assert custom, "the SR-IOV networks were rendered"
+    assert {k for _path, _v, k in custom} >= {"NetworkAttachmentDefinition", "Cluster", "MachineHealthCheck"}
 
 
 def _scan(checkov, paths):

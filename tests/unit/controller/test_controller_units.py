@@ -147,7 +147,7 @@ def test_the_samples_refer_to_each_other():
     refs = [
         docs[("Cluster", "demo")]["spec"]["infrastructureRef"],
         docs[("Cluster", "demo")]["spec"]["controlPlaneRef"],
-        docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["infrastructureRef"],
+        docs[("KubeadmControlPlane", "demo-control-plane")]["spec"]["machineTemplate"]["spec"]["infrastructureRef"],
         docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["infrastructureRef"],
         docs[("MachineDeployment", "demo-gpu")]["spec"]["template"]["spec"]["bootstrap"]["configRef"],
     ]
