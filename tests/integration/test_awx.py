@@ -81,21 +81,6 @@ def test_the_execution_environment_takes_the_requirements_from_the_collection(tm
     assert [r.split("#")[0].strip() for r in found["system"]] == ["python3 [platform:dpkg platform:rpm]"], found
 
 
-def test_awx_stores_the_credential_type_and_its_injectors_give_a_job_the_connection():
-    """tests/consumers/check_awx.py with this venv's ansible-core (``make consumers`` runs it on the oldest and the
-    newest): awx/register.yml into a fake AWX, the injectors rendered by AWX's rules, a job against the emulator."""
-    purelib = sysconfig.get_paths()["purelib"]
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "consumers", "check_awx.py"), "--ansible-bin", BIN]
-        + ["--collections", purelib],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert '"WHITESKY_API_URL": "{{ api_url }}"' in proc.stdout
-
-
 def test_register_playbook_syntax():
     proc = subprocess.run(
         [os.path.join(BIN, "ansible-playbook"), "--syntax-check", os.path.join(ROOT, "awx", "register.yml")],

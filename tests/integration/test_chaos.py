@@ -10,6 +10,10 @@ from helpers import ROOT
 
 
 def test_chaos_short_form():
+    """Random faults and SIGKILLs of whole playbook runs, two actors at once on each of create, scale down, force
+    delete and delete, beside a noisy neighbour: checked against the emulator's ledger (no leak, no double
+    reservation by slot, nothing unowned touched, nothing accruing after teardown), and every re-run explained by a
+    kill or an injected error; the only test where faults, kills and a second actor meet in one run."""
     proc = subprocess.run(
         [
             sys.executable,

@@ -197,6 +197,10 @@ def priced(plan):
 
 
 def test_specs_drawn_against_a_live_cluster(tmp_path):
+    """Specs drawn by hypothesis (valid and not) converged on one live cluster through the core: a bad one is refused
+    naming its field, in check mode and for real, and changes nothing; a good one's check-mode plan is what the run
+    then does, its price is what the cluster then holds, and a second run writes nothing; the only property test of
+    the spec against a platform's state."""
     emu = Emulator(tmp_path / "emulator-state").start()
     try:
         live_cluster(emu)

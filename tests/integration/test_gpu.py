@@ -179,6 +179,9 @@ KILLABLE = textwrap.dedent("""\
 
 
 def test_sigkill_between_reservations_then_rerun_converges_without_leaks(emulator, tmp_path):
+    """A vGPU run SIGKILLed between two reservations (the only kill of the vgpu core itself, outside Ansible): the
+    re-run waits out the dead run's lease, then converges to exactly the count, the slots it had made reused, none
+    leaked."""
     vms(emulator, "w0")
     # each call takes 500 ms: once two reservations exist, the four left take two seconds at least, so the kill lands
     # between reservations even when this test's polling is slow on a loaded machine (at 150 ms it once did not)

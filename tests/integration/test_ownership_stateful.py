@@ -648,6 +648,11 @@ class Neighbour:
 
 
 def test_ownership_holds_under_every_lifecycle_step():
+    """The only test of ownership across sequences of lifecycle steps (hypothesis' stateful machine, seeded): converge,
+    scale, delete a machine, kill a run, stall one, two runs at once, someone else's VM or reservation, typos and
+    over-capacity specs, under faults (lost answers, 5xx, 429, VM locks), two clusters whose names are prefixes of each
+    other beside a hand-made VM; after every step nothing the acting cluster does not own changed, no slot is bought
+    twice and a deleted cluster bills nothing."""
     started = time.monotonic()
     config = settings(
         max_examples=EXAMPLES,

@@ -67,6 +67,9 @@ def scale(emulator, pool, replicas, check=False, **extra):
 
 
 def test_a_spec_for_one_pool_is_refused_and_pool_scale_changes_that_pool_only(emulator):
+    """One scale of one pool through every face that can ask for it: a spec naming one pool and the AWX survey's are
+    refused before any change (the other pools' machines named), ``pool_scale`` in check mode plans that pool only,
+    and for real takes the GPU pool to zero and back with the control plane and the CPU pool untouched."""
     rc, out, _ = run_playbook(os.path.join(PLAYS, "cluster_create.yml"), emulator, extra_vars=spec())
     assert rc == 0, out[-3000:]
     assert names(emulator) == ["ps-cp-0", "ps-cpu-0", "ps-gpu-0", "ps-gpu-1"]
