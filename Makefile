@@ -51,7 +51,7 @@ test:
 	@hack/layers.sh $(LAYERS)
 
 # The README on a new machine: a bare Debian bookworm (python3, python3-venv, make, git) in a privileged
-# container, a clone of this working tree in it, then `make demo` and `make unit smoke` there, and the
+# container, a clone of this working tree in it, then `make demo` and `make smoke` there, and the
 # user's path of the README's "Install" (hack/user-path.sh: the built artifact installed by ansible-galaxy into a
 # venv with requirements.txt only, the emulator by a plain pip install, `ansible-playbook whitesky.capvco.site`, then
 # a cluster's walk checked step by step: plan and price, create, scale, force delete, orphans, reviewed reclaim, delete).
@@ -70,7 +70,7 @@ unit: link
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(JUNIT) tests/unit
 
 integration: link
-	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) $(JUNIT) tests/integration
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),3) $(JUNIT) tests/integration
 
 # What of the integration layer only a new machine can show (make fresh runs it there; `make integration` runs it all
 # here): the emulator installed and served over real HTTP, a cluster converged and torn down through the playbooks

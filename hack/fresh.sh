@@ -4,9 +4,9 @@
 # A bare Debian bookworm root filesystem (debootstrap minbase with python3,
 # python3-venv, make and git only) runs, as a privileged podman container (the
 # demo makes network namespaces), a fresh clone of this working tree, and in
-# it `make demo`, then `make unit smoke` (the unit layer and the part of the
-# integration layer that shows what only a new machine can: installs, real
-# HTTP, playbooks, network namespaces, packaging; `make test` runs the whole
+# it `make demo`, then `make smoke` (the part of the integration layer that
+# shows what only a new machine can: installs, real HTTP, playbooks, network
+# namespaces, packaging; `make test` runs the unit layer and the whole
 # integration layer on this machine): each must install what it needs by
 # itself; then the user's path of the README's "Install" section
 # (hack/user-path.sh: the offline install, then a cluster's whole walk on the
@@ -21,7 +21,7 @@ image=${CAPVCO_FRESH_IMAGE:-localhost/capvco-fresh:bookworm}
 packages=python3,python3-venv,make,git
 cache=${CAPVCO_FRESH_CACHE:-$HOME/.cache/capvco-fresh}
 ca=/etc/ssl/certs/ca-certificates.crt
-command=${CAPVCO_FRESH_COMMAND:-make demo && make unit smoke && hack/user-path.sh}
+command=${CAPVCO_FRESH_COMMAND:-make demo && make smoke && hack/user-path.sh}
 
 # The new machine: built once, kept as an image (its content is fixed by the list above).
 "$here/hack/debian-image.sh" bookworm "$image" "$packages"

@@ -1,4 +1,4 @@
-"""The chaos suite in its short form (the long form is `make chaos`, 50 loops)."""
+"""The chaos suite in its short form: one loop (the long form is `make chaos`, 50 loops)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_chaos_short_form():
             sys.executable,
             os.path.join(ROOT, "tests", "chaos", "chaos.py"),
             "--loops",
-            "2",
+            "1",
             "--seed",
             "20261129",
             "--kill-rate",
