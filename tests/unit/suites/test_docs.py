@@ -82,3 +82,15 @@ def test_every_module_has_a_readme_row():
     for name in modules:
         named = r"`(whitesky\.capvco\.)?%s`" % name
         assert any(re.search(named, row) for row in rows), "README has no row for module %s" % name
+
+
+def test_docs_testing_names_every_planted_fault_of_the_mutation_check():
+    """docs/testing.md's table of the mutation check is hack/mutants.py's list: each mutant once, with its file."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("capvco_mutants", os.path.join(ROOT, "hack", "mutants.py"))
+    mutants = sys.modules["capvco_mutants"] = importlib.util.module_from_spec(spec)  # (its dataclass needs it there)
+    spec.loader.exec_module(mutants)
+    rows = re.findall(r"^\| `([a-z-]+)` \| `([a-z/_.]+)` \|", read_text(os.path.join(ROOT, "docs", "testing.md")), re.M)
+    assert sorted(rows) == sorted((m.name, m.path[len(mutants.CORE) :]) for m in mutants.MUTANTS)
