@@ -34,10 +34,8 @@ import yaml
 from goals import report  # beside this file: a script's own folder is on its path
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
+from capvco_lab.controller import Controller, kube_with_crds
 from capvco_lab.emulator import ROOT, Emulator, wait_for
-
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from helpers import Controller, kube_with_crds  # noqa: E402 (tests/ is put on the path above)
 
 IV = "infrastructure.cluster.x-k8s.io/v1beta1"
 CV = "cluster.x-k8s.io/v1beta1"

@@ -161,13 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         kube, kube_url = start(
             [
                 str(tools / "python"),
-                str(ROOT / "tests" / "kubefake.py"),
+                "-m",
+                "capvco_lab.kubefake",
                 "--port",
                 "0",
                 "--kubeconfig",
                 str(kubeconfig),
             ],
             work / "kubefake.out",
+            # the lab from the checkout: the tools' venv has the emulator, jsonschema and PyYAML, not the lab
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "lab")),
         )
         try:
             crds = yaml.safe_load((ROOT / "roles" / "capvco_controller" / "files" / "crds.yaml").read_text())

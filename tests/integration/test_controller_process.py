@@ -28,9 +28,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cl
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine as machines
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.api import MUTATING
-from capvco_lab.emulator import CUSTOMER
-
-from capi import (
+from capvco_lab.capi import (
     MUTATING_K8S,
     A100x2,
     b64,
@@ -40,7 +38,10 @@ from capi import (
     make_machine,
     write_requests,
 )
-from helpers import COLLECTIONS, ROOT, Controller, object_path, read_text, run_playbook, wait_for
+from capvco_lab.controller import Controller, object_path
+from capvco_lab.emulator import CUSTOMER
+
+from helpers import COLLECTIONS, ROOT, read_text, run_playbook, wait_for
 from test_gpu import live
 
 

@@ -12,8 +12,8 @@ import yaml
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from capvco_lab import crdschema
 
-import crdschema
 from helpers import ROOT, read_text
 
 CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")

@@ -1,6 +1,11 @@
-"""Cluster API objects for the controller's tests: a Cluster with its VCOCluster, a Machine with its bootstrap Secret
-and VCOMachine, built in the fake API server (tests/kubefake.py); and a guest's first-boot report, served by the
-emulator's readFile."""
+"""Cluster API objects for the controller's tests and benchmarks, built in the fake API server (``kubefake``) as
+Cluster API writes them at the version the fake serves (``KubeFake.capi_version``: v1beta2, or v1beta1 for a
+release before v1.11): a Cluster with its VCOCluster, a Machine with its bootstrap Secret and VCOMachine; and a
+guest's first-boot report, served by the emulator's readFile.
+
+What the core's controllers write (the owner references, a Machine's bootstrap data once its bootstrap provider made
+it) is written here as they write it; what the core reads of the CAPVCO objects, its stand-in in the fake surfaces
+(``kubecapi``)."""
 
 from __future__ import annotations
 
@@ -10,8 +15,8 @@ import subprocess
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import script as firstboot_sh
 
-IV = "infrastructure.cluster.x-k8s.io/v1beta1"
-CV = "cluster.x-k8s.io/v1beta1"
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+IV = INFRA_GROUP + "/v1beta1"
 MUTATING_K8S = ("POST", "PUT", "PATCH", "DELETE")
 A100x2 = {"type": "NVIDIA A100", "count": 2, "driverVersion": "550"}
 
@@ -20,15 +25,34 @@ def b64(text):
     return base64.b64encode(text.encode()).decode()
 
 
+def cv(kube):
+    """The apiVersion of Cluster API's core kinds on ``kube``."""
+    return "cluster.x-k8s.io/" + kube.capi_version
+
+
+def ref(kube, api_version, kind, name):
+    """A reference of a Cluster API object to another, as its version writes it: ``{apiGroup, kind, name}``
+    (v1beta2's ContractVersionedObjectReference) or ``{apiVersion, kind, name}`` (v1beta1's ObjectReference)."""
+    if kube.capi_version == "v1beta2":
+        return {"apiGroup": api_version.split("/")[0], "kind": kind, "name": name}
+    return {"apiVersion": api_version, "kind": kind, "name": name}
+
+
+def owner_ref(kube, obj):
+    """An owner reference to the Cluster API object ``obj``, as its controllers set it."""
+    meta = obj["metadata"]
+    return {"apiVersion": cv(kube), "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"]}
+
+
 def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", labels=None, spec=None):
     if namespace != "default" and kube.get(("v1", "Namespace"), namespace) is None:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     cluster = kube.create(
         {
-            "apiVersion": CV,
+            "apiVersion": cv(kube),
             "kind": "Cluster",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}},
+            "spec": {"infrastructureRef": ref(kube, IV, "VCOCluster", name)},
         }
     )
     return kube.create(
@@ -38,27 +62,41 @@ def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", la
             "metadata": {
                 "name": name,
                 "namespace": namespace,
-                "labels": labels or {},
+                "labels": dict({"cluster.x-k8s.io/cluster-name": name}, **(labels or {})),
                 "finalizers": ["vcocluster.infrastructure.cluster.x-k8s.io"],
-                "ownerReferences": [
-                    {"apiVersion": CV, "kind": "Cluster", "name": name, "uid": cluster["metadata"]["uid"]}
-                ],
+                "ownerReferences": [owner_ref(kube, cluster)],
             },
             "spec": dict({"location": location, "cloudspace": name + "-cs"}, **(spec or {})),
         }
     )
 
 
+def bootstrap_ready(kube, machine, secret_name):
+    """What a Machine says once its bootstrap provider made its data: ``spec.bootstrap.dataSecretName``, and
+    ``status.initialization.bootstrapDataSecretCreated`` (v1beta2) or ``status.bootstrapReady`` (v1beta1)."""
+    kube.merge(machine, {"spec": {"bootstrap": {"dataSecretName": secret_name}}})
+    if kube.capi_version == "v1beta2":
+        made = {"initialization": {"bootstrapDataSecretCreated": True}}
+    else:
+        made = {"bootstrapReady": True}
+    code, out = kube.call("PATCH", kube.path(machine) + "/status", {"status": made}, "application/merge-patch+json")
+    assert code == 200, out
+    return out
+
+
 def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=True, image=12):
+    """A Machine of ``cluster`` (its bootstrap config a KubeadmConfig, its data made when ``bootstrap``), its
+    bootstrap data Secret, and its VCOMachine (owned by the Machine when ``owned``, as the core sets it)."""
+    config = ref(kube, "bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig", name)
     machine = kube.create(
         {
-            "apiVersion": CV,
+            "apiVersion": cv(kube),
             "kind": "Machine",
             "metadata": {"name": name, "namespace": "default", "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
             "spec": {
                 "clusterName": cluster,
-                "bootstrap": {"dataSecretName": name} if bootstrap else {},
-                "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name},
+                "bootstrap": {"configRef": config},
+                "infrastructureRef": ref(kube, IV, "VCOMachine", name),
             },
         }
     )
@@ -73,6 +111,8 @@ def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=Tru
             },
         }
     )
+    if bootstrap:
+        machine = bootstrap_ready(kube, machine, name)
     meta = {
         "name": name,
         "namespace": "default",
@@ -80,9 +120,7 @@ def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=Tru
         "finalizers": ["vcomachine.infrastructure.cluster.x-k8s.io"],
     }
     if owned:
-        meta["ownerReferences"] = [
-            {"apiVersion": CV, "kind": "Machine", "name": name, "uid": machine["metadata"]["uid"]}
-        ]
+        meta["ownerReferences"] = [owner_ref(kube, machine)]
     spec = {"vcpus": 4, "memory": 8192, "image": image}
     if gpu:
         spec["gpu"] = gpu
@@ -91,6 +129,13 @@ def make_machine(kube, name, cluster="gpu1", gpu=None, owned=True, bootstrap=Tru
 
 def condition(obj, ctype):
     return next((c for c in obj["status"].get("conditions", []) if c["type"] == ctype), None)
+
+
+def v1beta1_condition(obj, ctype):
+    """A condition of the v1beta1 shape (with its severity), where the v1beta2 contract keeps it:
+    ``status.deprecated.v1beta1.conditions``."""
+    old = ((obj["status"].get("deprecated") or {}).get("v1beta1") or {}).get("conditions") or []
+    return next((c for c in old if c["type"] == ctype), None)
 
 
 def write_requests(kube):
