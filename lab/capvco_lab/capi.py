@@ -66,7 +66,15 @@ def make_cluster(kube, name="gpu1", namespace="default", location="be-gen-1", la
                 "finalizers": ["vcocluster.infrastructure.cluster.x-k8s.io"],
                 "ownerReferences": [owner_ref(kube, cluster)],
             },
-            "spec": dict({"location": location, "cloudspace": name + "-cs"}, **(spec or {})),
+            # the endpoint the user gives (the controller makes none; Cluster API copies it to the Cluster)
+            "spec": dict(
+                {
+                    "location": location,
+                    "cloudspace": name + "-cs",
+                    "controlPlaneEndpoint": {"host": "%s.%s.example" % (name, namespace), "port": 6443},
+                },
+                **(spec or {}),
+            ),
         }
     )
 
