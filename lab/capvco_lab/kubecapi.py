@@ -133,19 +133,27 @@ class Core:
                 if endpoint.get("host") and not (new["spec"].get("controlPlaneEndpoint") or {}).get("host"):
                     new["spec"]["controlPlaneEndpoint"] = {"host": endpoint["host"], "port": endpoint.get("port")}
             else:
-                self.machine(new, infra, v1beta2)
+                self.machine(new, infra)
+        if okey[2] == "machines":
+            self.failure(new, infra, v1beta2)
         self.mirror(new, infra, v1beta2)
         if new != owner:
             store._put(okey, store.admit(store.types[okey[:3]], new))
 
     @staticmethod
-    def machine(new, infra, v1beta2):
-        """A provisioned InfraMachine's providerID, addresses and (v1beta1's) failure, on its Machine."""
+    def machine(new, infra):
+        """A provisioned InfraMachine's providerID and addresses, on its Machine."""
         spec, status = infra.get("spec") or {}, infra.get("status") or {}
         if spec.get("providerID") and not new["spec"].get("providerID"):
             new["spec"]["providerID"] = spec["providerID"]
         if status.get("addresses"):
             new.setdefault("status", {})["addresses"] = copy.deepcopy(status["addresses"])
+
+    @staticmethod
+    def failure(new, infra, v1beta2):
+        """An InfraMachine's (v1beta1) ``failureReason`` and ``failureMessage``, provisioned or not, on its Machine:
+        a v1beta2 one's ``status.deprecated.v1beta1``, a v1beta1 one's ``status`` (what its health checks read)."""
+        status = infra.get("status") or {}
         where = ("status", "deprecated", "v1beta1") if v1beta2 else ("status",)
         for field in ("failureReason", "failureMessage"):
             if status.get(field):

@@ -206,18 +206,15 @@ def write_status(
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
     current = (obj.get("spec") or {}).get("providerID")
     emitted = [e for e in (_checked_event(x) for x in ([event] if event else []) + list(events)) if e]
-    set_provider, patch, after = plan_write(
-        obj,
-        kind,
-        now,
-        status=status,
-        conditions=conditions,
-        gpu_reservations=gpu_reservations,
-        vm_id=vm_id,
-        gpu_orphans=gpu_orphans,
-        provider_id=provider_id,
-        v1beta1=v1beta1,
-    )
+    fields: dict[str, Any] = {
+        "status": status,
+        "conditions": conditions,
+        "gpu_reservations": gpu_reservations,
+        "vm_id": vm_id,
+        "gpu_orphans": gpu_orphans,
+        "v1beta1": v1beta1,
+    }
+    set_provider, patch, after = plan_write(obj, kind, now, provider_id=provider_id, **fields)
     provider = provider_id if set_provider else current
     result: dict[str, Any] = {
         "changed": bool(patch is not None or set_provider or emitted),
@@ -236,6 +233,9 @@ def write_status(
             written = custom.patch_namespaced_custom_object(
                 GROUP, VERSION, ns, PLURALS[kind], name, {"spec": {"providerID": provider}}
             )
+            if isinstance(written, dict):  # a spec write moves the generation: the conditions observe the new one
+                _set, patch, after = plan_write(written, kind, now, **fields)
+                result["status"] = result["diff"]["after"]["status"] = after
         if patch is not None:
             written = custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch}

@@ -268,7 +268,6 @@ LONG = {
     "plugins/module_utils/reclaim/sweep.py",
     "plugins/module_utils/spec/clusterspec.py",
     "plugins/module_utils/ownership/notes.py",
-    "controller/capvco_controller/vcomachine.py",
 }
 
 
