@@ -37,8 +37,10 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import m
 from capvco_lab.controller import Controller, kube_with_crds
 from capvco_lab.emulator import ROOT, Emulator, wait_for
 
-IV = "infrastructure.cluster.x-k8s.io/v1beta1"
-CV = "cluster.x-k8s.io/v1beta1"
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+IV = INFRA_GROUP + "/v1beta1"
+#: Cluster API's core kinds as Cluster API 1.11 and later write them (the fake serves v1.14.0's CRDs)
+CV = "cluster.x-k8s.io/v1beta2"
 LOCATION = "be-gen-1"
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -99,12 +101,12 @@ class Seeder:
     def cluster(self, name, cloudspace_id):
         ns = "default"
         c = self.post(
-            "/apis/cluster.x-k8s.io/v1beta1/namespaces/%s/clusters" % ns,
+            "/apis/%s/namespaces/%s/clusters" % (CV, ns),
             {
                 "apiVersion": CV,
                 "kind": "Cluster",
                 "metadata": {"name": name, "namespace": ns},
-                "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}},
+                "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "VCOCluster", "name": name}},
             },
         )
         path = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/%s/vcoclusters" % ns
@@ -121,18 +123,29 @@ class Seeder:
                         {"apiVersion": CV, "kind": "Cluster", "name": name, "uid": c["metadata"]["uid"]}
                     ],
                 },
-                "spec": {"location": LOCATION, "cloudspace": name + "-cs"},
+                "spec": {
+                    "location": LOCATION,
+                    "cloudspace": name + "-cs",
+                    "controlPlaneEndpoint": {"host": name + ".example", "port": 6443},
+                },
             },
         )
         self.status(
             path + "/" + name,
             {
+                "initialization": {"provisioned": True},
                 "ready": True,
                 "cloudspaceID": cloudspace_id,
                 "gpuOwner": name,
                 "gpu": {"orphans": 0, "orphanNames": []},
                 "conditions": [
-                    {"type": "CloudspaceReady", "status": "True", "reason": "Ready", "lastTransitionTime": NOW},
+                    {
+                        "type": "CloudspaceReady",
+                        "status": "True",
+                        "reason": "Ready",
+                        "message": "",
+                        "lastTransitionTime": NOW,
+                    },
                     {
                         "type": "GPUReservationsClean",
                         "status": "True",
@@ -148,7 +161,7 @@ class Seeder:
         """A Machine, its bootstrap Secret and its VCOMachine; converged (its VM recorded) when ``vm_id`` is given."""
         ns = "default"
         m = self.post(
-            "/apis/cluster.x-k8s.io/v1beta1/namespaces/%s/machines" % ns,
+            "/apis/%s/namespaces/%s/machines" % (CV, ns),
             {
                 "apiVersion": CV,
                 "kind": "Machine",
@@ -156,9 +169,13 @@ class Seeder:
                 "spec": {
                     "clusterName": cluster,
                     "bootstrap": {"dataSecretName": name},
-                    "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name},
+                    "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "VCOMachine", "name": name},
                 },
             },
+        )
+        self.status(
+            "/apis/%s/namespaces/%s/machines/%s" % (CV, ns, name),
+            {"initialization": {"bootstrapDataSecretCreated": True}},
         )
         self.post(
             "/api/v1/namespaces/%s/secrets" % ns,
@@ -194,11 +211,18 @@ class Seeder:
             self.status(
                 path + "/" + name,
                 {
+                    "initialization": {"provisioned": True},
                     "ready": True,
                     "vmID": vm_id,
                     "addresses": [{"type": "Hostname", "address": name}],
                     "conditions": [
-                        {"type": "VMProvisioned", "status": "True", "reason": "Provisioned", "lastTransitionTime": NOW}
+                        {
+                            "type": "VMProvisioned",
+                            "status": "True",
+                            "reason": "Provisioned",
+                            "message": "",
+                            "lastTransitionTime": NOW,
+                        }
                     ],
                 },
             )
