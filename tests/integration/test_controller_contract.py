@@ -237,3 +237,17 @@ def test_the_core_reads_the_contract_where_the_crds_labels_say(release):
     old = dict(crds[0], metadata=dict(crds[0]["metadata"], labels={"cluster.x-k8s.io/v1beta1": "v1beta1"}))
     assert core.contract_of(old, "v1beta1") == "v1beta1", "a provider of the v1beta1 contract only"
     assert os.path.exists(os.path.join(kubecapi.DATA, release, "machines.yaml"))
+
+
+def test_without_cluster_api_the_controller_says_so_and_stops(tmp_path, emulator):
+    """Discovery finds no cluster.x-k8s.io: the controller exits at once (2), saying what it found, instead of
+    watching kinds that are not served."""
+    kube = kube_with_crds(tmp_path, cluster_api=None)
+    try:
+        ctl = Controller(kube, emulator, tmp_path)
+        with pytest.raises(RuntimeError, match="the controller exited 2") as failed:
+            ctl.start()
+        assert "none of v1beta2, v1beta1 is served" in str(failed.value)
+        assert "Cluster API is not installed" in str(failed.value)
+    finally:
+        kube.stop()
