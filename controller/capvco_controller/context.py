@@ -5,7 +5,7 @@ object says it would change nothing (a reconcile writes its object's status once
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -143,33 +143,15 @@ class Context:
 
     # the writes
     def status(
-        self,
-        kind: str,
-        obj: Mapping[str, Any],
-        *,
-        status: Mapping[str, Any] | None = None,
-        conditions: Iterable[seam.ConditionInput] | None = None,
-        gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
-        vm_id: int | None = None,
-        gpu_orphans: Mapping[str, Any] | None = None,
-        provider_id: str | None = None,
-        events: Sequence[Mapping[str, Any]] = (),
+        self, kind: str, obj: Mapping[str, Any], *, events: Sequence[Mapping[str, Any]] = (), **fields: Any
     ) -> dict[str, Any] | None:
-        """``faces.kube.write_status`` for ``obj`` (its status in one merge patch, its providerID, its Events), or
-        nothing at all (None) when the object, as the reconcile holds it, already says all of it and there is no
-        Event to emit."""
-        conditions = list(conditions or [])
+        """``faces.kube.write_status`` for ``obj`` (its status in one merge patch, its providerID, its Events:
+        ``fields`` are its ``status``, ``conditions``, ``gpu_reservations``, ``vm_id``, ``gpu_orphans`` and
+        ``provider_id``), or nothing at all (None) when the object, as the reconcile holds it, already says all of
+        it and there is no Event to emit."""
         meta = obj.get("metadata") or {}
         key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        fields: dict[str, Any] = {
-            "status": status,
-            "conditions": conditions,
-            "gpu_reservations": gpu_reservations,
-            "vm_id": vm_id,
-            "gpu_orphans": gpu_orphans,
-            "provider_id": provider_id,
-            "v1beta1": self.capi.v1beta1,
-        }
+        fields["v1beta1"] = self.capi.v1beta1
         if not events:
             with self._lock:
                 pending = key in self._pending
