@@ -227,7 +227,8 @@ def wake_clusters(
 
 def _differs(ctx: Context, c: VCOCluster, update: Mapping[str, Any]) -> bool:
     """Whether the orphan report says something the cluster's status does not."""
-    obj = {"metadata": {"name": c.name, "namespace": c.namespace}, "spec": c.spec, "status": c.status}
+    meta = {"name": c.name, "namespace": c.namespace, "generation": c.generation}
+    obj = {"metadata": meta, "spec": c.spec, "status": c.status}
     _set, patch, _after = seam.plan_write(
         obj,
         "VCOCluster",

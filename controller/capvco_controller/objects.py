@@ -61,10 +61,13 @@ class Common:
     deleting: bool
     spec: dict[str, Any]
     status: dict[str, Any]
+    #: ``metadata.generation`` (what the conditions' ``observedGeneration`` says was seen)
+    generation: int
 
     @staticmethod
     def fields(obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = _dict(obj.get("metadata"))
+        generation = meta.get("generation")
         return {
             "namespace": _str(meta.get("namespace")),
             "name": _str(meta.get("name")),
@@ -75,6 +78,7 @@ class Common:
             "deleting": bool(meta.get("deletionTimestamp")),
             "spec": _dict(obj.get("spec")),
             "status": _dict(obj.get("status")),
+            "generation": generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
         }
 
     @property

@@ -60,7 +60,8 @@ WARNINGS = [
 ]
 #: The secret the redact filter's task plants inside three strings, and the filter's mask.
 PLANTED, MASK = "Zq8wREDACTEDk3Vx", "********"
-WARNING = re.compile(r"\[(DEPRECATION )?WARNING\]|Callback dispatch|[Dd]eprecat")
+#: (a JSON key of a diff, vco_status's ``"deprecated"``: Cluster API's v1beta1 conditions, is no warning)
+WARNING = re.compile(r"\[(DEPRECATION )?WARNING\]|Callback dispatch|(?<!\")[Dd]eprecat")
 #: A progress line of the cluster task (on standard error, as warnings are): never part of a warning.
 PROGRESS = re.compile(r"^  \[[^\]]+\] (machine|vGPU) ")
 

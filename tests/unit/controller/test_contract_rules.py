@@ -130,3 +130,25 @@ def test_the_v1beta1_fields_go_once_cluster_api_serves_v1beta1_no_more(capi, rem
 
 def test_two_merge_patches_are_one():
     assert combine({"a": {"b": 1}, "c": 2}, {"a": {"d": None}, "c": None}) == {"a": {"b": 1, "d": None}, "c": None}
+
+
+def test_a_drift_pass_finds_no_change_in_an_orphan_report_the_status_holds():
+    """The pass compares its report with the cluster's status as the reconcile writes it (conditions observing the
+    object's generation): an unchanged report wakes nothing, a new orphan does."""
+    from types import SimpleNamespace
+
+    from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+    from capvco_controller import drift, vcocluster
+    from capvco_controller.objects import VCOCluster
+
+    obj = {"metadata": {"name": "c", "namespace": "d", "generation": 3}, "spec": {"location": "l"}, "status": {}}
+    update = vcocluster.orphan_update(VCOCluster.read(obj), {"reservations": [], "vms": []})
+    _set, _patch, after = kube.plan_write(
+        obj, "VCOCluster", "2026-01-01T00:00:00Z", status=update["status"], conditions=update["conditions"],
+        gpu_orphans=update["gpu_orphans"],
+    )  # fmt: skip
+    c = VCOCluster.read(dict(obj, status=after))
+    ctx = SimpleNamespace(capi=CURRENT)
+    assert not drift._differs(ctx, c, vcocluster.orphan_update(c, {"reservations": [], "vms": []}))
+    row = {"vgpu_name": "capvco.c.m.00.x", "vgpu_id": "v1", "age": 999}
+    assert drift._differs(ctx, c, vcocluster.orphan_update(c, {"reservations": [row], "vms": []}))
