@@ -3,7 +3,8 @@
 
 One run of the real controller process (``python -m capvco_controller``) against the fake Kubernetes API server
 (the lab's kubefake, serving watches and Cluster API v1.14.0's CRDs) and the emulator, both seeded with that many
-converged objects: Clusters, VCOClusters, Machines, VCOMachines and their VMs.  It prints, side by side, and exits 1 when a goal is missed:
+converged objects: Clusters, VCOClusters, Machines, VCOMachines and their VMs.  It prints, side by side, and exits 1
+when a goal is missed:
 
 - the engine's floor: the CPU seconds of an empty ``ansible-playbook`` run on localhost;
 - the CPU seconds of an idle reconcile of each kind (100 of each woken by a metadata change, CPU / count);
