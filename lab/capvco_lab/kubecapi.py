@@ -73,6 +73,14 @@ def _put(doc, path, value):
     doc[path[-1]] = value
 
 
+def crd_of(store, group, kind):
+    """The CustomResourceDefinition that serves ``kind`` of ``group`` in ``store``, or None."""
+    for (g, _v, _plural), t in store.types.items():
+        if g == group and t["kind"] == kind and t["crd"]:
+            return store.objects.get(("apiextensions.k8s.io", "v1", "customresourcedefinitions", "", t["crd"]))
+    return None
+
+
 def group_of(ref):
     """The API group a reference names: a v1beta2 reference's ``apiGroup``, a v1beta1 one's ``apiVersion``'s."""
     return str(ref.get("apiGroup") or str(ref.get("apiVersion") or "").split("/")[0])
@@ -113,7 +121,7 @@ class Core:
         """What the core writes of ``okey``'s infrastructure object on ``okey`` (a Cluster or a Machine)."""
         owner = store.objects.get(okey)
         ref = ((owner or {}).get("spec") or {}).get("infrastructureRef") or {}
-        crd = store.crd_of(group_of(ref), ref.get("kind")) if ref else None
+        crd = crd_of(store, group_of(ref), ref.get("kind")) if ref else None
         if crd is None:
             return
         t = next(t for (g, _v, _p), t in store.types.items() if g == group_of(ref) and t["kind"] == ref.get("kind"))

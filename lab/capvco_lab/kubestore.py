@@ -260,14 +260,6 @@ class Store:
             "storedVersions": [storage],
         }
 
-    def crd_of(self, group, kind):
-        """The CustomResourceDefinition that serves ``kind`` of ``group``, or None."""
-        for (g, _v, _plural), t in self.types.items():
-            if g == group and t["kind"] == kind and t["crd"]:
-                key = ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "", t["crd"])
-                return self.objects.get(key)
-        return None
-
     @staticmethod
     def _string_data(plural, obj):
         """A Secret's stringData goes into data, base64-encoded, as the API server does."""
