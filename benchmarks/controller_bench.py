@@ -2,8 +2,9 @@
 """Controller benchmark: the controller's own cost with --clusters x --machines converged objects in place.
 
 One run of the real controller process (``python -m capvco_controller``) against the fake Kubernetes API server
-(tests/kubefake.py, serving watches) and the emulator, both seeded with that many converged objects: Clusters,
-VCOClusters, Machines, VCOMachines and their VMs.  It prints, side by side, and exits 1 when a goal is missed:
+(the lab's kubefake, serving watches and Cluster API v1.14.0's CRDs) and the emulator, both seeded with that many
+converged objects: Clusters, VCOClusters, Machines, VCOMachines and their VMs.  It prints, side by side, and exits 1
+when a goal is missed:
 
 - the engine's floor: the CPU seconds of an empty ``ansible-playbook`` run on localhost;
 - the CPU seconds of an idle reconcile of each kind (100 of each woken by a metadata change, CPU / count);
@@ -34,13 +35,13 @@ import yaml
 from goals import report  # beside this file: a script's own folder is on its path
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers
+from capvco_lab.controller import Controller, kube_with_crds
 from capvco_lab.emulator import ROOT, Emulator, wait_for
 
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from helpers import Controller, kube_with_crds  # noqa: E402 (tests/ is put on the path above)
-
-IV = "infrastructure.cluster.x-k8s.io/v1beta1"
-CV = "cluster.x-k8s.io/v1beta1"
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+IV = INFRA_GROUP + "/v1beta1"
+#: Cluster API's core kinds as Cluster API 1.11 and later write them (the fake serves v1.14.0's CRDs)
+CV = "cluster.x-k8s.io/v1beta2"
 LOCATION = "be-gen-1"
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -101,12 +102,12 @@ class Seeder:
     def cluster(self, name, cloudspace_id):
         ns = "default"
         c = self.post(
-            "/apis/cluster.x-k8s.io/v1beta1/namespaces/%s/clusters" % ns,
+            "/apis/%s/namespaces/%s/clusters" % (CV, ns),
             {
                 "apiVersion": CV,
                 "kind": "Cluster",
                 "metadata": {"name": name, "namespace": ns},
-                "spec": {"infrastructureRef": {"apiVersion": IV, "kind": "VCOCluster", "name": name}},
+                "spec": {"infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "VCOCluster", "name": name}},
             },
         )
         path = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/%s/vcoclusters" % ns
@@ -123,18 +124,29 @@ class Seeder:
                         {"apiVersion": CV, "kind": "Cluster", "name": name, "uid": c["metadata"]["uid"]}
                     ],
                 },
-                "spec": {"location": LOCATION, "cloudspace": name + "-cs"},
+                "spec": {
+                    "location": LOCATION,
+                    "cloudspace": name + "-cs",
+                    "controlPlaneEndpoint": {"host": name + ".example", "port": 6443},
+                },
             },
         )
         self.status(
             path + "/" + name,
             {
+                "initialization": {"provisioned": True},
                 "ready": True,
                 "cloudspaceID": cloudspace_id,
                 "gpuOwner": name,
                 "gpu": {"orphans": 0, "orphanNames": []},
                 "conditions": [
-                    {"type": "CloudspaceReady", "status": "True", "reason": "Ready", "lastTransitionTime": NOW},
+                    {
+                        "type": "CloudspaceReady",
+                        "status": "True",
+                        "reason": "Ready",
+                        "message": "",
+                        "lastTransitionTime": NOW,
+                    },
                     {
                         "type": "GPUReservationsClean",
                         "status": "True",
@@ -150,7 +162,7 @@ class Seeder:
         """A Machine, its bootstrap Secret and its VCOMachine; converged (its VM recorded) when ``vm_id`` is given."""
         ns = "default"
         m = self.post(
-            "/apis/cluster.x-k8s.io/v1beta1/namespaces/%s/machines" % ns,
+            "/apis/%s/namespaces/%s/machines" % (CV, ns),
             {
                 "apiVersion": CV,
                 "kind": "Machine",
@@ -158,9 +170,13 @@ class Seeder:
                 "spec": {
                     "clusterName": cluster,
                     "bootstrap": {"dataSecretName": name},
-                    "infrastructureRef": {"apiVersion": IV, "kind": "VCOMachine", "name": name},
+                    "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "VCOMachine", "name": name},
                 },
             },
+        )
+        self.status(
+            "/apis/%s/namespaces/%s/machines/%s" % (CV, ns, name),
+            {"initialization": {"bootstrapDataSecretCreated": True}},
         )
         self.post(
             "/api/v1/namespaces/%s/secrets" % ns,
@@ -196,11 +212,18 @@ class Seeder:
             self.status(
                 path + "/" + name,
                 {
+                    "initialization": {"provisioned": True},
                     "ready": True,
                     "vmID": vm_id,
                     "addresses": [{"type": "Hostname", "address": name}],
                     "conditions": [
-                        {"type": "VMProvisioned", "status": "True", "reason": "Provisioned", "lastTransitionTime": NOW}
+                        {
+                            "type": "VMProvisioned",
+                            "status": "True",
+                            "reason": "Provisioned",
+                            "message": "",
+                            "lastTransitionTime": NOW,
+                        }
                     ],
                 },
             )

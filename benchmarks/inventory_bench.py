@@ -45,9 +45,7 @@ from goals import report  # beside this file: a script's own folder is on its pa
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import vm_inventory
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers, naming, notes
 from capvco_lab.emulator import ROOT, Emulator
-
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "integration")]
-from test_inventory import BIN, calls, create_vms, expected_calls, inventory_env  # noqa: E402  (the tests' helpers)
+from capvco_lab.inventory import BIN, calls, create_vms, expected_calls, inventory_env
 
 LOCATIONS = ("be-gen-1", "nl-ams-1")
 

@@ -35,11 +35,10 @@ from goals import report  # beside this file: a script's own folder is on its pa
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import machine
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform import api
-from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator
+from capvco_lab.capi import MUTATING_K8S, A100x2, make_cluster, make_machine
+from capvco_lab.controller import Controller, kube_with_crds
+from capvco_lab.emulator import COLLECTIONS, ROOT, Emulator, wait_for
 from capvco_lab.specs import cluster_spec
-
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "integration")]
-from helpers import Controller, wait_for  # noqa: E402  (the tests' fake API server and controller process)
 
 LOC = "be-gen-1"
 MUTATING = {name for name, op in api.OPERATIONS.items() if op.method != "GET"}
@@ -127,9 +126,6 @@ def life(emu, where):
 
 def reconciles(tmp, foreign):
     """Row 2: the controller's idle reconciles, each woken by a label change (the drift pass held off)."""
-    from capi import MUTATING_K8S, A100x2, make_cluster, make_machine
-    from helpers import kube_with_crds
-
     emu = start(tmp, "controller", world([("cs-demo", "capvco-demo")]))
     kube = kube_with_crds(tmp)
     ctl = Controller(kube, emu, tmp, "--drift-period", "86400", "--driver-poll", "86400").start()

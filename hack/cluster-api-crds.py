@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Copy Cluster API's CRDs that the provider files and the docs' samples use into tests/data/cluster-api/, for the
-tests to validate those objects against them offline (tests/crdschema.py).
+tests to validate those objects against them offline (lab/capvco_lab/crdschema.py).
 
 From a Cluster API git repository (kubernetes-sigs/cluster-api; a bare clone will do) at a commit: the CRDs of the
 kinds the cluster templates and the samples make (Cluster, MachineDeployment, MachineHealthCheck, KubeadmControlPlane,

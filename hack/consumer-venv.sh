@@ -3,7 +3,7 @@
 #   DIR/ansible   an ansible-core and the collection's requirements.txt, nothing else: what a user installs
 #   DIR/emulator  the emulator installed the plain way (`pip install ./emulator`, not editable, from a copy of
 #                 the checkout so that its build leaves nothing behind), and jsonschema for the fake Kubernetes
-#                 API of the checks (tests/kubefake.py)
+#                 API of the checks (lab/capvco_lab/kubefake.py, run from the checkout)
 # MODE oldest: the oldest ansible-core that meta/runtime.yml's requires_ansible admits, and every requirement of
 # requirements.txt at its floor (each `>=X` installed as `==X`), so the floors are what is tested;
 # newest: the newest of each; anything else: a pip requirement for ansible-core.

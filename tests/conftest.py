@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from capvco_lab.controller import kube_with_crds
+
 import properties
-from helpers import SPEC_ABSENT, Emulator, ensure_collection_link, kube_with_crds
+from helpers import SPEC_ABSENT, Emulator, ensure_collection_link
 
 ensure_collection_link()
 PROFILE = properties.load()  # the gate's derandomized draws, or make explore's random ones (tests/properties.py)

@@ -11,7 +11,8 @@ import os
 
 import yaml
 
-import crdschema
+from capvco_lab import crdschema
+
 import envsubst
 from helpers import ROOT, read_text
 

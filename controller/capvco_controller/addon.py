@@ -19,12 +19,15 @@ import tempfile
 import time
 from typing import Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions as conds
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from capvco_controller.context import Context, Key, Retry
 from capvco_controller.objects import VCOCluster
+from capvco_controller.scope import Scope
 
 log = logging.getLogger(__name__)
 KIND = "VCOCluster"
+CONDITION = "SRIOVAddonReady"
 MARKERS = ("{{", "{%", "{#")
 PLAY = """\
 - name: The SR-IOV add-on of a VCOCluster
@@ -63,14 +66,9 @@ def _marked(value: Any) -> str | None:
     return None
 
 
-def _condition(status: str, reason: str, message: str, severity: str | None = None) -> dict[str, str]:
-    cond = {"type": "SRIOVAddonReady", "status": status, "reason": reason, "message": message}
-    if severity:
-        cond["severity"] = severity
-    return cond
-
-
-def ensure(ctx: Context, key: Key, obj: dict[str, Any], c: VCOCluster, cloudspace_id: str) -> None:
+def ensure(ctx: Context, scope: Scope, key: Key, c: VCOCluster, cloudspace_id: str) -> None:
+    """Apply the add-on when what it applies changed or its resync is due; ``SRIOVAddonReady`` in the reconcile's
+    write (False with what it waits for, or why it failed, and :class:`Retry`)."""
     given = c.sriov.get("credentialSecretRef")
     ref: dict[str, Any] = given if isinstance(given, dict) else {}
     ref_name, ref_key = str(ref.get("name") or ""), str(ref.get("key") or "token")
@@ -90,7 +88,7 @@ def ensure(ctx: Context, key: Key, obj: dict[str, Any], c: VCOCluster, cloudspac
             c.cluster,
             c.namespace,
         )
-        ctx.status(KIND, obj, conditions=[_condition("False", reason, message, "Info")])
+        scope.condition(conds.false(CONDITION, reason, message, "Info"))
         return
     networks = c.sriov.get("networks") or []
     variables = {
@@ -101,7 +99,7 @@ def ensure(ctx: Context, key: Key, obj: dict[str, Any], c: VCOCluster, cloudspac
     bad = _marked(variables)
     if bad is not None:
         message = "spec.sriov holds a template marker ({{, {%% or {#) in %r: refused" % scrub(bad, 200)
-        ctx.status(KIND, obj, conditions=[_condition("False", "InvalidConfiguration", message, "Error")])
+        scope.condition(conds.false(CONDITION, "InvalidConfiguration", message, "Error"))
         return
     digest = hashlib.sha256(
         json.dumps([variables, agent[ref_key], workload["value"]], sort_keys=True).encode()
@@ -116,25 +114,16 @@ def ensure(ctx: Context, key: Key, obj: dict[str, Any], c: VCOCluster, cloudspac
         return
     ok, message = run(ctx, variables, agent[ref_key], workload["value"])
     if not ok:
-        ctx.status(
-            KIND,
-            obj,
-            conditions=[_condition("False", "DeployFailed", message, "Error")],
-            event={"type": "Warning", "reason": "SRIOVAddonFailed", "message": message},
-        )
+        scope.condition(conds.false(CONDITION, "DeployFailed", message, "Error"))
+        scope.event("SRIOVAddonFailed", message, warning=True)
         raise Retry("the SR-IOV add-on: " + message)
     ctx.addons[key] = (digest, time.monotonic())
     names = ", ".join(str(n.get("name")) for n in networks if isinstance(n, dict))
-    ctx.status(
-        KIND, obj, conditions=[_condition("True", "Deployed", "the node agent runs on every node; networks: " + names)]
-    )
+    scope.condition(conds.true(CONDITION, "Deployed", "the node agent runs on every node; networks: " + names))
 
 
 def _ready(c: VCOCluster) -> str:
-    for cond in c.status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "SRIOVAddonReady":
-            return str(cond.get("status"))
-    return ""
+    return c.condition_status(CONDITION)
 
 
 def run(ctx: Context, variables: dict[str, Any], credential: str, kubeconfig: str) -> tuple[bool, str]:

@@ -1,12 +1,13 @@
-"""What every reconcile works with: the informers' stores, the platform client of its worker thread, and the
-controller's writes to Kubernetes, each skipped when the cached object says it would change nothing."""
+"""What every reconcile works with: the informers' stores, the platform client of its worker thread, what the
+management cluster serves of Cluster API, and the controller's writes to Kubernetes, each skipped when the cached
+object says it would change nothing (a reconcile writes its object's status once, through its ``scope.Scope``)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run as cluster_run
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube as seam
@@ -15,13 +16,15 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connectio
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
 from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Store
-from capvco_controller.kube import WATCHED, Kind, Kube
+from capvco_controller.kube import CURRENT, ClusterAPI, Kind, Kube
 from capvco_controller.metrics import Registry
+
+if TYPE_CHECKING:
+    from capvco_controller.scope import Scope
 
 #: A work queue key: (kind, namespace, name); kind "Location" is the drift pass of a location ("", location).
 Key = tuple[str, str, str]
 MESSAGE_LIMIT = 4096
-KINDS = {k.kind: k for k in WATCHED}
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,11 @@ class Context:
         settings: Settings,
         metrics: Registry,
         enqueue: Callable[[Key], None] | None = None,
+        capi: ClusterAPI = CURRENT,
     ) -> None:
         self.kube = kube
+        self.capi = capi
+        self.kinds = {k.kind: k for k in capi.watched()}
         self.stores = stores
         self.credentials = credentials
         self.settings = settings
@@ -129,7 +135,7 @@ class Context:
             pending = key in self._pending
         if not pending:
             return obj
-        got = self.kube.get(KINDS[kind], key[1], key[2])
+        got = self.kube.get(self.kinds[kind], key[1], key[2])
         if got is None:
             return obj
         self._wrote(key, (got.get("metadata") or {}).get("resourceVersion"))  # cleared once the cache shows it
@@ -137,52 +143,39 @@ class Context:
 
     # the writes
     def status(
-        self,
-        kind: str,
-        obj: Mapping[str, Any],
-        *,
-        status: Mapping[str, Any] | None = None,
-        conditions: Iterable[Mapping[str, Any]] | None = None,
-        gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
-        vm_id: int | None = None,
-        gpu_orphans: Mapping[str, Any] | None = None,
-        provider_id: str | None = None,
-        event: Mapping[str, Any] | None = None,
+        self, kind: str, obj: Mapping[str, Any], *, events: Sequence[Mapping[str, Any]] = (), **fields: Any
     ) -> dict[str, Any] | None:
-        """``faces.kube.write_status`` for ``obj``, or nothing at all (None) when the object, as the reconcile holds
-        it, already says all of it and there is no Event to emit."""
-        conditions = list(conditions or [])
+        """``faces.kube.write_status`` for ``obj`` (its status in one merge patch, its providerID, its Events:
+        ``fields`` are its ``status``, ``conditions``, ``gpu_reservations``, ``vm_id``, ``gpu_orphans`` and
+        ``provider_id``), or nothing at all (None) when the object, as the reconcile holds it, already says all of
+        it and there is no Event to emit."""
         meta = obj.get("metadata") or {}
         key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        fields: dict[str, Any] = {
-            "status": status,
-            "conditions": conditions,
-            "gpu_reservations": gpu_reservations,
-            "vm_id": vm_id,
-            "gpu_orphans": gpu_orphans,
-            "provider_id": provider_id,
-        }
-        if event is None:
+        fields["v1beta1"] = self.capi.v1beta1
+        if not events:
             with self._lock:
                 pending = key in self._pending
             if not pending:
                 set_provider, patch, _after = seam.plan_write(obj, kind, seam.now_iso(), **fields)
                 if not set_provider and patch is None:
                     return None
-        result = seam.write_status(kind=kind, name=key[2], namespace=key[1], event=event, api=self.kube.api, **fields)
+        result = seam.write_status(kind=kind, name=key[2], namespace=key[1], events=events, api=self.kube.api, **fields)
         if result.get("resource_version") is not None:
             self._wrote(key, result["resource_version"])
         return result
 
-    def teardown(self, kind: str, obj: Mapping[str, Any], what: str, **options: Any) -> dict[str, Any]:
-        """A finalizer's deletion (``cluster.run.run`` with ``state=absent``); a failure is a Warning Event
-        ``DeleteFailed`` on the object, and :class:`Retry`."""
+    def teardown(self, scope: Scope, what: str, **options: Any) -> dict[str, Any]:
+        """A finalizer's deletion (``cluster.run.run`` with ``state=absent``); a failure is written on the object
+        (``Ready`` False, ``Deleting``, and a Warning Event ``DeleteFailed``: the scope's one write), and
+        :class:`Retry`."""
         try:
             # a finalizer deletes what its resource recorded: it never searches the customer's other cloudspaces
             return cluster_run.run(self.client(), state="absent", look_elsewhere=False, **options)
         except WhiteskyError as exc:
             message = "deleting %s: %s" % (what, self.say(exc))
-            self.status(kind, obj, event={"type": "Warning", "reason": "DeleteFailed", "message": message})
+            scope.deleting = message
+            scope.event("DeleteFailed", message, warning=True)
+            scope.close()
             raise Retry(message) from None
 
     def set_finalizers(self, kind: Kind, obj: Mapping[str, Any], finalizers: list[str]) -> None:

@@ -1,13 +1,15 @@
-"""The controller: informers for the five kinds it watches (``kube.WATCHED``), one work queue, a pool of workers,
-and the drift pass of each location as a key of the same queue.
+"""The controller: informers for the five kinds it watches (``kube.ClusterAPI.watched``: Cluster and Machine at the
+version the management cluster serves), one work queue, a pool of workers, and the drift pass of each location as
+a key of the same queue.
 
 Which changes wake what (an idle object wakes nothing; the drift pass looks at it every period):
 
 - a VCOMachine or VCOCluster: when it is added needing work (not converged by its own record, being deleted,
   without its finalizer), and when its metadata or spec changes; its status, which the controller writes, does not
   wake it;
-- a VCOCluster's status (ready, its cloudspace): the machines of its cluster that are not ready yet;
-- a Cluster: its VCOCluster and the machines not ready yet (it appeared, was paused or resumed);
+- a VCOCluster's status (provisioned, its cloudspace): the machines of its cluster that are not provisioned yet;
+- a Cluster: its VCOCluster and the machines not provisioned yet (it appeared, was paused or resumed, or says its
+  infrastructure is provisioned);
 - a Machine: its VCOMachine, while that has no VM yet (the bootstrap data arrived);
 - a VCOMachineTemplate: when it is added, and when its metadata changes (its spec never does); it is looked at again
   every drift period (its image in the location, a GPU type's availability), and when its cluster's VCOCluster
@@ -28,7 +30,7 @@ from capvco_controller import drift, objects, vcocluster, vcomachine, vcomachine
 from capvco_controller.context import DONE, Context, Key, Result, Retry, Settings
 from capvco_controller.credentials import Credentials
 from capvco_controller.informer import Informer
-from capvco_controller.kube import WATCHED, Kube
+from capvco_controller.kube import CURRENT, ClusterAPI, Kube
 from capvco_controller.metrics import Counted, Gauge, Registry
 from capvco_controller.objects import VCOCluster, VCOMachine
 from capvco_controller.workqueue import WorkQueue
@@ -54,7 +56,7 @@ def machine_needs_work(obj: dict[str, Any]) -> bool:
         return objects.MACHINE_FINALIZER in m.finalizers
     if m.failure:
         return False
-    if objects.MACHINE_FINALIZER not in m.finalizers or not m.ready or m.vm_id is None:
+    if objects.MACHINE_FINALIZER not in m.finalizers or not m.provisioned or m.vm_id is None:
         return True
     return m.gpu_count > 0 and not m.driver_verified
 
@@ -65,7 +67,7 @@ def cluster_needs_work(obj: dict[str, Any]) -> bool:
         return objects.CLUSTER_FINALIZER in c.finalizers
     if c.failure:
         return False
-    if objects.CLUSTER_FINALIZER not in c.finalizers or not c.ready or not c.gpu_owner:
+    if objects.CLUSTER_FINALIZER not in c.finalizers or not c.provisioned or not c.gpu_owner:
         return True
     return c.sriov_enabled and c.condition_status("SRIOVAddonReady") != "True"
 
@@ -78,8 +80,10 @@ class Controller:
         settings: Settings,
         workers: int = 4,
         metrics: Registry | None = None,
+        capi: ClusterAPI = CURRENT,
     ) -> None:
         self.kube = kube
+        self.capi = capi
         self.settings = settings
         self.workers = workers
         self.metrics = metrics or Registry()
@@ -88,7 +92,7 @@ class Controller:
         namespaces = settings.namespaces or None
         self.informers = {
             k.kind: Informer(kube, k, namespaces, self._handler(k.kind), self.stop, on_error=self._watch_error)
-            for k in WATCHED
+            for k in capi.watched()
         }
         self.ctx = Context(
             kube,
@@ -97,6 +101,7 @@ class Controller:
             settings,
             self.metrics,
             enqueue=self.queue.add,
+            capi=capi,
         )
         self.locations: set[str] = set()
         self._locations_lock = threading.Lock()
@@ -104,6 +109,20 @@ class Controller:
         self.active = 0
         self._active_lock = threading.Lock()
         self.started = False
+        #: which change wakes what, by kind (the informers' handlers)
+        self.handlers: dict[str, Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]] = {
+            "VCOMachine": self._on_vcomachine,
+            "VCOCluster": self._on_vcocluster,
+            vcomachinetemplate.KIND: self._on_vcomachinetemplate,
+            "Cluster": self._on_cluster,
+            "Machine": self._on_machine,
+        }
+        #: which reconcile a key of a kind runs
+        self.reconciles: dict[str, Callable[[Context, dict[str, Any]], Result]] = {
+            "VCOMachine": vcomachine.reconcile,
+            "VCOCluster": vcocluster.reconcile,
+            vcomachinetemplate.KIND: vcomachinetemplate.reconcile,
+        }
         m = self.metrics
         m.add(Gauge("workqueue_depth", "Keys waiting.", lambda: [((("name", "capvco"),), float(self.queue.depth()))]))
         m.add(
@@ -144,7 +163,7 @@ class Controller:
         def handle(etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
             if new is not None:
                 self.ctx.seen(kind, new)
-            getattr(self, "_on_" + kind.lower())(etype, old, new)
+            self.handlers[kind](etype, old, new)
 
         return handle
 
@@ -177,7 +196,7 @@ class Controller:
         ):
             self.queue.add(self._key("VCOCluster", new))
         before = VCOCluster.read(old) if old is not None else None
-        if before is None or (before.ready, before.cloudspace_id) != (c.ready, c.cloudspace_id):
+        if before is None or (before.provisioned, before.cloudspace_id) != (c.provisioned, c.cloudspace_id):
             self._wake_machines(c.namespace, c.cluster)
         if before is None or before.location != c.location:
             self._wake_templates(c.namespace)
@@ -196,7 +215,10 @@ class Controller:
                 self.queue.add(self._key(vcomachinetemplate.KIND, obj))
 
     def _on_cluster(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is None or (etype == "MODIFIED" and fingerprint(old) == fingerprint(new)):
+        if new is None:
+            return
+        provisioned = objects.infrastructure_provisioned(new) != objects.infrastructure_provisioned(old)
+        if etype == "MODIFIED" and fingerprint(old) == fingerprint(new) and not provisioned:
             return
         meta = new.get("metadata") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -208,11 +230,11 @@ class Controller:
     def _on_machine(self, etype: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or objects.bootstrap_secret(new) == objects.bootstrap_secret(old):
             return
-        ref = (new.get("spec") or {}).get("infrastructureRef") or {}
-        if ref.get("kind") != "VCOMachine":
+        group, kind, name = objects.infrastructure_ref(new)
+        if (group, kind) != (objects.INFRA_GROUP, "VCOMachine"):
             return
         ns = str((new.get("metadata") or {}).get("namespace") or "")
-        obj = self.ctx.cached("VCOMachine", ns, str(ref.get("name") or ""))
+        obj = self.ctx.cached("VCOMachine", ns, name)
         if obj is not None and VCOMachine.read(obj).vm_id is None:
             self.queue.add(self._key("VCOMachine", obj))
 
@@ -221,7 +243,7 @@ class Controller:
             return
         for obj in self.ctx.items("VCOMachine"):
             m = VCOMachine.read(obj)
-            if m.namespace == namespace and m.cluster == cluster and not m.ready and not m.failure:
+            if m.namespace == namespace and m.cluster == cluster and not m.provisioned and not m.failure:
                 self.queue.add(self._key("VCOMachine", obj))
 
     def _schedule(self, location: str) -> None:
@@ -241,15 +263,9 @@ class Controller:
                     self.locations.discard(name)
             return result
         obj = self.ctx.cached(kind, namespace, name)
-        if obj is None:
+        if obj is None or kind not in self.reconciles:
             return DONE  # gone (its finalizer was removed)
-        if kind == "VCOMachine":
-            return vcomachine.reconcile(self.ctx, obj)
-        if kind == "VCOCluster":
-            return vcocluster.reconcile(self.ctx, obj)
-        if kind == vcomachinetemplate.KIND:
-            return vcomachinetemplate.reconcile(self.ctx, obj)
-        return DONE
+        return self.reconciles[kind](self.ctx, obj)
 
     def _work(self) -> None:
         while True:

@@ -149,7 +149,7 @@ def run(ctx: Context, location: str) -> Result:
 
 def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationWorld) -> str | None:
     """Why the pass wakes a machine of a ready cluster (None: it is as recorded)."""
-    if not (m.ready and m.vm_id is not None):
+    if not (m.provisioned and m.vm_id is not None):
         return "not ready yet"  # a wait that no event ended: looked at again every period
     try:
         key = (naming.cluster_part(m.cluster), naming.machine_part(m.cluster, m.vm_name))
@@ -169,7 +169,7 @@ def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationW
 
 def wake_machines(ctx: Context, location: str, here: list[VCOCluster], world: LocationWorld) -> int:
     woken = 0
-    ready = {(c.namespace, c.cluster): c for c in here if c.ready and c.cloudspace_id and c.cluster}
+    ready = {(c.namespace, c.cluster): c for c in here if c.provisioned and c.cloudspace_id and c.cluster}
     for obj in ctx.items("VCOMachine"):
         m = VCOMachine.read(obj)
         c = ready.get((m.namespace, m.cluster))
@@ -198,7 +198,7 @@ def wake_clusters(
         key = ("VCOCluster", c.namespace, c.name)
         if c.failure:
             continue
-        if not (c.ready and c.gpu_owner):
+        if not (c.provisioned and c.gpu_owner):
             ctx.enqueue(key)
             continue
         late = cluster_orphans(c.gpu_owner, world.items, orphan, c.grace, now)
@@ -215,7 +215,7 @@ def wake_clusters(
             report["cost_per_hour"] = billing.times(len(late), price[0])
             report["currency"] = price[1]
         update = vcocluster.orphan_update(c, report)
-        if update["event"] is not None or _differs(c, update):
+        if update["event"] is not None or _differs(ctx, c, update):
             ctx.reports[key] = report
             ctx.metrics.drift_found.inc(kind="VCOCluster")
             ctx.enqueue(key)
@@ -225,9 +225,10 @@ def wake_clusters(
     return woken
 
 
-def _differs(c: VCOCluster, update: Mapping[str, Any]) -> bool:
+def _differs(ctx: Context, c: VCOCluster, update: Mapping[str, Any]) -> bool:
     """Whether the orphan report says something the cluster's status does not."""
-    obj = {"metadata": {"name": c.name, "namespace": c.namespace}, "spec": c.spec, "status": c.status}
+    meta = {"name": c.name, "namespace": c.namespace, "generation": c.generation}
+    obj = {"metadata": meta, "spec": c.spec, "status": c.status}
     _set, patch, _after = seam.plan_write(
         obj,
         "VCOCluster",
@@ -235,6 +236,7 @@ def _differs(c: VCOCluster, update: Mapping[str, Any]) -> bool:
         status=update.get("status"),
         conditions=update["conditions"],
         gpu_orphans=update["gpu_orphans"],
+        v1beta1=ctx.capi.v1beta1,
     )
     return patch is not None
 

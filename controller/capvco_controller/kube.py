@@ -1,5 +1,6 @@
-"""The controller's reads and writes of Kubernetes objects other than status: lists and watches of the kinds it
-follows, a Secret by its name, finalizers, and the leader election's Lease.
+"""The controller's reads and writes of Kubernetes objects other than status: which versions of Cluster API's
+kinds the management cluster serves (discovery), lists and watches of the kinds it follows, a Secret by its name,
+finalizers, and the leader election's Lease.
 
 Status, providerID and Events go through the collection's one write seam (``faces.kube.write_status``), with the
 same ApiClient.  Every object comes back as its JSON document (a dict), never as a client model: the informers keep
@@ -41,12 +42,45 @@ class Kind:
 
 VCOCLUSTER = Kind("VCOCluster", seam.GROUP, seam.VERSION, "vcoclusters")
 VCOMACHINE = Kind("VCOMachine", seam.GROUP, seam.VERSION, "vcomachines")
-CLUSTER = Kind("Cluster", "cluster.x-k8s.io", "v1beta1", "clusters")
-MACHINE = Kind("Machine", "cluster.x-k8s.io", "v1beta1", "machines")
 VCOMACHINETEMPLATE = Kind("VCOMachineTemplate", seam.GROUP, seam.VERSION, "vcomachinetemplates")
 LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases")
-#: What the controller watches: its own kinds, and the Cluster API objects they hang from.
-WATCHED = (VCOCLUSTER, VCOMACHINE, CLUSTER, MACHINE, VCOMACHINETEMPLATE)
+#: Cluster API's group, and the versions of it the controller reads, the newest first.
+CAPI_GROUP = "cluster.x-k8s.io"
+CAPI_VERSIONS = ("v1beta2", "v1beta1")
+
+
+@dataclass(frozen=True)
+class ClusterAPI:
+    """What the management cluster serves of Cluster API's core (``/apis/cluster.x-k8s.io``, found at start): the
+    version the controller reads Cluster and Machine at (v1beta2 when served: Cluster API 1.11 and later; v1beta1
+    on 1.10), and whether the v1beta1 contract's fields are still written (while Cluster API serves v1beta1: it
+    reads them from a provider of that contract until it stops serving it, in 1.16)."""
+
+    served: tuple[str, ...]
+
+    @property
+    def version(self) -> str:
+        return next(v for v in CAPI_VERSIONS if v in self.served)
+
+    @property
+    def v1beta1(self) -> bool:
+        return "v1beta1" in self.served
+
+    @property
+    def cluster(self) -> Kind:
+        return Kind("Cluster", CAPI_GROUP, self.version, "clusters")
+
+    @property
+    def machine(self) -> Kind:
+        return Kind("Machine", CAPI_GROUP, self.version, "machines")
+
+    def watched(self) -> tuple[Kind, ...]:
+        """What the controller watches: its own kinds, and the Cluster API objects they hang from."""
+        return (VCOCLUSTER, VCOMACHINE, self.cluster, self.machine, VCOMACHINETEMPLATE)
+
+
+#: Cluster API 1.11 to 1.15 (the tests' and the benchmarks' default when no server is asked).
+CURRENT = ClusterAPI(("v1beta2", "v1beta1"))
 
 
 class Gone(Exception):
@@ -64,6 +98,23 @@ class Kube:
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
         return cls(seam.api_client(kubeconfig, context))
+
+    def cluster_api(self) -> ClusterAPI:
+        """Which versions of ``cluster.x-k8s.io`` the API server serves (discovery: one GET of ``/apis``, its
+        APIGroupList); a group it does not serve, or serves at no version the controller reads, is an error naming
+        what it found."""
+        try:
+            groups = k8s.ApisApi(self.api).get_api_versions().groups or []
+        except ApiException as exc:
+            raise KubeError("discovering the API groups (/apis)", exc) from None
+        served = tuple(str(v.version) for g in groups if g.name == CAPI_GROUP for v in g.versions or [] if v.version)
+        if not any(v in served for v in CAPI_VERSIONS):
+            found = "it serves %s at %s" % (CAPI_GROUP, ", ".join(served)) if served else "Cluster API is not installed"
+            raise KubeError(
+                "discovering %s: none of %s is served" % (CAPI_GROUP, ", ".join(CAPI_VERSIONS)),
+                ApiException(404, found + " (clusterctl init installs it)"),
+            )
+        return ClusterAPI(served)
 
     def list_all(self, kind: Kind, namespace: str | None) -> tuple[list[dict[str, Any]], str]:
         """Every object of ``kind`` (in ``namespace``, or all), and the list's resourceVersion to watch from."""

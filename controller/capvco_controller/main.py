@@ -106,9 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         credentials = Credentials(args.credentials_dir, os.environ)
         kube = Kube.connect(args.kubeconfig, args.context)
+        capi = kube.cluster_api()  # which versions of Cluster and Machine to read, and which contract's fields
     except WhiteskyError as exc:
         log.error("%s", scrub(str(exc), 2048))
         return 2
+    log.info(
+        "Cluster API serves %s: reading Cluster and Machine at %s%s",
+        ", ".join(capi.served),
+        capi.version,
+        ", writing the v1beta1 contract's fields beside the v1beta2 contract's" if capi.v1beta1 else "",
+    )
     namespaces = args.namespace or [n.strip() for n in os.environ.get("WATCH_NAMESPACE", "").split(",") if n.strip()]
     settings = Settings(
         drift_period=args.drift_period,
@@ -118,7 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespaces=namespaces,
     )
     registry = Registry()
-    controller = Controller(kube, credentials, settings, workers=args.max_concurrent_reconciles, metrics=registry)
+    controller = Controller(
+        kube, credentials, settings, workers=args.max_concurrent_reconciles, metrics=registry, capi=capi
+    )
     stop = controller.stop
     lost = threading.Event()
     elector: LeaderElector | None = None

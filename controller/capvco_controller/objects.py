@@ -1,5 +1,6 @@
 """Typed views of the objects the controller reconciles, read from their documents (the API server validated them
-against the CRDs; a field of another type still reads as absent, never as a crash)."""
+against the CRDs; a field of another type still reads as absent, never as a crash); and what it reads of Cluster
+API's Cluster and Machine, at v1beta2 or v1beta1 (``kube.ClusterAPI``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ PAUSED = "cluster.x-k8s.io/paused"
 FORCE_DELETE = "capvco.whitesky.cloud/force-delete"
 SRIOV_LABEL = "addons.capvco.whitesky.cloud/sriov"
 DEFAULT_GRACE = 900
+INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
+#: The reasons of a terminal error (the v1beta2 contract's "terminal failures" are a condition's reason): the
+#: machine's input (``InvalidConfiguration``), its VM lost (``VMDeleted``), a cluster's name taken
+#: (``ClusterNameInUse``).  The reconcile stops; the owner replaces the object.
+TERMINAL = frozenset({"InvalidConfiguration", "VMDeleted", "ClusterNameInUse"})
 
 
 def _dict(value: object) -> dict[str, Any]:
@@ -55,10 +61,13 @@ class Common:
     deleting: bool
     spec: dict[str, Any]
     status: dict[str, Any]
+    #: ``metadata.generation`` (what the conditions' ``observedGeneration`` says was seen)
+    generation: int
 
     @staticmethod
     def fields(obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = _dict(obj.get("metadata"))
+        generation = meta.get("generation")
         return {
             "namespace": _str(meta.get("namespace")),
             "name": _str(meta.get("name")),
@@ -69,15 +78,24 @@ class Common:
             "deleting": bool(meta.get("deletionTimestamp")),
             "spec": _dict(obj.get("spec")),
             "status": _dict(obj.get("status")),
+            "generation": generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
         }
 
     @property
     def failure(self) -> str:
+        """The terminal error's reason: the ``Ready`` condition's, when it is one of :data:`TERMINAL`, or the
+        v1beta1 ``failureReason`` (what an older controller recorded); '' while there is none."""
+        ready = self.condition("Ready")
+        if ready.get("status") == "False" and ready.get("reason") in TERMINAL:
+            return _str(ready.get("reason"))
         return _str(self.status.get("failureReason"))
 
     @property
-    def ready(self) -> bool:
-        return self.status.get("ready") is True
+    def provisioned(self) -> bool:
+        """``status.initialization.provisioned`` (the v1beta2 contract), or the v1beta1 ``status.ready`` of an
+        older controller's record."""
+        init = _dict(self.status.get("initialization"))
+        return init.get("provisioned") is True or self.status.get("ready") is True
 
     def condition(self, ctype: str) -> dict[str, Any]:
         return condition({"status": self.status}, ctype)
@@ -188,6 +206,11 @@ class VCOCluster(Common):
         return got if isinstance(got, int) and not isinstance(got, bool) and got >= 0 else DEFAULT_GRACE
 
     @property
+    def endpoint(self) -> str:
+        """``spec.controlPlaneEndpoint.host`` ('' when none is given)."""
+        return _str(_dict(self.spec.get("controlPlaneEndpoint")).get("host"))
+
+    @property
     def sriov(self) -> dict[str, Any]:
         return _dict(self.spec.get("sriov"))
 
@@ -197,15 +220,43 @@ class VCOCluster(Common):
 
 
 def cluster_paused(capi: Mapping[str, Any] | None, annotations: Mapping[str, str]) -> bool:
+    """Whether reconciles are paused: the Cluster's ``spec.paused``, or the object's ``cluster.x-k8s.io/paused``
+    annotation ("InfraMachine: pausing")."""
     return bool(capi and _dict(capi.get("spec")).get("paused") is True) or PAUSED in annotations
+
+
+def infrastructure_ref(obj: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """``(group, kind, name)`` of a Cluster's or a Machine's ``spec.infrastructureRef``: a v1beta2 reference says
+    ``apiGroup``, a v1beta1 one ``apiVersion`` (group/version)."""
+    ref = _dict(_dict((obj or {}).get("spec")).get("infrastructureRef"))
+    group = _str(ref.get("apiGroup")) or _str(ref.get("apiVersion")).split("/")[0]
+    return group, _str(ref.get("kind")), _str(ref.get("name"))
 
 
 def infrastructure_name(capi: Mapping[str, Any] | None, default: str) -> str:
     """The name of a Cluster's VCOCluster (``spec.infrastructureRef.name``)."""
-    return _str(_dict(_dict((capi or {}).get("spec")).get("infrastructureRef")).get("name")) or default
+    return infrastructure_ref(capi)[2] or default
+
+
+def infrastructure_provisioned(capi: Mapping[str, Any] | None) -> bool:
+    """Whether a Cluster says its infrastructure is provisioned: a v1beta2 one's
+    ``status.initialization.infrastructureProvisioned`` (it has no ``status.infrastructureReady``), a v1beta1 one's
+    ``status.infrastructureReady``."""
+    status = _dict((capi or {}).get("status"))
+    if _str((capi or {}).get("apiVersion")).endswith("/v1beta2"):
+        return _dict(status.get("initialization")).get("infrastructureProvisioned") is True
+    return status.get("infrastructureReady") is True
+
+
+def endpoint(capi: Mapping[str, Any] | None) -> str:
+    """A Cluster's ``spec.controlPlaneEndpoint.host`` ('' when it has none yet)."""
+    return _str(_dict(_dict((capi or {}).get("spec")).get("controlPlaneEndpoint")).get("host"))
 
 
 def bootstrap_secret(machine: Mapping[str, Any] | None) -> str:
+    """A Machine's bootstrap data: ``spec.bootstrap.dataSecretName``, at either version (its
+    ``status.initialization.bootstrapDataSecretCreated``, v1beta1's ``status.bootstrapReady``, says it exists; the
+    contract's rule is the name)."""
     return _str(_dict(_dict(_dict((machine or {}).get("spec")).get("bootstrap"))).get("dataSecretName"))
 
 

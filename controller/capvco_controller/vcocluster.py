@@ -1,12 +1,15 @@
-"""A VCOCluster's reconcile and finalizer, by Cluster API's contract for infrastructure clusters.
+"""A VCOCluster's reconcile and finalizer, by Cluster API's contract for infrastructure clusters ("Contract rules
+for InfraCluster", v1beta2: https://cluster-api.sigs.k8s.io/developer/providers/contracts/infra-cluster).
 
 It waits for the owner Cluster, claims the cluster's name as the owner of its vGPU reservations in the location
-(once per location: ``ClusterNameInUse`` otherwise), makes sure the cloudspace exists (one it creates is the
-cluster's by a note on it), sets ``status.ready``, records the orphan check: reservations the cluster owns whose
-machine is gone, past the grace period, as ``GPUReservationsClean``, ``status.gpu`` and a Warning Event; and then
-deploys the SR-IOV add-on when labelled (an add-on that fails does not keep the orphan check from being recorded).
-The drift pass runs the orphan check of every cluster of a location every period and hands its report here; an
-event-driven reconcile makes its own.
+(once per location: the terminal ``ClusterNameInUse`` otherwise), makes sure the cloudspace exists (one it creates
+is the cluster's by a note on it), sets ``status.initialization.provisioned`` (the controller makes no endpoint:
+``spec.controlPlaneEndpoint`` is the user's, as the contract allows when it is "provided by other means"), records
+the orphan check: reservations the cluster owns whose machine is gone, past the grace period, as
+``GPUReservationsClean``, ``status.gpu`` and a Warning Event; and then deploys the SR-IOV add-on when labelled (an
+add-on that fails does not keep the orphan check from being recorded).  The drift pass runs the orphan check of
+every cluster of a location every period and hands its report here; an event-driven reconcile makes its own.  Each
+reconcile writes its status once, at its end (``scope.Scope``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions as conds
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines import cloudspaces
 from ansible_collections.whitesky.capvco.plugins.module_utils.machines.machine import vm_view
@@ -27,6 +31,7 @@ from capvco_controller import addon, objects
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.kube import VCOCLUSTER
 from capvco_controller.objects import VCOCluster, VCOMachine
+from capvco_controller.scope import Scope
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -37,6 +42,10 @@ KIND = "VCOCluster"
 MESSAGE_LIMIT = 4096
 #: How long a drift pass's orphan report stands in for the reconcile's own read.
 REPORT_FRESH = 120.0
+CLOUDSPACE = "CloudspaceReady"
+CLEAN = "GPUReservationsClean"
+#: What the cluster's ``Ready`` summarises: its cloudspace (the orphan check and the add-on are reported beside).
+SUMMARY = (CLOUDSPACE,)
 
 
 def orphan_report(ctx: Context, c: VCOCluster, cs_id: str) -> dict[str, Any]:
@@ -101,7 +110,7 @@ def orphan_update(c: VCOCluster, report: dict[str, Any]) -> dict[str, Any]:
     Warning while there are orphans, on every pass; one when they are gone)."""
     late = list(report.get("reservations") or [])
     vms = list(report.get("vms") or [])
-    was_dirty = objects.condition({"status": c.status}, "GPUReservationsClean").get("status") == "False"
+    was_dirty = objects.condition({"status": c.status}, CLEAN).get("status") == "False"
     said = []
     if late:
         names = ", ".join(str(r.get("vgpu_name")) for r in late)
@@ -129,14 +138,8 @@ def orphan_update(c: VCOCluster, report: dict[str, Any]) -> dict[str, Any]:
     if report.get("currency"):
         orphans["currency"] = report["currency"]
     dirty = bool(late or vms)
-    cond: dict[str, Any] = {
-        "type": "GPUReservationsClean",
-        "status": "False" if dirty else "True",
-        "reason": "OrphansFound" if late else "UnaccountedVMs" if vms else "NoOrphans",
-        "message": message,
-    }
-    if dirty:
-        cond["severity"] = "Warning"
+    reason = "OrphansFound" if late else "UnaccountedVMs" if vms else "NoOrphans"
+    cond = conds.false(CLEAN, reason, message, "Warning") if dirty else conds.true(CLEAN, reason, message)
     event = None
     if dirty:
         event = {"type": "Warning", "reason": "GPUOrphansFound", "message": message}
@@ -148,23 +151,15 @@ def orphan_update(c: VCOCluster, report: dict[str, Any]) -> dict[str, Any]:
     return update
 
 
-def cloudspace_condition(status: str, reason: str, message: str, severity: str | None = None) -> dict[str, str]:
-    cond = {"type": "CloudspaceReady", "status": status, "reason": reason, "message": message}
-    if severity:
-        cond["severity"] = severity
-    return cond
-
-
-def failed(ctx: Context, obj: dict[str, Any], reason: str, message: str) -> Result:
-    """A terminal failure: recorded, and the reconcile stops."""
-    ctx.status(
-        KIND,
-        obj,
-        status={"ready": False, "failureReason": reason, "failureMessage": message},
-        conditions=[cloudspace_condition("False", reason, message, "Error")],
-        event={"type": "Warning", "reason": reason, "message": message},
-    )
-    return DONE
+def record_orphans(scope: Scope, update: dict[str, Any]) -> None:
+    """An orphan report's update (:func:`orphan_update`) in the reconcile's write."""
+    scope.condition(*update["conditions"])
+    scope.orphans = update["gpu_orphans"]
+    if update.get("status"):
+        scope.set(**update["status"])
+    event = update.get("event")
+    if event:
+        scope.event(event["reason"], event["message"], warning=event.get("type") == "Warning")
 
 
 def rivals(ctx: Context, c: VCOCluster) -> list[str]:
@@ -187,61 +182,64 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         ctx.set_finalizers(VCOCLUSTER, obj, c.finalizers + [objects.CLUSTER_FINALIZER])
     if c.failure:
         return DONE
+    with Scope(ctx, KIND, obj, SUMMARY) as scope:
+        return provision(ctx, scope, key, c)
+
+
+def provision(ctx: Context, scope: Scope, key: tuple[str, str, str], c: VCOCluster) -> Result:
+    """The owner Cluster's infrastructure: the name claimed, the cloudspace, the orphan check, the add-on."""
     if not c.cluster:
-        ctx.status(
-            KIND,
-            obj,
-            conditions=[
-                cloudspace_condition(
-                    "False", "WaitingForOwnerCluster", "no Cluster API Cluster owns this VCOCluster yet", "Info"
-                )
-            ],
-        )
+        waiting = "no Cluster API Cluster owns this VCOCluster yet"
+        scope.condition(conds.false(CLOUDSPACE, "WaitingForOwnerCluster", waiting, "Info"))
         return DONE
     capi = ctx.cached("Cluster", c.namespace, c.cluster)
     if objects.cluster_paused(capi, c.annotations):
+        scope.condition(conds.true("Paused", "Paused", "Cluster %s or this VCOCluster is paused" % c.cluster))
+        return DONE
+    scope.condition(conds.make("Paused", "False", "NotPaused"))
+    if not c.endpoint and not objects.endpoint(capi):
+        # the contract's rule for a provider that makes no endpoint: wait for the Cluster's ("InfraCluster: control
+        # plane endpoint"); one the user gives the VCOCluster is its spec's before it says provisioned
+        waiting = (
+            "no control plane endpoint yet: set the VCOCluster's spec.controlPlaneEndpoint (the controller makes no "
+            "load balancer), or Cluster %s's" % c.cluster
+        )
+        scope.condition(conds.false(CLOUDSPACE, "WaitingForControlPlaneEndpoint", waiting, "Info"))
         return DONE
     if not c.gpu_owner:
         taken = rivals(ctx, c)
         if taken:
-            return failed(
-                ctx,
-                obj,
-                "ClusterNameInUse",
+            message = (
                 "a cluster named %s in namespace %s already owns vGPU reservations in %s; cluster names must be "
                 "unique per location, since they are the owner encoded in the reservation names"
-                % (c.cluster, ", ".join(taken), c.location),
+                % (c.cluster, ", ".join(taken), c.location)
             )
+            scope.provisioned(False)
+            scope.terminal("ClusterNameInUse", message)
+            scope.condition(conds.false(CLOUDSPACE, "ClusterNameInUse", message, "Error"))
+            scope.event("ClusterNameInUse", message, warning=True)
+            return DONE
     client = ctx.client()
     try:
         cs = cloudspaces.ensure(client, name=c.cloudspace, location=c.location, cluster=c.cluster)
     except WhiteskyError as exc:
         message = ctx.say(exc, MESSAGE_LIMIT)
-        ctx.status(
-            KIND,
-            obj,
-            conditions=[cloudspace_condition("False", "ReconcileFailed", message, "Error")],
-            event={"type": "Warning", "reason": "ReconcileFailed", "message": "the cluster's cloudspace: " + message},
-        )
+        scope.condition(conds.false(CLOUDSPACE, "ReconcileFailed", message, "Error"))
+        scope.event("ReconcileFailed", "the cluster's cloudspace: " + message, warning=True)
         raise Retry(message) from None
     cs_id = str(cs["cloudspace"]["cloudspace_id"])
-    ctx.status(
-        KIND,
-        obj,
-        status={"ready": True, "cloudspaceID": cs_id, "gpuOwner": c.cluster},
-        conditions=[
-            cloudspace_condition("True", "Ready", "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location))
-        ],
-        event={"reason": "CloudspaceCreated", "message": "created cloudspace " + c.cloudspace}
-        if cs.get("changed")
-        else None,
-    )
+    scope.provisioned(True)  # the contract's "initialization completed": the cloudspace exists
+    scope.set(cloudspaceID=cs_id, gpuOwner=c.cluster)
+    where = "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location)
+    scope.condition(conds.true(CLOUDSPACE, "Ready", where))
+    if cs.get("changed"):
+        scope.event("CloudspaceCreated", "created cloudspace " + c.cloudspace)
     report = ctx.reports.pop(key, None)
     if report is None or time.monotonic() - float(report.get("at", 0)) > REPORT_FRESH:
         report = orphan_report(ctx, c, cs_id)
-    ctx.status(KIND, obj, **orphan_update(c, report))
+    record_orphans(scope, orphan_update(c, report))
     if c.sriov_enabled:
-        addon.ensure(ctx, key, obj, c, cs_id)
+        addon.ensure(ctx, scope, key, c, cs_id)
     return DONE
 
 
@@ -253,7 +251,8 @@ def finalize(ctx: Context, obj: dict[str, Any], c: VCOCluster) -> Result:
         return DONE
     if c.gpu_owner:
         spec = {"cluster": {"name": c.gpu_owner, "location": c.location, "cloudspace": c.cloudspace}}
-        ctx.teardown(KIND, obj, "cluster " + c.gpu_owner, spec=spec, force=True, delete_cloudspace=True)
+        scope = Scope(ctx, KIND, obj, SUMMARY)
+        ctx.teardown(scope, "cluster " + c.gpu_owner, spec=spec, force=True, delete_cloudspace=True)
     ctx.set_finalizers(VCOCLUSTER, obj, [f for f in c.finalizers if f != objects.CLUSTER_FINALIZER])
     ctx.addons.pop((KIND, c.namespace, c.name), None)
     return DONE

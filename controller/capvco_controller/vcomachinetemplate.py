@@ -18,6 +18,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions as conds
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.conditions import Condition
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
@@ -25,6 +27,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub imp
 from capvco_controller import objects
 from capvco_controller.context import DONE, Context, Result
 from capvco_controller.precheck import availability, gpu_of, machine_config
+from capvco_controller.scope import Scope
 
 if TYPE_CHECKING:
     from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
@@ -81,53 +84,41 @@ def location_of(ctx: Context, obj: Mapping[str, Any]) -> str:
 
 def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     obj = ctx.fresh(KIND, obj)
+    with Scope(ctx, KIND, obj) as scope:
+        return publish(ctx, scope, obj)
+
+
+def publish(ctx: Context, scope: Scope, obj: dict[str, Any]) -> Result:
+    """The template's status: what one machine brings, its conditions and their Events, in the one write."""
     spec = machine_spec(obj)
     try:
         labels = node_labels(spec)
     except InputError as exc:
-        ctx.status(
-            KIND,
-            obj,
-            status={"capacity": None, "nodeLabels": None},
-            conditions=[
-                {
-                    "type": CONDITION,
-                    "status": "False",
-                    "severity": "Error",
-                    "reason": "InvalidConfiguration",
-                    "message": str(exc),
-                }
-            ],
-        )
+        scope.set(capacity=None, nodeLabels=None)
+        scope.condition(conds.false(CONDITION, "InvalidConfiguration", str(exc), "Error"))
         return DONE
     base: dict[str, Any] = {"capacity": capacity(spec), "nodeInfo": dict(NODE_INFO), "nodeLabels": labels or None}
     gpu_type, count, profile = gpu_of(spec)
     location = location_of(ctx, obj)
     if not location:
-        waiting = {
-            "status": "Unknown",
-            "reason": "WaitingForCluster",
-            "message": "no VCOCluster names this template's location yet (owner Cluster or the "
-            "cluster.x-k8s.io/cluster-name label)",
-        }
-        conditions = [dict(waiting, type=CONFIG)] + ([dict(waiting, type=CONDITION)] if count else [])
-        ctx.status(KIND, obj, status=dict(base, capacity=None, gpu=None), conditions=conditions)
+        waiting = (
+            "no VCOCluster names this template's location yet (owner Cluster or the cluster.x-k8s.io/cluster-name "
+            "label)"
+        )
+        scope.set(**dict(base, capacity=None, gpu=None))
+        scope.condition(conds.unknown(CONFIG, "WaitingForCluster", waiting))
+        if count:
+            scope.condition(conds.unknown(CONDITION, "WaitingForCluster", waiting))
         return Result(ctx.settings.drift_period)
     client = ctx.client()
     name = str((obj.get("metadata") or {}).get("name") or "")
     config = config_condition(client, location, spec, name)
-    config_ok = config["status"] == "True"
-    events = []
-    if not config_ok and objects.condition(obj, CONFIG).get("message") != config["message"]:
-        events.append({"type": "Warning", "reason": config["reason"], "message": scrub(config["message"], 1024)})
+    config_ok = config.status == "True"
+    scope.condition(config)
+    if not config_ok and objects.condition(obj, CONFIG).get("message") != config.message:
+        scope.event(config.reason, scrub(config.message, 1024), warning=True)
     if not count:
-        ctx.status(
-            KIND,
-            obj,
-            status=dict(base, capacity=base["capacity"] if config_ok else None),
-            conditions=[config],
-            event=events[0] if events else None,
-        )
+        scope.set(**dict(base, capacity=base["capacity"] if config_ok else None))
         return Result(ctx.settings.drift_period)  # the location's images are looked at again every period
     ok, reason, message, free = availability(client.gpu_profiles(location), gpu_type, count, location, profile, name)
     price = client.prices(location)
@@ -141,40 +132,23 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         "currency": billing.currency_of(price) if cost is not None else None,
     }
     if not ok and objects.condition(obj, CONDITION).get("reason") != reason:
-        events.append({"type": "Warning", "reason": reason, "message": scrub(message, 1024)})
-    condition = {"type": CONDITION, "status": "True" if ok else "False", "reason": reason, "message": message}
-    if not ok:
-        condition["severity"] = "Warning"
-    for event in events[:-1]:  # one write carries one Event
-        ctx.status(KIND, obj, event=event)
-    ctx.status(
-        KIND,
-        obj,
-        status=dict(base, capacity=base["capacity"] if ok and config_ok else None, gpu=gpu),
-        conditions=[config, condition],
-        event=events[-1] if events else None,
-    )
+        scope.event(reason, scrub(message, 1024), warning=True)
+    scope.condition(conds.true(CONDITION, reason, message) if ok else conds.false(CONDITION, reason, message))
+    scope.set(**dict(base, capacity=base["capacity"] if ok and config_ok else None, gpu=gpu))
     return Result(ctx.settings.drift_period)
 
 
-def config_condition(client: WhiteskyClient, location: str, spec: Mapping[str, Any], name: str) -> dict[str, Any]:
+def config_condition(client: WhiteskyClient, location: str, spec: Mapping[str, Any], name: str) -> Condition:
     """``MachineConfigValid``: whether a machine of the template could be made in ``location`` (its size and image,
     checked as a machine's are: ``precheck.machine_config``); False with ``InvalidConfiguration`` and the reason
     (no image, an image the location lacks, naming its images)."""
     try:
         machine_config(client, location, spec, name)
     except InputError as exc:
-        return {
-            "type": CONFIG,
-            "status": "False",
-            "severity": "Error",
-            "reason": "InvalidConfiguration",
-            "message": scrub(str(exc), 1024),
-        }
-    return {
-        "type": CONFIG,
-        "status": "True",
-        "reason": "Valid",
-        "message": "image %s in location %r, %s vCPU(s), %s MiB"
+        return conds.false(CONFIG, "InvalidConfiguration", scrub(str(exc), 1024), "Error")
+    return conds.true(
+        CONFIG,
+        "Valid",
+        "image %s in location %r, %s vCPU(s), %s MiB"
         % (spec.get("image"), location, spec.get("vcpus"), spec.get("memory")),
-    }
+    )

@@ -44,9 +44,12 @@ options:
   conditions:
     description:
       - Conditions to set, by type; the object's other conditions stay.
-      - Each is a dict with C(type) and C(status) (V(True), V(False) or V(Unknown)), and optionally C(severity)
-        (V(Error), V(Warning) or V(Info), with status V(False)), C(reason) (CamelCase) and C(message), as in Cluster
-        API's conditions.
+      - Each is a dict with C(type), C(status) (V(True), V(False) or V(Unknown)) and C(reason) (CamelCase, the form
+        Kubernetes requires of a C(metav1.Condition)'s reason), and optionally C(message) and C(severity) (V(Error),
+        V(Warning) or V(Info), with a status other than V(True)).
+      - They are written as C(metav1.Condition)s in C(status.conditions) (the shape Cluster API's v1beta2 contract
+        reads, with C(observedGeneration), without C(severity)); on a V(VCOCluster) or a V(VCOMachine) also in
+        Cluster API's v1beta1 shape, with the C(severity), in C(status.deprecated.v1beta1.conditions).
     type: list
     elements: dict
     default: []
@@ -104,6 +107,7 @@ EXAMPLES = r"""
     namespace: default
     provider_id: whitesky://be-gen-1/cs-demo/17
     status:
+      initialization: {provisioned: true}
       ready: true
       vmID: 17
       failureReason: null
@@ -142,7 +146,7 @@ provider_id:
   returned: success
   type: str
 event:
-  description: The name of the Event created.
+  description: The name of the Event created (the last one, when there are more).
   returned: when O(event) is given and not in check mode
   type: str
 resource_version:

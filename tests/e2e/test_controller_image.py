@@ -12,10 +12,11 @@ import uuid
 import yaml
 
 from capvco_lab import podman_cni
+from capvco_lab.capi import A100x2, b64, condition, make_cluster, make_machine
+from capvco_lab.controller import Controller
 from capvco_lab.images import controller_image
 
-from capi import A100x2, b64, condition, make_cluster, make_machine
-from helpers import Controller, read_text, require, run_playbook, wait_for
+from helpers import read_text, require, run_playbook, wait_for
 
 
 def deployment(tmp_path):

@@ -6,7 +6,7 @@ No clusterctl binary can be had here, so its rules are applied from its source (
 series lookup of ``clusterctl init``, the local repository's layout (``newLocalRepository``), the components'
 target namespace (``fixTargetNamespace``) and the templates' naming. What the files make is then validated: the
 custom resources against Cluster API's v1beta2 CRDs (tests/data/cluster-api/) and this provider's
-(roles/capvco_controller/files/crds.yaml) with ``tests/crdschema.py``; the Kubernetes objects with
+(roles/capvco_controller/files/crds.yaml) with ``lab/capvco_lab/crdschema.py``; the Kubernetes objects with
 kubernetes-validate and checkov in ``test_manifests_policy.py``, which renders them with the same values.
 
 Every variable is documented: docs/controller.md's tables ("Installing with clusterctl") give each with its default,
@@ -27,9 +27,9 @@ import pytest
 import yaml
 
 from capvco_controller import vcomachinetemplate as tpl
+from capvco_lab import crdschema
 
 import autoscaler
-import crdschema
 import envsubst
 from helpers import ROOT, read_text
 from providerfiles import (

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from capvco_controller import main as controller_main
+from capvco_lab.capi import make_cluster, make_machine
+from capvco_lab.controller import Controller, KubeFake
 
-from capi import make_cluster, make_machine
-from helpers import REFUSAL, Controller, KubeFake, RefusingProxy, run_playbook, unreachable_kubeconfig, wait_for
+from helpers import REFUSAL, RefusingProxy, run_playbook, unreachable_kubeconfig, wait_for
 
 K8S_VERSION = "1.37.0"
 PLAY = textwrap.dedent("""\

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from capvco_lab.capi import IV, cv, make_cluster, owner_ref
+from capvco_lab.controller import Controller
+
 from autoscaler import ANNOTATION, template_node
-from capi import CV, IV, make_cluster
-from helpers import Controller, wait_for
+from helpers import wait_for
 
 TEMPLATE_GPU = {
     "vcpus": 16,
@@ -23,10 +25,8 @@ TEMPLATE_GPU = {
 def make_template(kube, name, spec, cluster="gpu1", owned=True):
     meta = {"name": name, "namespace": "default"}
     if owned:  # what Cluster API's MachineDeployment controller sets on the templates it uses
-        owner = kube.get((CV, "Cluster"), cluster)
-        meta["ownerReferences"] = [
-            {"apiVersion": CV, "kind": "Cluster", "name": cluster, "uid": owner["metadata"]["uid"]}
-        ]
+        owner = kube.get((cv(kube), "Cluster"), cluster)
+        meta["ownerReferences"] = [owner_ref(kube, owner)]
     return kube.create(
         {"apiVersion": IV, "kind": "VCOMachineTemplate", "metadata": meta, "spec": {"template": {"spec": spec}}}
     )

@@ -19,7 +19,8 @@ import yaml
 from ansible.playbook.block import Block
 from ansible.playbook.task import Task
 
-from capi import IV, make_cluster, make_machine
+from capvco_lab.capi import IV, make_cluster, make_machine
+
 from helpers import ROOT, read_text, run_playbook
 
 MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py")))

@@ -12,11 +12,8 @@ same over 1,000 VMs with latency.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
@@ -30,11 +27,19 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.faces import (
 )
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import markers as ownership_markers
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import notes
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.paging import PAGE_LIMIT
+from capvco_lab.inventory import (
+    BIN,
+    calls,
+    create_vms,
+    expected_calls,
+    inventory_env,
+    live_vms,
+    noted_clusters,
+    selected,
+)
 
-from helpers import COLLECTIONS, ROOT, TOKEN, Emulator, run_consumer_check, run_playbook
+from helpers import ROOT, TOKEN, Emulator, run_consumer_check, run_playbook
 
-BIN = os.path.dirname(sys.executable)
 SAMPLE = os.path.join(ROOT, "awx", "demo.whitesky.yml")
 LOC, AMS = "be-gen-1", "nl-ams-1"
 WEB = {
@@ -64,22 +69,7 @@ HAND_MADE = [
 ]
 
 
-# --- helpers (benchmarks/inventory_bench.py uses them too) ----------------------------------------------------------
-
-
-def inventory_env(emu, env=None):
-    """The environment of an ``ansible-inventory`` run against ``emu``: nothing of the caller's Ansible or
-    whitesky settings; an inventory source that fails to parse fails the run."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "WHITESKY_"))}
-    base.update(
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
-    )
-    if emu is not None:
-        base.update(emu.env())
-    base.update(env or {})
-    return base
+# --- helpers (those benchmarks/inventory_bench.py uses too are the lab's: capvco_lab.inventory) ---------------------
 
 
 def inventory(emu, source, *args, env=None, timeout=300):
@@ -111,85 +101,24 @@ def _plain(obj):
     return obj["__ansible_unsafe"] if set(obj) == {"__ansible_unsafe"} else obj
 
 
-def calls(emu):
-    return {op: v["count"] for op, v in emu.stats()["operations"].items() if v["count"]}
-
-
 def source_file(path, **options):
     """An inventory file of the plugin with ``options``."""
     path.write_text(yaml.safe_dump(dict({"plugin": "whitesky.capvco.vms"}, **options)))
     return path
 
 
-def _selected(snapshot, locations=(), cloudspaces=()):
-    return [
-        cs
-        for cs in snapshot["cloudspaces"]
-        if cs["deleted_at"] is None
-        and (not locations or cs["location"] in locations)
-        and (not cloudspaces or cs["name"] in cloudspaces)
-    ]
-
-
-def _noted(snapshot, cs_id):
-    return notes.clusters_in(n for n in snapshot["notes"] if n["cloudspace_id"] == cs_id)
-
-
-def _live_vms(snapshot, cs_id):
-    return [vm for vm in snapshot["vms"] if vm["cloudspace_id"] == cs_id and vm["deleted_at"] is None]
-
-
-def expected_calls(snapshot, locations=(), cloudspaces=()):
-    """The calls of a read of the inventory, from the emulator's snapshot: the cloudspaces' listing; per cloudspace
-    its VM listing and its notes; per location the reservations' pages, the profiles and the prices; and one
-    marker per VM whose name may be a machine of a cluster its cloudspace's notes name."""
-    spaces = _selected(snapshot, locations, cloudspaces)
-    markers = sum(
-        1
-        for cs in spaces
-        for vm in _live_vms(snapshot, cs["cloudspace_id"])
-        if vm_inventory.may_be_owned(_noted(snapshot, cs["cloudspace_id"]), vm["name"])
-    )
-    where = {cs["location"] for cs in spaces}
-    pages = sum(
-        max(
-            1,
-            math.ceil(
-                sum(1 for r in snapshot["vgpus"] if r["location"] == loc and r["deleted_at"] is None) / PAGE_LIMIT
-            ),
-        )
-        for loc in where
-    )
-    out = {
-        "listCloudspaces": 1,
-        "listCloudspaceVirtualMachines": len(spaces),
-        "getCloudspaceNotes": len(spaces),
-        "getVirtualMachineInfo": markers,
-        "listCustomerVGPUS": pages,
-        "listAvailableGPUProfiles": len(where),
-        "getCustomerLocationPricing": len(where),
-    }
-    return {op: n for op, n in out.items() if n}
-
-
 def expected_owners(snapshot):
     """``{vm name: cluster or None}`` by the rule: a VM is a cluster's when its name may be a machine of a cluster
     that its cloudspace's notes name, and its marker names a cluster whose name and ``-`` its name starts with."""
     out = {}
-    for cs in _selected(snapshot):
-        noted = _noted(snapshot, cs["cloudspace_id"])
-        for vm in _live_vms(snapshot, cs["cloudspace_id"]):
+    for cs in selected(snapshot):
+        noted = noted_clusters(snapshot, cs["cloudspace_id"])
+        for vm in live_vms(snapshot, cs["cloudspace_id"]):
             marker = ownership_markers.parse_marker(vm["description"])
             read = vm_inventory.may_be_owned(noted, vm["name"])
             mine = read and marker is not None and ownership_markers.may_own(marker.cluster, vm["name"])
             out[vm["name"]] = marker.cluster if mine else None
     return out
-
-
-def create_vms(client, vms, threads=16):
-    """Create ``[(cloudspace_id, name, description)]`` in parallel (small, as made by hand)."""
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda v: client.create_vm(v[0], name=v[1], description=v[2], vcpus=1, memory=512), vms))
 
 
 # --- the world: two clusters, VMs by hand, another location --------------------------------------------------------

@@ -11,7 +11,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
-from helpers import kube_with_crds
+from capvco_lab.controller import kube_with_crds
 
 IV = ("infrastructure.cluster.x-k8s.io", "v1beta1")
 

@@ -15,8 +15,8 @@ import time
 
 from capvco_controller.kube import Kube
 from capvco_controller.leader import LeaderElector
-
-from helpers import KubeFake, wait_for
+from capvco_lab.controller import KubeFake
+from capvco_lab.emulator import wait_for
 
 NAMESPACE, NAME = "capvco-system", "capvco-controller"
 LEASE, RETRY, DEADLINE = 2, 0.2, 1.2

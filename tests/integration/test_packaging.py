@@ -81,7 +81,7 @@ def test_galaxy_build_leaves_dev_only_folders_out(tmp_path):
         "molecule",
         "demo-out",
         "controller",
-        "tests/kubefake.py",
+        "tests/helpers.py",
     ):
         assert not any(n == dev_only or n.startswith(dev_only + "/") for n in names), dev_only
 

@@ -11,9 +11,10 @@ from test_controller_templates import TEMPLATE_GPU, make_template
 
 from ansible_collections.whitesky.capvco.plugins.module_utils.gpu import billing
 from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import naming
+from capvco_lab.capi import A100x2, make_cluster, make_machine
+from capvco_lab.controller import Controller
 
-from capi import A100x2, make_cluster, make_machine
-from helpers import Controller, wait_for
+from helpers import wait_for
 from test_gpu import live
 
 LOCATION = "be-gen-1"

@@ -8,11 +8,12 @@ import json
 import kubernetes_validate
 import pytest
 
+from capvco_lab.controller import KubeFake
+
 from helpers import (
     REFUSAL,
     SRIOV_PLAY,
     SRIOV_VARS,
-    KubeFake,
     RefusingProxy,
     render_sriov,
     run_playbook,

@@ -3,7 +3,8 @@ apply and again against the fake API server, and the input it refuses."""
 
 from __future__ import annotations
 
-from capi import IV, make_cluster
+from capvco_lab.capi import IV, make_cluster
+
 from helpers import run_playbook
 from test_gpu import three_ways
 

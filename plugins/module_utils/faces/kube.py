@@ -9,10 +9,12 @@ module ``vco_status``) goes through ``write_status`` here, with the
 ``kubernetes`` client, which reaches the API through ``K8S_AUTH_KUBECONFIG``, a
 kubeconfig, or the pod's service account.
 
-Conditions follow Cluster API's shape (``type``, ``status``, ``severity``,
-``reason``, ``message``, ``lastTransitionTime``); a condition's
-``lastTransitionTime`` moves only when its ``status`` changes, so that a
-reconcile that finds nothing new writes nothing.
+Conditions are ``metav1.Condition``s (``faces/conditions.py``: the shape Cluster
+API's v1beta2 contract reads), and the v1beta1 shape beside them at
+``status.deprecated.v1beta1.conditions`` of a VCOCluster or VCOMachine while
+Cluster API serves v1beta1; a condition's ``lastTransitionTime`` moves only
+when its ``status`` changes, so that a reconcile that finds nothing new writes
+nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import datetime
 import os
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Union, cast
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions as conds
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces.conditions import Condition
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces.errors import KubeError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
@@ -65,58 +69,41 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-CONDITION_KEYS = ("type", "status", "severity", "reason", "message")
-SEVERITIES = ("", "Error", "Warning", "Info")
+#: The kinds Cluster API reads (the contract's InfraCluster and InfraMachine): their v1beta1 conditions are kept.
+CONTRACT_KINDS = ("VCOCluster", "VCOMachine")
+#: A condition as a caller gives it: checked already, or a mapping of ``conditions.KEYS`` (``vco_status``).
+ConditionInput = Union[Condition, Mapping[str, Any]]  # noqa: UP007 (evaluated at import, on Python 3.10 too)
 
 
-def merge_conditions(
-    existing: Iterable[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]] | None, now: str
-) -> list[dict[str, Any]]:
-    """Conditions by type: ``updates`` replace or add, the others stay, in their order."""
-    merged = [dict(c) for c in existing or []]
-    index = {c.get("type"): i for i, c in enumerate(merged)}
-    for update in updates or []:
-        unknown = sorted(set(update) - set(CONDITION_KEYS))
-        if unknown or not update.get("type"):
-            raise InputError(
-                "a condition has the keys %s (type required), got %r" % (", ".join(CONDITION_KEYS), update)
-            )
-        cond: dict[str, Any] = {k: str(update[k]) for k in CONDITION_KEYS if update.get(k) is not None}
-        if "message" in cond:  # what a message says may come from outside (the platform, a machine)
-            cond["message"] = scrub(cond["message"], MESSAGE_LIMIT)
-        if cond.get("severity") not in (None,) + SEVERITIES:
-            raise InputError(
-                "condition %r: severity must be one of Error, Warning, Info, got %r" % (cond["type"], cond["severity"])
-            )
-        if cond.get("status") not in ("True", "False", "Unknown"):
-            raise InputError(
-                "condition %r needs status True, False or Unknown, got %r" % (cond.get("type"), update.get("status"))
-            )
-        old = merged[index[cond["type"]]] if cond["type"] in index else None
-        cond["lastTransitionTime"] = (
-            old.get("lastTransitionTime")
-            if old and old.get("status") == cond["status"] and old.get("lastTransitionTime")
-            else now
-        )
-        if old is None:
-            index[cond["type"]] = len(merged)
-            merged.append(cond)
-        else:
-            merged[index[cond["type"]]] = cond
-    return merged
+def checked_conditions(given: Iterable[ConditionInput] | None) -> list[Condition]:
+    """The conditions given, each checked (``conditions.given`` for a mapping)."""
+    return [c if isinstance(c, Condition) else conds.given(c) for c in given or []]
 
 
 def plan_status(
     obj: Mapping[str, Any],
     status: Mapping[str, Any] | None,
-    conditions: Iterable[Mapping[str, Any]] | None,
+    conditions: Iterable[ConditionInput] | None,
     now: str,
+    v1beta1: bool = False,
 ) -> tuple[dict[str, Any] | None, Any]:
-    """``(status patch or None, status after)`` for an object."""
+    """``(status patch or None, status after)`` for an object: ``status`` merged, ``conditions`` by type (their
+    ``observedGeneration`` the object's generation), and with ``v1beta1`` the same in the v1beta1 shape at
+    ``status.deprecated.v1beta1.conditions``."""
     before = obj.get("status") or {}
     patch = dict(status or {})
-    if conditions:
-        patch["conditions"] = merge_conditions(before.get("conditions"), conditions, now)
+    given = checked_conditions(conditions)
+    if given:
+        generation = (obj.get("metadata") or {}).get("generation")
+        generation = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        patch["conditions"] = conds.merge(before.get("conditions"), given, now, generation)
+        if v1beta1:
+            old = ((before.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")
+            deprecated = dict(patch.get("deprecated") or {})
+            deprecated["v1beta1"] = dict(
+                deprecated.get("v1beta1") or {}, conditions=conds.merge_v1beta1(old, given, now)
+            )
+            patch["deprecated"] = deprecated
     after = merge_patch(before, patch)
     return (patch if after != before else None), after
 
@@ -188,7 +175,7 @@ def write_status(
     name: str,
     namespace: str,
     status: Mapping[str, Any] | None = None,
-    conditions: Iterable[Mapping[str, Any]] | None = None,
+    conditions: Iterable[ConditionInput] | None = None,
     gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
     vm_id: str | int | None = None,
     gpu_orphans: Mapping[str, Any] | None = None,
@@ -198,11 +185,15 @@ def write_status(
     context: str | None = None,
     api: Any = None,
     check_mode: bool = False,
+    events: Sequence[Mapping[str, Any]] = (),
+    v1beta1: bool = True,
 ) -> dict[str, Any]:
-    """Core of ``vco_status``: merge status and conditions, set providerID once, emit an Event.
+    """Core of ``vco_status``: merge status and conditions, set providerID once, emit Events (``event``, then
+    ``events``).  Status is written with one merge patch of the status subresource.
 
     ``api`` is an ApiClient (made from ``kubeconfig`` and ``context`` when None).  The object is read, the inputs
-    checked, the patches planned (pure: :func:`plan_status`), then written unless in check mode.
+    checked, the patches planned (pure: :func:`plan_status`), then written unless in check mode.  ``v1beta1``: a
+    VCOCluster's or VCOMachine's conditions are kept in the v1beta1 shape too (while Cluster API serves it).
     """
     ns = namespace
     now = now_iso()
@@ -214,21 +205,19 @@ def write_status(
     except ApiException as exc:
         raise KubeError("reading %s %s/%s" % (kind, ns, name), exc) from None
     current = (obj.get("spec") or {}).get("providerID")
-    event = _checked_event(event)
-    set_provider, patch, after = plan_write(
-        obj,
-        kind,
-        now,
-        status=status,
-        conditions=conditions,
-        gpu_reservations=gpu_reservations,
-        vm_id=vm_id,
-        gpu_orphans=gpu_orphans,
-        provider_id=provider_id,
-    )
+    emitted = [e for e in (_checked_event(x) for x in ([event] if event else []) + list(events)) if e]
+    fields: dict[str, Any] = {
+        "status": status,
+        "conditions": conditions,
+        "gpu_reservations": gpu_reservations,
+        "vm_id": vm_id,
+        "gpu_orphans": gpu_orphans,
+        "v1beta1": v1beta1,
+    }
+    set_provider, patch, after = plan_write(obj, kind, now, provider_id=provider_id, **fields)
     provider = provider_id if set_provider else current
     result: dict[str, Any] = {
-        "changed": bool(patch is not None or set_provider or event),
+        "changed": bool(patch is not None or set_provider or emitted),
         "status": after,
         "provider_id": provider,
         "diff": {
@@ -244,16 +233,20 @@ def write_status(
             written = custom.patch_namespaced_custom_object(
                 GROUP, VERSION, ns, PLURALS[kind], name, {"spec": {"providerID": provider}}
             )
+            if isinstance(written, dict):  # a spec write moves the generation: the conditions observe the new one
+                _set, patch, after = plan_write(written, kind, now, **fields)
+                result["status"] = result["diff"]["after"]["status"] = after
         if patch is not None:
             written = custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, ns, PLURALS[kind], name, {"status": patch}
             )
         if isinstance(written, dict):  # the object's version after this write (a controller's cache waits for it)
             result["resource_version"] = (written.get("metadata") or {}).get("resourceVersion")
-        if event:
-            body = event_body(obj, event.get("type") or "Normal", event["reason"], event["message"], now)
+        for one in emitted:
+            body = event_body(obj, one.get("type") or "Normal", one["reason"], one["message"], now)
             # the client validates a dict body into its CoreV1Event (its annotation names only the model)
             created = k8s_client.CoreV1Api(api).create_namespaced_event(ns, body)  # type: ignore[arg-type]
+            result.setdefault("events", []).append(created.metadata.name)
             result["event"] = created.metadata.name
     except ApiException as exc:
         raise KubeError("writing %s %s/%s" % (kind, ns, name), exc) from None
@@ -266,11 +259,12 @@ def plan_write(
     now: str,
     *,
     status: Mapping[str, Any] | None = None,
-    conditions: Iterable[Mapping[str, Any]] | None = None,
+    conditions: Iterable[ConditionInput] | None = None,
     gpu_reservations: Iterable[Mapping[str, Any]] | None = None,
     vm_id: str | int | None = None,
     gpu_orphans: Mapping[str, Any] | None = None,
     provider_id: str | None = None,
+    v1beta1: bool = True,
 ) -> tuple[bool, dict[str, Any] | None, Any]:
     """What :func:`write_status` would write to ``obj`` (pure): ``(set providerID, status patch or None, status
     after)``.  A controller asks it of the object in its cache, to make no call at all when nothing changes."""
@@ -278,7 +272,7 @@ def plan_write(
     current = (obj.get("spec") or {}).get("providerID")
     set_provider = _provider_change(kind, str(meta.get("namespace")), str(meta.get("name")), current, provider_id)
     given = _status_input(status, vm_id, gpu_orphans, gpu_reservations)
-    patch, after = plan_status(obj, given, conditions, now)
+    patch, after = plan_status(obj, given, conditions, now, v1beta1 and kind in CONTRACT_KINDS)
     return set_provider, patch, after
 
 

@@ -10,11 +10,11 @@ import pytest
 import tomllib
 import yaml
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions, kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render as firstboot
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError
+from capvco_lab import crdschema
 
-import crdschema
 from helpers import ROOT, read_text
 
 CRDS = os.path.join(ROOT, "roles", "capvco_controller", "files", "crds.yaml")
@@ -45,20 +45,74 @@ def test_merge_patch_follows_rfc_7386(target, patch, result):
 
 def test_a_condition_moves_its_transition_time_only_when_its_status_changes():
     existing = [
-        {"type": "A", "status": "True", "reason": "x", "lastTransitionTime": T0},
-        {"type": "B", "status": "False", "lastTransitionTime": T0},
+        {"type": "A", "status": "True", "reason": "X", "message": "", "lastTransitionTime": T0},
+        {"type": "B", "status": "False", "reason": "Y", "message": "", "lastTransitionTime": T0},
     ]
-    same = kube.merge_conditions(existing, [{"type": "A", "status": "True", "reason": "y"}], T1)
-    assert same[0] == {"type": "A", "status": "True", "reason": "y", "lastTransitionTime": T0}
-    flipped = kube.merge_conditions(existing, [{"type": "B", "status": "True"}, {"type": "C", "status": "Unknown"}], T1)
+    same = conditions.merge(existing, [conditions.true("A", "Again", "said")], T1, 4)
+    assert same[0] == {
+        "type": "A",
+        "status": "True",
+        "reason": "Again",
+        "message": "said",
+        "observedGeneration": 4,
+        "lastTransitionTime": T0,
+    }
+    flipped = conditions.merge(
+        existing, [conditions.true("B", "Up"), conditions.unknown("C", "Waiting", "not yet")], T1, 4
+    )
     assert [(c["type"], c["lastTransitionTime"]) for c in flipped] == [("A", T0), ("B", T1), ("C", T1)]
     with pytest.raises(InputError, match="'A' needs status True, False or Unknown, got 'yes'"):
-        kube.merge_conditions([], [{"type": "A", "status": "yes"}], T1)
+        conditions.given({"type": "A", "status": "yes", "reason": "R"})
+
+
+def test_a_condition_is_a_metav1_condition_and_its_v1beta1_shape_is_kept_beside():
+    """metav1.Condition's fields only (no severity), a reason of the form Kubernetes requires; the v1beta1 shape,
+    with the severity, goes to status.deprecated.v1beta1.conditions of the contract's kinds."""
+    obj = {"metadata": {"name": "m", "namespace": "d", "generation": 3}, "status": {}}
+    down = conditions.false("VMProvisioned", "WaitingForBootstrapData", "no data yet", "Info")
+    _set, patch, _after = kube.plan_write(obj, "VCOMachine", T1, conditions=[down])
+    (new,) = patch["conditions"]
+    assert set(new) == {"type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}
+    assert new["observedGeneration"] == 3 and conditions.REASON.match(new["reason"])
+    (old,) = patch["deprecated"]["v1beta1"]["conditions"]
+    assert old == {
+        "type": "VMProvisioned",
+        "status": "False",
+        "severity": "Info",
+        "reason": "WaitingForBootstrapData",
+        "message": "no data yet",
+        "lastTransitionTime": T1,
+    }
+    # a template is no contract kind; without v1beta1 (a Cluster API that serves it no more) nothing is kept
+    assert "deprecated" not in kube.plan_write(obj, "VCOMachineTemplate", T1, conditions=[down])[1]
+    assert "deprecated" not in kube.plan_write(obj, "VCOMachine", T1, conditions=[down], v1beta1=False)[1]
+    for bad in ("Waiting for data", "1Waiting", "Waiting-For", ""):
+        with pytest.raises(InputError, match="a reason of the form Kubernetes requires"):
+            conditions.false("VMProvisioned", bad, "x")
+
+
+def test_ready_summarises_in_cluster_apis_conventions():
+    up, waiting = conditions.true("A", "Fine"), conditions.false("B", "WaitingForX", "waits for x", "Info")
+    assert conditions.summary({"A": up}, ("A",)) == conditions.true("Ready", "Ready")
+    got = conditions.summary({"A": up, "B": waiting}, ("A", "B"))
+    assert (got.status, got.reason, got.message, got.severity) == ("False", "NotReady", "* B: waits for x", "Info")
+    got = conditions.summary({"A": up}, ("A", "B"))
+    assert (got.status, got.reason) == ("Unknown", "ReadyUnknown") and "* B: not reported yet" in got.message
+    lost = conditions.false("B", "VMDeleted", "the VM is gone", "Error")
+    got = conditions.summary({"A": up, "B": lost}, ("A", "B"), terminal={"VMDeleted"})
+    assert (got.status, got.reason, got.message) == ("False", "VMDeleted", "the VM is gone"), "a terminal error"
+    got = conditions.summary({"A": up}, ("A",), deleting="deleting VM x")
+    assert (got.status, got.reason, got.message) == ("False", "Deleting", "deleting VM x")
 
 
 def test_a_status_that_would_not_change_is_not_written():
-    obj = {"status": {"ready": True, "conditions": [{"type": "A", "status": "True", "lastTransitionTime": T0}]}}
-    patch, after = kube.plan_status(obj, {"ready": True}, [{"type": "A", "status": "True"}], T1)
+    obj = {
+        "status": {
+            "ready": True,
+            "conditions": [{"type": "A", "status": "True", "reason": "R", "message": "", "lastTransitionTime": T0}],
+        }
+    }
+    patch, after = kube.plan_status(obj, {"ready": True}, [{"type": "A", "status": "True", "reason": "R"}], T1)
     assert patch is None and after == obj["status"]
     patch, after = kube.plan_status(obj, {"failureReason": None, "vmID": 3}, [], T1)
     assert patch == {"failureReason": None, "vmID": 3} and after["vmID"] == 3
@@ -110,7 +164,11 @@ def test_the_crds_are_structural():
     crds = yaml.safe_load(read_text(CRDS))["items"]
     assert [c["spec"]["names"]["kind"] for c in crds] == ["VCOCluster", "VCOMachine", "VCOMachineTemplate"]
     for crd in crds:
-        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"] == "v1beta1"  # Cluster API's contract label
+        # the contract labels Cluster API reads: each contract's value lists the CRD's own served versions,
+        # underscore-separated ("All resources: APIVersion field value")
+        served = {v["name"] for v in crd["spec"]["versions"] if v["served"]}
+        for contract in ("v1beta1", "v1beta2"):
+            assert set(crd["metadata"]["labels"]["cluster.x-k8s.io/" + contract].split("_")) <= served, crd
         for version in crd["spec"]["versions"]:
             for path, node in _walk(version["schema"]["openAPIV3Schema"]):
                 assert node.get("type") in ("object", "array", "string", "integer", "boolean", "number"), path

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from ansible_collections.whitesky.capvco.plugins.module_utils.faces import diff, kube
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import conditions, diff, kube
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import module as module_base
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import render
 from ansible_collections.whitesky.capvco.plugins.module_utils.firstboot import status as firstboot_status
@@ -198,12 +198,13 @@ def test_a_results_diff_is_data_in_the_core_and_text_scrubbed_where_the_module_b
 
 
 def test_what_the_controller_writes_to_kubernetes_is_scrubbed():
-    cond = kube.merge_conditions(
-        [], [{"type": "A", "status": "False", "message": "x" * 9000 + "\x1b token=" + SECRET}], "now"
-    )[0]
-    assert len(cond["message"]) <= kube.MESSAGE_LIMIT and "\x1b" not in cond["message"]
-    cond = kube.merge_conditions([], [{"type": "A", "status": "False", "message": "api_key=%s\x07" % SECRET}], "now")[0]
-    assert cond["message"] == "api_key=***\\x07"
+    # a condition made by the controller, and one given as a mapping (vco_status): each message scrubbed
+    made = conditions.false("A", "Failed", "x" * 9000 + "\x1b token=" + SECRET)
+    cond = conditions.merge([], [made], "now", 1)[0]
+    assert len(cond["message"]) <= conditions.MESSAGE_LIMIT and "\x1b" not in cond["message"]
+    given = conditions.given({"type": "A", "status": "False", "reason": "R", "message": "api_key=%s\x07" % SECRET})
+    cond, old = conditions.merge([], [given], "now", 1)[0], conditions.merge_v1beta1([], [given], "now")[0]
+    assert cond["message"] == old["message"] == "api_key=***\\x07"
     obj = {"metadata": {"name": "m", "namespace": "default"}, "kind": "VCOMachine"}
     event = kube.event_body(obj, "Warning", "R", "Bearer %s\n" % SECRET + "y" * 3000, "now")
     assert event["message"].startswith("Bearer ***\\nyyy") and len(event["message"]) <= 1024

@@ -6,8 +6,8 @@ kinds need it: defaults are applied, then the object is checked with strict
 field validation (kubectl's default since 1.27), so an unknown field is an
 error, as is a wrong type, a value out of range or a missing required field.
 
-    python tests/crdschema.py CRDS.yaml SAMPLE.yaml [...]          # exit 1 on an invalid CR
-    python tests/crdschema.py --expect-invalid CRDS.yaml BAD.yaml  # exit 1 on a valid CR
+    python -m capvco_lab.crdschema CRDS.yaml SAMPLE.yaml [...]          # exit 1 on an invalid CR
+    python -m capvco_lab.crdschema --expect-invalid CRDS.yaml BAD.yaml  # exit 1 on a valid CR
 """
 
 from __future__ import annotations
