@@ -220,13 +220,18 @@ def test_the_release_series_contract_follows_the_crds_labels(tmp_path):
         path.write_text(yaml.safe_dump(doc))
         return str(path)
 
-    before = gen.contract()
-    assert gen.contract(with_labels(lambda i, lb: dict(lb, **{"cluster.x-k8s.io/v1beta2": "v1beta1"}))) == "v1beta2"
-    assert gen.metadata("0.1.0", gen.contract())["releaseSeries"][-1]["contract"] == before
+    def without(labels):
+        return {k: v for k, v in labels.items() if not k.startswith("cluster.x-k8s.io/")}
+
+    old = {"cluster.x-k8s.io/v1beta1": "v1beta1"}
+    both = dict(old, **{"cluster.x-k8s.io/v1beta2": "v1beta1"})
+    assert gen.contract(with_labels(lambda i, lb: dict(without(lb), **old))) == "v1beta1"
+    assert gen.contract(with_labels(lambda i, lb: dict(without(lb), **both))) == "v1beta2"
+    assert gen.metadata("0.1.0", gen.contract())["releaseSeries"][-1]["contract"] == gen.contract()
     with pytest.raises(ValueError, match="different contract labels"):
-        gen.contract(with_labels(lambda i, lb: dict(lb, **({"cluster.x-k8s.io/v1beta2": "v1beta1"} if i else {}))))
+        gen.contract(with_labels(lambda i, lb: dict(without(lb), **(both if i else old))))
     with pytest.raises(ValueError, match="no CRD carries"):
-        gen.contract(with_labels(lambda i, lb: {k: v for k, v in lb.items() if not k.startswith("cluster.x-k8s.io/")}))
+        gen.contract(with_labels(lambda i, lb: without(lb)))
     assert gen.metadata("0.1.0", "v1beta2")["releaseSeries"] == [{"major": 0, "minor": 1, "contract": "v1beta2"}]
 
 
