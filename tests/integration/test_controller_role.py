@@ -165,28 +165,6 @@ def test_every_secret_the_controller_reads_is_read_by_name(kube, emulator, tmp_p
         assert "watch" not in request["query"], request
 
 
-def test_applied_to_the_management_cluster_and_waits_until_available(tmp_path):
-    kube = KubeFake(tmp_path, ready_after=3).start()
-    try:
-        rc, out, data = play(tmp_path, env=kube.env(), capvco_controller_replicas=2)
-        assert rc == 0, out[-3000:]
-        assert TOKEN not in out
-        dep = kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
-        assert dep["spec"]["replicas"] == 2 and dep["status"]["availableReplicas"] == 2
-        crd = kube.get(
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), "vcomachines.infrastructure.cluster.x-k8s.io"
-        )
-        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"] == "v1beta1"
-        polls = [
-            r for r in kube.requests() if r["method"] == "GET" and r["path"].endswith("/deployments/capvco-controller")
-        ]
-        assert len(polls) >= 2  # it waited for the Deployment, which became Available after 3 s
-        rc, out, data = play(tmp_path, env=kube.env(), capvco_controller_replicas=2)
-        assert rc == 0 and sum(h["changed"] for h in data["stats"].values()) == 0, out[-3000:]
-    finally:
-        kube.stop()
-
-
 def test_a_controller_that_never_becomes_available_fails_loudly(tmp_path):
     kube = KubeFake(tmp_path, ready_after=-1).start()
     try:
@@ -250,14 +228,17 @@ def test_a_failure_against_an_unreachable_cluster_names_its_reason_and_no_secret
 def test_a_refused_credentials_secret_says_why_and_no_apply_shows_the_secret(tmp_path):
     """The Secret goes to the cluster as a private file (playbooks/tasks/k8s_secret.yml, shared with sriov_agent): a
     refusal reads with the API's reason, before the Deployment that reads it; an apply at -vvv with --diff, and its
-    re-run (changed=0), show the credential nowhere, the file is removed each time, and the cluster has the Secret."""
-    kube = KubeFake(tmp_path, ready_after=0).start()
+    re-run (changed=0), show the credential nowhere, the file is removed each time, and the cluster has the Secret.
+    The apply waits until the Deployment is Available (3 s after it is made, here) with the replicas asked for, and
+    the CRDs carry the contract labels (one run of the role proves both: it is the slowest file of the layer)."""
+    kube = KubeFake(tmp_path, ready_after=3).start()
     try:
         with RefusingProxy(kube, tmp_path) as proxy:
             scratch = tmp_path / "scratch"  # where the role's private folder is made (the module's TMPDIR)
             scratch.mkdir()
             env = dict(DEFAULT_CALLBACK, TMPDIR=str(scratch))
             extra = {"capvco_controller_kubeconfig": proxy.kubeconfig, "capvco_controller_wait_timeout": 30}
+            extra["capvco_controller_replicas"] = 2
 
             proxy.refuse.set()
             rc, out, _ = play(tmp_path, env=env, **extra)
@@ -278,7 +259,17 @@ def test_a_refused_credentials_secret_says_why_and_no_apply_shows_the_secret(tmp
                 assert str(scratch / "capvco-controller.") in out and not list(scratch.glob("capvco-controller.*"))
         secret = kube.get(("v1", "Secret"), "capvco-controller-credentials", "capvco-system")
         assert base64.b64decode(secret["data"]["api_token"]).decode() == TOKEN
-        assert kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+        dep = kube.get(("apps/v1", "Deployment"), "capvco-controller", "capvco-system")
+        assert dep["spec"]["replicas"] == 2 and dep["status"]["availableReplicas"] == 2
+        polls = [
+            r for r in kube.requests() if r["method"] == "GET" and r["path"].endswith("/deployments/capvco-controller")
+        ]
+        assert len(polls) >= 2  # it waited for the Deployment, which became Available after 3 s
+        crd = kube.get(
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), "vcomachines.infrastructure.cluster.x-k8s.io"
+        )
+        labels = crd["metadata"]["labels"]
+        assert labels["cluster.x-k8s.io/v1beta1"] == labels["cluster.x-k8s.io/v1beta2"] == "v1beta1"
     finally:
         kube.stop()
 
