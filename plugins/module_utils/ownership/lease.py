@@ -235,7 +235,13 @@ class Lease:
         notes = self._last_notes = self._notes()
         mine = self._mine(notes)
         if mine is None:
-            raise WhiteskyError("the lease note of run %s on cloudspace %s is gone" % (self.run, self.cloudspace_id))
+            raise LeaseLost(
+                "this run no longer holds the lease of cluster %r (run %s): its lease note on cloudspace %s is gone "
+                "while it waited for the cluster (was the run stopped past its %ds time to live? another run then "
+                "deletes the note and may take the cluster over); it changed nothing. Run it again: it reads the "
+                "cluster anew." % (self.cluster, self.run, self.cloudspace_id, self.ttl),
+                {"lease_lost": True},
+            )
         self.note_id = str(mine.get("id"))
         leases = []
         for note in notes:

@@ -362,3 +362,24 @@ def test_a_write_fenced_by_the_runs_leases_is_refused_once_a_lease_can_no_longer
     finally:
         del client.leases[("cs", "web")]
         held.release()
+
+
+def test_a_run_whose_note_is_deleted_while_it_waits_is_told_it_lost_the_lease_and_changed_nothing():
+    """A run stopped while it waited for the cluster (behind another run's lease) past its time to live finds, when it
+    resumes, its own note deleted by a run that judged it expired: it fails as a run that lost its lease does
+    (``LeaseLost``, the reason and "changed nothing"), not with a bare "note is gone"."""
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import lease
+    from ansible_collections.whitesky.capvco.plugins.module_utils.ownership.errors import LeaseLost
+
+    client = _SlowNotes(latency=0.0)
+    client.create_cloudspace_note("cs", *ownership_notes.creator_note("web"))
+    client.create_cloudspace_note("cs", *lease.lease_note("web", "0123456789abcdef", 30))  # ahead of this run
+    now, clock, sleep = _fake_time()
+
+    def stalled(seconds):  # while this run sleeps, another deletes its note (as an expired one)
+        sleep(seconds)
+        client.notes = [n for n in client.notes if "0123456789abcdef" in n["content"] or "lease" not in n["content"]]
+
+    said = "no longer holds the lease of cluster 'web'.*gone while it waited.*changed nothing"
+    with pytest.raises(LeaseLost, match=said):
+        lease.Lease(client, "cs", "web", clock=clock, sleep=stalled).acquire()
