@@ -21,7 +21,7 @@ E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins po
 LINT_PKGS := shellcheck:shellcheck
 CONTAINER_PKGS := podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev
 # The layers `make test` runs, in order; it prints each one's time at the end.
-LAYERS ?= unit integration molecule sanity lint consumers fresh
+LAYERS ?= unit integration molecule sanity+lint+consumers fresh
 
 all: test
 
@@ -38,7 +38,7 @@ $(VENV)/.installed: requirements-dev.txt emulator/pyproject.toml lab/pyproject.t
 
 link: venv
 	mkdir -p $(dir $(LINK))
-	ln -sfn $(CURDIR) $(LINK)
+	[ "$$(readlink $(LINK))" = "$(CURDIR)" ] || ln -sfn $(CURDIR) $(LINK)
 
 # The demo's last step (a pod's NIC in network namespaces) needs root, iproute2 and ping: installed here when
 # root; without them the demo says so, skips that step, and still succeeds.

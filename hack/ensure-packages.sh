@@ -25,8 +25,9 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # a fresh machine has no package lists yet; an old list may point at versions the mirror dropped
-  apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  # (make test runs some layers beside each other: each waits for the other's apt lock instead of failing on it)
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
   exit 0
 fi
 why="not root"
