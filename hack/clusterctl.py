@@ -16,7 +16,7 @@ the values of the role's settings they stand for (``SETTINGS``), so the Deployme
 never a second copy; each object gets the provider's label. The credentials Secret is not among them: the role
 makes none when ``capvco_controller_credentials_secret`` names one, and the user makes it (docs/controller.md,
 "clusterctl"). The contract the release series claim is the newest ``cluster.x-k8s.io/<contract>`` label the CRDs
-carry (the one place it is written). The cluster templates are docs/samples/clusterctl/'s files, a flavour being
+carry (the one place it is written). The cluster templates are hack/clusterctl-templates/'s files, a flavour being
 the default template followed by its own objects (``FLAVORS``).
 
 The folders are clusterctl's local repository layout, ``OUT/infrastructure-vco/vVERSION/``, so that a
@@ -42,7 +42,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROLE = os.path.join(ROOT, "roles", "capvco_controller")
 CRDS = os.path.join(ROLE, "files", "crds.yaml")
-TEMPLATES = os.path.join(ROOT, "docs", "samples", "clusterctl")
+TEMPLATES = os.path.join(ROOT, "hack", "clusterctl-templates")
 DEFAULT_OUT = os.path.join(ROOT, ".build", "dist", "clusterctl")
 
 #: The provider's name for clusterctl (``clusterctl init --infrastructure vco``) and its label: the value of

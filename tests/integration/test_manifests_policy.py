@@ -223,8 +223,9 @@ def manifests(tmp_path_factory):
             else providerfiles.rendered(folder, source)
         )
         (scan / name).write_text(yaml.safe_dump_all(objs, sort_keys=False), encoding="utf-8")
-    for name in SAMPLES:
-        shutil.copy(os.path.join(ROOT, "docs", "samples", name), scan / name)
+    for name in SAMPLES:  # a sample that is a List is scanned as its objects, as `kubectl apply` applies them
+        objs = list(crdschema.objects(os.path.join(ROOT, "docs", "samples", name)))
+        (scan / name).write_text(yaml.safe_dump_all(objs, sort_keys=False), encoding="utf-8")
     return {name: scan / name for name in (*RENDERED, *CLUSTERCTL, *SAMPLES)}
 
 
