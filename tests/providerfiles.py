@@ -11,7 +11,7 @@ import os
 
 import yaml
 
-from capvco_lab import crdschema
+from capvco_lab import crdschema, kubecapi
 
 import envsubst
 from helpers import ROOT, read_text
@@ -20,8 +20,9 @@ _spec = importlib.util.spec_from_file_location("clusterctl_files", os.path.join(
 gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
 
-#: Cluster API's CRDs of the kinds the templates and the samples make (hack/cluster-api-crds.py).
-CAPI_CRDS = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "cluster-api", "*.json")))
+#: Cluster API's CRDs of the release whose v1beta2 kinds the templates and the samples make, clusterctl's Metadata
+#: among them (lab/capvco_lab/data/cluster-api/, vendored by hack/vendor_capi_crds.py).
+CAPI_CRDS = sorted(glob.glob(os.path.join(kubecapi.DATA, kubecapi.LATEST, "*.yaml")))
 
 #: What clusterctl generate cluster always sets from its command line (cmd/clusterctl/client/config.go,
 #: ``templateOptions``; the defaults of cmd/clusterctl/cmd/generate_cluster.go's flags), besides CLUSTER_NAME (its
@@ -46,11 +47,19 @@ def docs_of(text):
     return [d for d in yaml.safe_load_all(text) if d]
 
 
+def stored(crd):
+    """The version a CRD stores (Cluster API's v1beta2 at the release vendored; v1alpha3 for Metadata)."""
+    return next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+
+
 def crd_schemas():
-    """Cluster API's v1beta2 CRDs (and clusterctl's Metadata) and this provider's, by (apiVersion, kind)."""
+    """Cluster API's CRDs at the version each stores (v1beta2; v1alpha3 for clusterctl's Metadata: the older
+    versions the release still serves are left out, so an object of them has no schema here) and this provider's,
+    by (apiVersion, kind)."""
     out = {}
-    for path in [*CAPI_CRDS, gen.CRDS]:
-        out.update(crdschema.load_crds(path))
+    for path in CAPI_CRDS:
+        out.update({k: v for k, v in crdschema.load_crds(path).items() if k[0].endswith("/" + stored(v[0]))})
+    out.update(crdschema.load_crds(gen.CRDS))
     return out
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
@@ -94,6 +96,7 @@ class Kube:
         self.api = api
         self.custom = k8s.CustomObjectsApi(api)
         self.core = k8s.CoreV1Api(api)
+        self.leases = k8s.CustomObjectsApi(single_try(api))
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -227,29 +230,65 @@ class Kube:
             ) from None
         return cast("dict[str, Any]", got)
 
-    # the leader election's Lease (coordination.k8s.io/v1, a built-in kind served at the same kind of path)
-    def lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.get(LEASE, namespace, name)
-
-    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """The Lease created, or None when another replica created it first (409)."""
+    # The leader election's Lease (coordination.k8s.io/v1, a built-in kind served at the same kind of path).  Each
+    # call has a ``timeout`` (seconds, for the whole request: it is made once, never retried), so that a leader whose
+    # API server went silent finds out within its renew deadline instead of waiting on a socket (leader.py).
+    def lease(self, namespace: str, name: str, *, timeout: float) -> dict[str, Any] | None:
+        """The Lease, or None when it does not exist."""
         try:
-            got = self.custom.create_namespaced_custom_object(LEASE.group, LEASE.version, namespace, LEASE.plural, body)
+            got = self.leases.get_namespaced_custom_object(
+                LEASE.group, LEASE.version, namespace, LEASE.plural, name, _request_timeout=timeout
+            )
         except ApiException as exc:
-            if exc.status == 409:
+            if exc.status == 404:
                 return None
-            raise KubeError("creating Lease %s/%s" % (namespace, body["metadata"]["name"]), exc) from None
+            raise KubeError("reading Lease %s/%s" % (namespace, name), exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeError("reading Lease %s/%s" % (namespace, name), exc) from None
         return cast("dict[str, Any]", got)
 
-    def replace_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """The Lease replaced (its resourceVersion guards it), or None when another replica changed it first."""
-        name = body["metadata"]["name"]
+    def create_lease(self, namespace: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any] | None:
+        """The Lease created, or None when another replica created it first (409)."""
+        what = "creating Lease %s/%s" % (namespace, body["metadata"]["name"])
         try:
-            got = self.custom.replace_namespaced_custom_object(
-                LEASE.group, LEASE.version, namespace, LEASE.plural, name, body
+            got = self.leases.create_namespaced_custom_object(
+                LEASE.group, LEASE.version, namespace, LEASE.plural, body, _request_timeout=timeout
             )
         except ApiException as exc:
             if exc.status == 409:
                 return None
-            raise KubeError("updating Lease %s/%s" % (namespace, name), exc) from None
+            raise KubeError(what, exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeError(what, exc) from None
         return cast("dict[str, Any]", got)
+
+    def replace_lease(self, namespace: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any] | None:
+        """The Lease replaced (its resourceVersion guards it), or None when another replica changed it first."""
+        what = "updating Lease %s/%s" % (namespace, body["metadata"]["name"])
+        try:
+            got = self.leases.replace_namespaced_custom_object(
+                LEASE.group,
+                LEASE.version,
+                namespace,
+                LEASE.plural,
+                body["metadata"]["name"],
+                body,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise KubeError(what, exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeError(what, exc) from None
+        return cast("dict[str, Any]", got)
+
+
+def single_try(api: Any) -> Any:
+    """An ApiClient as ``api`` (its server, credentials, headers) whose requests are made once: urllib3 retries a
+    GET or a PUT that timed out three more times by default, each with the whole timeout again."""
+    cfg = copy.deepcopy(api.configuration)
+    cfg.retries = False
+    out = k8s.ApiClient(cfg)
+    out.default_headers = dict(api.default_headers)
+    return out

@@ -57,6 +57,17 @@ class KubeFake(ServerProcess):
     def requests(self):
         return httpx.get(self.url + "/_fake/requests", timeout=10).json()
 
+    def hang(self, path, user_agent=None):
+        """Requests whose path matches the regex ``path`` (from the client ``user_agent`` only, when given) hang
+        unanswered from now on, until :meth:`unhang`."""
+        httpx.post(
+            self.url + "/_fake/hang", json={"path": path, "user_agent": user_agent}, timeout=10
+        ).raise_for_status()
+
+    def unhang(self):
+        """The hung requests go on, and no more hang."""
+        httpx.delete(self.url + "/_fake/hang", timeout=10).raise_for_status()
+
     def call(self, method, path, body=None, content_type="application/json"):
         resp = httpx.request(
             method,

@@ -19,7 +19,9 @@ clients use:
   CRDs of, or ``none``).
 
 Every request is recorded; ``GET /_fake/requests`` returns them (method, path, query, content type) and ``DELETE``
-clears them.
+clears them.  ``POST /_fake/hang`` with ``{"path": REGEX, "user_agent": UA}`` makes the requests whose path matches
+(and, when given, whose User-Agent is UA) hang, unanswered, as an API server gone silent mid-request, until
+``DELETE /_fake/hang`` lets them go on.
 
     python -m capvco_lab.kubefake --port 0 [--token T] [--deployment-ready-after 1] [--cluster-api v1.10.0]
 """
@@ -159,6 +161,13 @@ def groups(store):
 
 
 def make_app(store):
+    #: what hangs: (path regex, User-Agent or None)
+    hangs = []
+
+    def hung(request):
+        ua = request.headers.get("user-agent")
+        return any(re.search(p, request.url.path) and u in (None, ua) for p, u in hangs)
+
     def group(name):
         versions = groups(store)[name]
         return {
@@ -240,6 +249,8 @@ def make_app(store):
         store.requests.append(
             {"method": request.method, "path": path, "query": dict(request.query_params), "content_type": ctype}
         )
+        while hung(request):
+            await asyncio.sleep(0.02)
         if store.token and request.headers.get("authorization") != "Bearer " + store.token:
             return status(Failure(401, "Unauthorized", "Unauthorized"))
         if path in ("/version", "/api", "/apis", "/api/v1") or re.match(r"^/apis/[^/]+(/[^/]+)?$", path):
@@ -294,9 +305,18 @@ def make_app(store):
             store.requests.clear()
         return JSONResponse(list(store.requests))
 
+    async def hang(request: Request):
+        if request.method == "DELETE":
+            hangs.clear()
+        else:
+            body = await request.json()
+            hangs.append((body["path"], body.get("user_agent")))
+        return JSONResponse([list(h) for h in hangs])
+
     return Starlette(
         routes=[
             Route("/_fake/requests", requests_log, methods=["GET", "DELETE"]),
+            Route("/_fake/hang", hang, methods=["POST", "DELETE"]),
             Route("/{path:path}", api, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         ]
     )

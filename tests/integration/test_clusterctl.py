@@ -1,13 +1,14 @@
 """clusterctl's provider files (``hack/clusterctl.py``, which ``make build`` runs), read as clusterctl reads them.
 
 No clusterctl binary can be had here, so its rules are applied from its source (kubernetes-sigs/cluster-api,
-``cmd/clusterctl``; the commit tests/data/cluster-api/'s copies name): the variable substitution (drone/envsubst,
-``tests/envsubst.py``, first checked against both projects' own test cases), ``validateMetadata`` and the release
-series lookup of ``clusterctl init``, the local repository's layout (``newLocalRepository``), the components'
-target namespace (``fixTargetNamespace``) and the templates' naming. What the files make is then validated: the
-custom resources against Cluster API's v1beta2 CRDs (tests/data/cluster-api/) and this provider's
-(roles/capvco_controller/files/crds.yaml) with ``lab/capvco_lab/crdschema.py``; the Kubernetes objects with
-kubernetes-validate and checkov in ``test_manifests_policy.py``, which renders them with the same values.
+``cmd/clusterctl`` at v1.14.0, the release whose CRDs lab/capvco_lab/data/cluster-api/ holds): the variable
+substitution (drone/envsubst, ``tests/envsubst.py``, first checked against both projects' own test cases),
+``validateMetadata`` and the release series lookup of ``clusterctl init``, the local repository's layout
+(``newLocalRepository``), the components' target namespace (``fixTargetNamespace``) and the templates' naming. What
+the files make is then validated: the custom resources against Cluster API's v1beta2 CRDs
+(lab/capvco_lab/data/cluster-api/v1.14.0/) and this provider's (roles/capvco_controller/files/crds.yaml) with
+``lab/capvco_lab/crdschema.py``; the Kubernetes objects with kubernetes-validate and checkov in
+``test_manifests_policy.py``, which renders them with the same values.
 
 Every variable is documented: docs/controller.md's tables ("Installing with clusterctl") give each with its default,
 and a test fails on a variable a file uses and the tables miss, one the tables give and no file uses, and a default
@@ -510,12 +511,10 @@ def test_every_template_renders_to_cluster_api_v1beta2_objects_that_refer_to_eac
 def check_machine_health_check(mhc):
     """The MachineHealthCheck: Cluster API's CEL rule on a machine condition's type (read from its CRD, which
     crdschema does not evaluate), and the workers selected."""
-    (crd,) = crdschema.objects(
-        os.path.join(ROOT, "tests", "data", "cluster-api", "cluster.x-k8s.io_machinehealthchecks.json")
-    )
-    rule = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["checks"][
+    _crd, schema = crd_schemas()[(mhc["apiVersion"], "MachineHealthCheck")]
+    rule = schema["properties"]["spec"]["properties"]["checks"]["properties"]["unhealthyMachineConditions"]["items"][
         "properties"
-    ]["unhealthyMachineConditions"]["items"]["properties"]["type"]["x-kubernetes-validations"][0]["rule"]
+    ]["type"]["x-kubernetes-validations"][0]["rule"]
     forbidden = re.fullmatch(r"!\(self in \[(.*)\]\)", rule).group(1).replace("'", "").split(",")
     assert "Ready" in forbidden
     types = [c["type"] for c in mhc["spec"]["checks"]["unhealthyMachineConditions"]]

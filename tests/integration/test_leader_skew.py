@@ -2,7 +2,9 @@
 ``LeaderElector`` in this process, each in its own thread with its own clocks, on one Lease of the fake API server
 (real HTTP, the ``kubernetes`` client). Each replica records when it believes it leads (from the moment it took the
 Lease until it stopped renewing it); those intervals never overlap, and a replica takes over once the leader stopped
-within the lease duration and one retry period (and the requests' time).
+within the lease duration and one retry period (and the requests' time).  And when the API server goes silent to the
+leader alone, mid-request (its Lease requests hang unanswered, the standby's go through), the leader stops leading
+within the renew deadline, before the standby takes the lapsed Lease.
 
 The durations are shortened (a 2 s lease renewed every 0.2 s) so that a span of several lease periods and two
 takeovers run in seconds; one replica's clocks run 60 s ahead (thirty leases)."""
@@ -13,6 +15,7 @@ import datetime
 import threading
 import time
 
+from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube as seam
 from capvco_controller.kube import Kube
 from capvco_controller.leader import LeaderElector
 from capvco_lab.controller import KubeFake
@@ -125,10 +128,56 @@ def test_replicas_with_clocks_a_minute_apart_have_one_leader_at_every_instant(tm
         assert 0 < took <= LEASE + RETRY + REQUESTS, took
         later.halt()
         assert overlaps(replicas) == [], [(r.thread.name, r.led) for r in replicas]
-        lease = kube.lease(NAMESPACE, NAME)
+        lease = kube.lease(NAMESPACE, NAME, timeout=10)
         assert lease is not None and lease["spec"]["leaseTransitions"] == 2
         assert lease["spec"]["holderIdentity"] == "on-time-again"
     finally:
+        for r in replicas:
+            r.stop.set()
+        fake.stop()
+
+
+def client(fake: KubeFake, user_agent: str) -> Kube:
+    """A replica's own client, told apart by its User-Agent."""
+    api = seam.api_client(fake.kubeconfig)
+    api.user_agent = user_agent
+    return Kube(api)
+
+
+def test_a_leader_whose_api_server_goes_silent_stops_leading_before_the_standby_takes_over(tmp_path):
+    """The leader's Lease requests hang (the fake answers none of them, mid-request) while the standby's go through:
+    the leader's renewal cannot succeed, so it stops leading within the renew deadline of its last renewal; the
+    standby takes the Lease once it has seen it unchanged for the lease duration; never both at once.  (Before each
+    Lease request had a timeout the leader waited on its socket for good, leading on beside the new leader.)"""
+    fake = KubeFake(tmp_path).start()
+    replicas = []
+    try:
+        fake.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        leader = Replica(client(fake, "replica-leader"), "leader", 0.0).start()
+        replicas.append(leader)
+        assert wait_for(leader.leads, 10)
+        standby = Replica(client(fake, "replica-standby"), "standby", AHEAD).start()
+        replicas.append(standby)
+        run_for_leases(fake, 2)
+        assert leader.leads() and not standby.led
+
+        fake.hang("/leases/", user_agent="replica-leader")
+        silent = time.monotonic()
+        assert wait_for(standby.leads, LEASE + RETRY + REQUESTS + 5), [(r.thread.name, r.led) for r in replicas]
+        assert overlaps(replicas) == [], [(r.thread.name, r.led) for r in replicas]
+        # the leader's last renewal began before the silence: it stopped within the renew deadline of it
+        stopped = leader.led[-1][1]
+        assert stopped is not None and not leader.elector.leading.is_set()
+        assert stopped - silent <= DEADLINE + REQUESTS, stopped - silent
+        # the standby took it once the lease lapsed: no sooner than the lease after the leader's last write
+        took = standby.led[0][0]
+        assert took > stopped and LEASE - RETRY - REQUESTS <= took - silent <= LEASE + RETRY + REQUESTS, took - silent
+        lease = standby.elector.kube.lease(NAMESPACE, NAME, timeout=10)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "standby"
+        run_for_leases(fake, 1)
+        assert standby.leads() and overlaps(replicas) == []
+    finally:
+        fake.unhang()
         for r in replicas:
             r.stop.set()
         fake.stop()

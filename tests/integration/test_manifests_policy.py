@@ -10,8 +10,8 @@ MachineHealthCheck. Then:
 - ``kubernetes-validate --strict`` for a current Kubernetes version checks every document: the core kinds and the
   controller's CustomResourceDefinitions (as apiextensions.k8s.io/v1 objects) against the Kubernetes schemas; the
   custom kinds against their CRDs' schemas: Multus's NetworkAttachmentDefinition (whose CRD is not ours) against the
-  schema of Multus's CRD here, Cluster API's kinds against its v1beta2 CRDs (tests/data/cluster-api/) and this
-  provider's against roles/capvco_controller/files/crds.yaml (lab/capvco_lab/crdschema.py).
+  schema of Multus's CRD here, Cluster API's kinds against its v1beta2 CRDs (lab/capvco_lab/data/cluster-api/) and
+  this provider's against roles/capvco_controller/files/crds.yaml (lab/capvco_lab/crdschema.py).
 - checkov's Kubernetes checks scan them. Each finding is fixed in the templates or waived beside its object with a
   ``checkov.io/skipN: CKV_K8S_xx=reason`` annotation. The test fails on a finding with no waiver, on a waiver with no
   reason, on a waiver for something checkov no longer finds (a scan of the manifests with the waivers taken out
