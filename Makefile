@@ -21,7 +21,7 @@ E2E_PKGS := $(DEMO_PKGS) /usr/lib/cni/host-device:containernetworking-plugins po
 LINT_PKGS := shellcheck:shellcheck
 CONTAINER_PKGS := podman:podman runc:runc debootstrap:debootstrap dpkg-scanpackages:dpkg-dev
 # The layers `make test` runs, in order; it prints each one's time at the end.
-LAYERS ?= unit integration molecule sanity+lint+consumers fresh
+LAYERS ?= unit integration molecule sanity lint consumers fresh
 
 all: test
 

@@ -4,11 +4,11 @@
 # also kept in .build/logs/LAYER.log; when one fails, the lines that say why are repeated after the table, so a
 # CI log that keeps only its tail still names the failing test.
 #
-# A step written A+B+C runs those layers beside each other (for layers that mostly wait, on containers and
-# downloads, beside ones that compute: `make test` runs sanity and lint beside consumers); their output is in
-# their logs only, each is timed on its own, and the step fails when one of them fails.
+# A step written A+B+C runs those layers beside each other (for layers that mostly wait beside ones that
+# compute; `make test` runs its layers in turn, as no pair of them was faster side by side on two cores); their
+# output is in their logs only, each is timed on its own, and the step fails when one of them fails.
 #
-#   hack/layers.sh unit integration molecule sanity+lint+consumers fresh
+#   hack/layers.sh unit integration molecule sanity lint consumers fresh
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 declare -a names=() results=() times=()
