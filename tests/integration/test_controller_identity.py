@@ -91,7 +91,10 @@ def test_two_clusters_of_two_customers_each_machine_in_its_own_customer(kube, em
     identity_secret(kube, "ident-b", emulator, OTHER, token_b)
     ctl = Controller(kube, emulator, tmp_path, "--drift-period", "2").start()
     try:
-        clusters = [make_cluster(kube, "alpha", spec=identity("ident-a")), make_cluster(kube, "beta", spec=identity("ident-b"))]
+        clusters = [
+            make_cluster(kube, "alpha", spec=identity("ident-a")),
+            make_cluster(kube, "beta", spec=identity("ident-b")),
+        ]
         vm_a, _ = make_machine(kube, "alpha-md-0-a", cluster="alpha")
         vm_b, _ = make_machine(kube, "beta-md-0-b", cluster="beta")
         assert wait_for(lambda: ready(kube, vm_a) and ready(kube, vm_b), 90), ctl.text()[-3000:]
@@ -105,13 +108,14 @@ def test_two_clusters_of_two_customers_each_machine_in_its_own_customer(kube, em
         assert ready(kube, vm_a) and ready(kube, vm_b) and "VMDeleted" not in str(kube.events())
         for token in (token_a, token_b):
             assert token not in ctl.text() and token not in str(kube.events())
+        # a machine never moves to another customer: the identity of a cluster cannot change
+        code, out = kube.merge(clusters[1], {"spec": {"identityRef": {"name": "ident-a"}}})
+        assert code == 422 and "identityRef cannot change once set" in out["message"], (code, out)
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
 
-def test_a_cluster_in_a_namespace_the_identity_does_not_allow_is_refused_and_nothing_is_done(
-    kube, emulator, tmp_path
-):
+def test_a_cluster_in_a_namespace_the_identity_does_not_allow_is_refused_and_nothing_is_done(kube, emulator, tmp_path):
     """A VCOCluster in namespace tenant-b names the identity Secret of namespace default, which does not list
     tenant-b: ``IdentityReady`` False ``IdentityNotAllowed``, a Warning Event, and no platform write at all; once
     the Secret's annotation lists tenant-b, the cluster is provisioned with it."""
