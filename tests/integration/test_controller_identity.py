@@ -111,6 +111,14 @@ def test_two_clusters_of_two_customers_each_machine_in_its_own_customer(kube, em
         # a machine never moves to another customer: the identity of a cluster cannot change
         code, out = kube.merge(clusters[1], {"spec": {"identityRef": {"name": "ident-a"}}})
         assert code == 422 and "identityRef cannot change once set" in out["message"], (code, out)
+        # the finalizers delete with the cluster's identity too: the machines', then the clusters'
+        for obj in (vm_a, vm_b):
+            assert kube.delete(obj)[0] == 200
+        assert wait_for(lambda: kube.get(vm_a) is None and kube.get(vm_b) is None, 60), ctl.text()[-3000:]
+        assert vm_names(emulator, CUSTOMER, token_a) == [] and vm_names(emulator, OTHER, token_b) == []
+        for obj in clusters:
+            assert kube.delete(obj)[0] == 200
+        assert wait_for(lambda: all(kube.get(obj) is None for obj in clusters), 60), ctl.text()[-3000:]
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
 
