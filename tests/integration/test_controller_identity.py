@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 
 import pytest
@@ -121,6 +122,13 @@ def test_two_clusters_of_two_customers_each_machine_in_its_own_customer(kube, em
         assert wait_for(lambda: all(kube.get(obj) is None for obj in clusters), 60), ctl.text()[-3000:]
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
+    # `get` by name is all the controller needs on the identities' Secrets: never a list or a watch
+    reads = [r for r in kube.requests() if "/secrets" in r["path"] and r["method"] != "POST"]
+    paths = {r["path"] for r in reads}
+    assert {"/api/v1/namespaces/default/secrets/ident-a", "/api/v1/namespaces/default/secrets/ident-b"} <= paths
+    for request in reads:
+        assert request["method"] == "GET" and re.fullmatch(r"/api/v1/namespaces/[^/]+/secrets/[^/?]+", request["path"])
+        assert "watch" not in request["query"], request
 
 
 def test_a_cluster_in_a_namespace_the_identity_does_not_allow_is_refused_and_nothing_is_done(kube, emulator, tmp_path):
