@@ -95,6 +95,8 @@ class Context:
         ``spec.identityRef``), or the controller's own credential when it names none (or is None);
         :class:`identity.IdentityError` when it names one it may not use (nothing is called then)."""
         ref = identity.Ref.of(vcc.spec, vcc.namespace) if vcc is not None else None
+        if vcc is not None:
+            identity.unchanged(vcc.status, ref)
         before = getattr(self._local, "identity", None)
         if ref is None or vcc is None:
             self._local.identity = None

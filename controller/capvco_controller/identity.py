@@ -75,6 +75,28 @@ def allowed(secret_namespace: str, annotations: Mapping[str, str], namespace: st
     return namespace in listed or "*" in listed
 
 
+def recorded(ref: Ref | None) -> str:
+    """What ``status.identity`` records of ``ref``: ``namespace/name``, or '' for the controller's own."""
+    return "" if ref is None else "%s/%s" % (ref.namespace, ref.name)
+
+
+def unchanged(status: Mapping[str, Any], ref: Ref | None) -> None:
+    """:class:`IdentityError` when a placed cluster (``status.cloudspaceID``) names another identity than the one
+    it was placed with (``status.identity``; absent: the controller's own, as before identities were): its machines
+    are in that customer's account, and a machine never moves.  The CRD refuses a changed ``identityRef``; this
+    refuses one added or removed."""
+    if not status.get("cloudspaceID"):
+        return
+    placed = str(status.get("identity") or "")
+    if placed != recorded(ref):
+        raise IdentityError(
+            INVALID,
+            "the cluster was placed with %s and its machines live in that account: spec.identityRef cannot be added, "
+            "removed or changed once the cluster is placed (put it back as it was)"
+            % ("the identity Secret " + placed if placed else "the controller's own credential"),
+        )
+
+
 class Identities:
     """The connections of the identities in use, per ``(namespace, name, resourceVersion)`` of their Secret."""
 

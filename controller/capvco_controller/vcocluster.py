@@ -197,6 +197,9 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
             with ctx.using(c):
                 if ref_of(c) is not None:
                     scope.condition(conds.true(identity.CONDITION, "IdentityReady", "using the %s" % ref_of(c)))
+                elif objects.condition({"status": c.status}, identity.CONDITION):  # one said before: say it is fine
+                    own = "using the controller's own credential"
+                    scope.condition(conds.true(identity.CONDITION, "IdentityReady", own))
                 return provision(ctx, scope, key, c)
         except identity.IdentityError as exc:
             refuse_identity(scope, exc)
@@ -259,7 +262,7 @@ def provision(ctx: Context, scope: Scope, key: tuple[str, str, str], c: VCOClust
         raise Retry(message) from None
     cs_id = str(cs["cloudspace"]["cloudspace_id"])
     scope.provisioned(True)  # the contract's "initialization completed": the cloudspace exists
-    scope.set(cloudspaceID=cs_id, gpuOwner=c.cluster)
+    scope.set(cloudspaceID=cs_id, gpuOwner=c.cluster, identity=identity.recorded(ref_of(c)) or None)
     where = "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location)
     scope.condition(conds.true(CLOUDSPACE, "Ready", where))
     if cs.get("changed"):

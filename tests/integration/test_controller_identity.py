@@ -187,3 +187,34 @@ def test_a_rotated_identity_is_used_from_then_on(kube, emulator, tmp_path):
             assert old not in text and new not in text, where
     finally:
         assert ctl.stop() == 0, ctl.text()[-3000:]
+
+
+def test_an_identity_added_to_a_placed_cluster_is_refused(kube, emulator, tmp_path):
+    """A cluster placed with the controller's own credential is given an identityRef afterwards (the CRD refuses a
+    changed one; an added one it cannot tell from a first one): refused, ``IdentityInvalid``, and no platform write,
+    since its machines live in the account it was placed in; taken away again, the cluster is ready again."""
+    token_b = grant(emulator, OTHER)
+    identity_secret(kube, "ident-b", emulator, OTHER, token_b)
+    ctl = Controller(kube, emulator, tmp_path).start()
+    try:
+        vcc = make_cluster(kube, "delta")
+        assert wait_for(lambda: condition(kube, vcc, "CloudspaceReady").get("status") == "True", 30), ctl.text()[-3000:]
+        assert "identity" not in kube.get(vcc)["status"]
+        before = emulator.snapshot()
+        code, out = kube.merge(vcc, {"spec": identity("ident-b")})
+        assert code == 200, out
+        assert wait_for(lambda: condition(kube, vcc, "IdentityReady").get("reason") == "IdentityInvalid", 30), (
+            ctl.text()[-3000:]
+        )
+        got = condition(kube, vcc, "IdentityReady")
+        assert "placed with the controller's own credential" in got["message"], got
+        assert condition(kube, vcc, "Ready").get("status") == "False"
+        assert emulator.snapshot() == before and vm_names(emulator, OTHER, token_b) == []
+        with WhiteskyClient(emulator.url, token_b, OTHER) as client:
+            assert client.cloudspaces() == [], "nothing made in the other customer"
+        code, out = kube.merge(vcc, {"spec": {"identityRef": None}})
+        assert code == 200, out
+        assert wait_for(lambda: condition(kube, vcc, "IdentityReady").get("status") == "True", 30), ctl.text()[-3000:]
+        assert condition(kube, vcc, "CloudspaceReady").get("status") == "True"
+    finally:
+        assert ctl.stop() == 0, ctl.text()[-3000:]

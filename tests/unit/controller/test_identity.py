@@ -84,3 +84,18 @@ def test_a_ref_defaults_to_the_clusters_namespace():
     assert Ref.of({"identityRef": {"kind": "Secret", "name": "x"}}, "ns") == Ref("ns", "x")
     assert Ref.of({"identityRef": {"kind": "Secret", "name": "x", "namespace": "other"}}, "ns") == Ref("other", "x")
     assert Ref.of({}, "ns") is None
+
+
+def test_a_placed_cluster_keeps_the_identity_it_was_placed_with():
+    ref = Ref("tenant-a", "ident")
+    identity.unchanged({}, ref)  # not placed yet: any identity
+    identity.unchanged({"cloudspaceID": "cs-1"}, None)  # placed before identities: the controller's own
+    identity.unchanged({"cloudspaceID": "cs-1", "identity": "tenant-a/ident"}, ref)
+    for status, now in [
+        ({"cloudspaceID": "cs-1"}, ref),  # added
+        ({"cloudspaceID": "cs-1", "identity": "tenant-a/ident"}, None),  # removed
+        ({"cloudspaceID": "cs-1", "identity": "tenant-a/ident"}, Ref("tenant-a", "other")),  # changed
+    ]:
+        with pytest.raises(IdentityError) as got:
+            identity.unchanged(status, now)
+        assert got.value.reason == identity.INVALID
