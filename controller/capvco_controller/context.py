@@ -4,8 +4,9 @@ object says it would change nothing (a reconcile writes its object's status once
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,13 +14,16 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.cluster import run
 from ansible_collections.whitesky.capvco.plugins.module_utils.faces import kube as seam
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.client import WhiteskyClient
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.connection import Connection
-from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError
-from capvco_controller.credentials import Credentials
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import HINTS, WhiteskyError
+from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
+from capvco_controller import identity
+from capvco_controller.credentials import Credentials, refused
 from capvco_controller.informer import Store
 from capvco_controller.kube import CURRENT, ClusterAPI, Kind, Kube
 from capvco_controller.metrics import Registry
 
 if TYPE_CHECKING:
+    from capvco_controller.objects import VCOCluster
     from capvco_controller.scope import Scope
 
 #: A work queue key: (kind, namespace, name); kind "Location" is the drift pass of a location ("", location).
@@ -69,6 +73,8 @@ class Context:
         self.kinds = {k.kind: k for k in capi.watched()}
         self.stores = stores
         self.credentials = credentials
+        #: the VCOClusters' own identities (``spec.identityRef``)
+        self.identities = identity.Identities(credentials.environ)
         self.settings = settings
         self.metrics = metrics
         self.enqueue: Callable[[Key], None] = enqueue or (lambda key: None)
@@ -83,13 +89,47 @@ class Context:
         self.addons: dict[Key, tuple[str, float]] = {}
 
     # the platform
+    @contextlib.contextmanager
+    def using(self, vcc: VCOCluster | None) -> Iterator[None]:
+        """The platform calls of this thread, inside, use the identity of the VCOCluster ``vcc`` (its
+        ``spec.identityRef``), or the controller's own credential when it names none (or is None);
+        :class:`identity.IdentityError` when it names one it may not use (nothing is called then)."""
+        ref = identity.Ref.of(vcc.spec, vcc.namespace) if vcc is not None else None
+        if vcc is not None:
+            identity.unchanged(vcc.status, ref)
+        before = getattr(self._local, "identity", None)
+        if ref is None or vcc is None:
+            self._local.identity = None
+        else:
+            connection, key = self.identities.resolve(self.kube, ref, vcc.namespace)
+            self._local.identity = (ref, connection, key)
+        try:
+            yield
+        finally:
+            self._local.identity = before
+
     @property
     def connection(self) -> Connection:
-        """The platform credential now (``credentials.Credentials``: a mounted Secret's change is read)."""
-        return self.credentials.connection
+        """The platform credential now: the identity in use (:meth:`using`), else the controller's own
+        (``credentials.Credentials``: a mounted Secret's change is read)."""
+        current = getattr(self._local, "identity", None)
+        return current[1] if current is not None else self.credentials.connection
 
     def client(self) -> WhiteskyClient:
-        """This worker thread's platform client (one per thread, made anew when the credential changed)."""
+        """This worker thread's platform client for the credential in use (one per thread and credential, made
+        anew when the credential changed: the controller's files, or a new version of an identity's Secret)."""
+        current = getattr(self._local, "identity", None)
+        if current is not None:
+            clients: dict[tuple[str, str], tuple[tuple[str, str, str], WhiteskyClient]]
+            clients = self._local.__dict__.setdefault("identity_clients", {})
+            key = current[2]
+            made = clients.get(key[:2])
+            if made is None or made[0] != key:
+                if made is not None:
+                    made[1].close()
+                made = (key, WhiteskyClient.connect(current[1]))
+                clients[key[:2]] = made
+            return made[1]
         connection, generation = self.credentials.current()
         got: WhiteskyClient | None = getattr(self._local, "client", None)
         if got is None or self._local.generation != generation:
@@ -101,8 +141,17 @@ class Context:
 
     def say(self, exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
         """An error fit for a condition, an Event or the log: scrubbed of every token the process held, and a
-        refused credential named with where it comes from (``Credentials.say``)."""
-        return self.credentials.say(exc, limit)
+        refused credential named with where it comes from (``Credentials.say``, or the identity in use)."""
+        current = getattr(self._local, "identity", None)
+        if current is None:
+            return scrub(self.credentials.say(exc, limit), limit, secrets=self.identities.tokens())
+        text = str(exc)
+        if refused(exc):
+            text = text.replace(HINTS[401], "") + (
+                "; the platform refused the identity %s, for customer %s (read again on every reconcile: update the "
+                "Secret)" % (current[0], current[1].customer_id)
+            )
+        return self.credentials.say(Exception(scrub(text, limit, secrets=self.identities.tokens())), limit)
 
     # the caches
     def cached(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:

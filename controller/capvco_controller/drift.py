@@ -23,7 +23,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors im
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.parallel import run_parallel
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim.orphans import OrphanCheck, past_grace
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.reservations import deleted, listing, view
-from capvco_controller import vcocluster
+from capvco_controller import identity, vcocluster
 from capvco_controller.context import Context, Result
 from capvco_controller.objects import VCOCluster, VCOMachine
 from capvco_controller.vcomachine import provider_id
@@ -130,21 +130,38 @@ def run(ctx: Context, location: str) -> Result:
     here = [c for c in here if not c.deleting]
     if not here:
         return Result()  # no cluster there: the next VCOCluster in the location starts it again
-    client = ctx.client()
-    world = read_location(client, location)
-    woken = wake_machines(ctx, location, here, world) + wake_clusters(ctx, client, location, here, world)
+    woken, vms, items = 0, 0, 0
+    for group in by_identity(here):
+        try:
+            with ctx.using(group[0]):  # the clusters of one identity are read with it: one read per identity
+                client = ctx.client()
+                world = read_location(client, location)
+                woken += wake_machines(ctx, location, group, world) + wake_clusters(ctx, client, location, group, world)
+        except identity.IdentityError as exc:
+            # their reconciles say so (IdentityReady False); the platform is not read with another credential
+            log.warning("drift pass of %s: skipping %d cluster(s): %s", location, len(group), exc)
+            continue
+        vms, items = vms + len(world.names), items + len(world.items)
     took = time.monotonic() - started
     ctx.metrics.drift_pass.observe(took, location=location)
     log.info(
         "drift pass of %s: %d cluster(s), %d VM(s), %d reservation(s), %d woken, %.3f s",
         location,
         len(here),
-        len(world.names),
-        len(world.items),
+        vms,
+        items,
         woken,
         took,
     )
     return Result(requeue_after=next_pass(ctx.settings.drift_period, took))
+
+
+def by_identity(clusters: list[VCOCluster]) -> list[list[VCOCluster]]:
+    """``clusters`` grouped by the identity they name (``spec.identityRef``; None: the controller's own)."""
+    groups: dict[identity.Ref | None, list[VCOCluster]] = {}
+    for c in clusters:
+        groups.setdefault(identity.Ref.of(c.spec, c.namespace), []).append(c)
+    return list(groups.values())
 
 
 def machine_reason(m: VCOMachine, c: VCOCluster, location: str, world: LocationWorld) -> str | None:

@@ -185,6 +185,12 @@ class Kube:
     def secret(self, namespace: str, name: str) -> dict[str, str] | None:
         """A Secret's data, decoded (None when it does not exist); a value that is not base64 or too long is an
         error naming the Secret and the key, never the value."""
+        got = self.secret_object(namespace, name)
+        return None if got is None else got[0]
+
+    def secret_object(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str], str] | None:
+        """A Secret read by its name (one GET): ``(data decoded, annotations, resourceVersion)``, None when it does
+        not exist (:meth:`secret`'s rules for its values)."""
         try:
             got = self.core.read_namespaced_secret(name, namespace)
         except ApiException as exc:
@@ -202,7 +208,9 @@ class Kube:
                 raise KubeError(
                     "reading Secret %s/%s" % (namespace, name), ValueError("key %s is not base64 of UTF-8 text" % key)
                 ) from None
-        return out
+        meta = got.metadata
+        annotations = dict((meta.annotations if meta is not None else None) or {})
+        return out, annotations, str((meta.resource_version if meta is not None else None) or "")
 
     def set_finalizers(self, kind: Kind, obj: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
         """``metadata.finalizers`` replaced, guarded by the object's resourceVersion (a JSON patch whose ``test``

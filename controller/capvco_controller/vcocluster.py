@@ -27,7 +27,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.ownership import m
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import WhiteskyError, missing_is_none
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
 from ansible_collections.whitesky.capvco.plugins.module_utils.world.vms import marker_view
-from capvco_controller import addon, objects
+from capvco_controller import addon, identity, objects
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.kube import VCOCLUSTER
 from capvco_controller.objects import VCOCluster, VCOMachine
@@ -46,6 +46,8 @@ CLOUDSPACE = "CloudspaceReady"
 CLEAN = "GPUReservationsClean"
 #: What the cluster's ``Ready`` summarises: its cloudspace (the orphan check and the add-on are reported beside).
 SUMMARY = (CLOUDSPACE,)
+#: When a VCOCluster whose identity cannot be used is looked at again (the controller watches no Secret).
+IDENTITY_RETRY = 30.0
 
 
 def orphan_report(ctx: Context, c: VCOCluster, cs_id: str) -> dict[str, Any]:
@@ -177,13 +179,44 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
     obj = ctx.fresh(KIND, obj)
     c = VCOCluster.read(obj)
     if c.deleting:
-        return finalize(ctx, obj, c)
+        if objects.CLUSTER_FINALIZER not in c.finalizers or not c.gpu_owner:
+            return finalize(ctx, obj, c)
+        try:
+            with ctx.using(c):
+                return finalize(ctx, obj, c)
+        except identity.IdentityError as exc:
+            with Scope(ctx, KIND, obj, SUMMARY) as scope:
+                refuse_identity(scope, exc)
+            raise Retry(str(exc)) from None
     if objects.CLUSTER_FINALIZER not in c.finalizers:
         ctx.set_finalizers(VCOCLUSTER, obj, c.finalizers + [objects.CLUSTER_FINALIZER])
     if c.failure:
         return DONE
     with Scope(ctx, KIND, obj, SUMMARY) as scope:
-        return provision(ctx, scope, key, c)
+        try:
+            with ctx.using(c):
+                if ref_of(c) is not None:
+                    scope.condition(conds.true(identity.CONDITION, "IdentityReady", "using the %s" % ref_of(c)))
+                elif objects.condition({"status": c.status}, identity.CONDITION):  # one said before: say it is fine
+                    own = "using the controller's own credential"
+                    scope.condition(conds.true(identity.CONDITION, "IdentityReady", own))
+                return provision(ctx, scope, key, c)
+        except identity.IdentityError as exc:
+            refuse_identity(scope, exc)
+            return Result(requeue_after=IDENTITY_RETRY)
+
+
+def ref_of(c: VCOCluster) -> identity.Ref | None:
+    return identity.Ref.of(c.spec, c.namespace)
+
+
+def refuse_identity(scope: Scope, exc: identity.IdentityError) -> None:
+    """A VCOCluster naming an identity it may not use: ``IdentityReady`` False (and ``CloudspaceReady``, which
+    ``Ready`` summarises), a Warning Event; nothing is done on the platform, and its machines wait."""
+    message = str(exc)
+    scope.condition(conds.false(identity.CONDITION, exc.reason, message, "Error"))
+    scope.condition(conds.false(CLOUDSPACE, exc.reason, message, "Error"))
+    scope.event(exc.reason, message, warning=True)
 
 
 def provision(ctx: Context, scope: Scope, key: tuple[str, str, str], c: VCOCluster) -> Result:
@@ -229,7 +262,7 @@ def provision(ctx: Context, scope: Scope, key: tuple[str, str, str], c: VCOClust
         raise Retry(message) from None
     cs_id = str(cs["cloudspace"]["cloudspace_id"])
     scope.provisioned(True)  # the contract's "initialization completed": the cloudspace exists
-    scope.set(cloudspaceID=cs_id, gpuOwner=c.cluster)
+    scope.set(cloudspaceID=cs_id, gpuOwner=c.cluster, identity=identity.recorded(ref_of(c)) or None)
     where = "cloudspace %s (%s) in %s" % (c.cloudspace, cs_id, c.location)
     scope.condition(conds.true(CLOUDSPACE, "Ready", where))
     if cs.get("changed"):

@@ -24,7 +24,7 @@ from ansible_collections.whitesky.capvco.plugins.module_utils.machines import ma
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.errors import InputError, WhiteskyError
 from ansible_collections.whitesky.capvco.plugins.module_utils.platform.scrub import scrub
 from ansible_collections.whitesky.capvco.plugins.module_utils.reclaim import report
-from capvco_controller import objects, placement, precheck
+from capvco_controller import identity, objects, placement, precheck
 from capvco_controller.context import DONE, Context, Result, Retry
 from capvco_controller.driver import driver
 from capvco_controller.kube import VCOMACHINE
@@ -132,7 +132,11 @@ def reconcile(ctx: Context, obj: dict[str, Any]) -> Result:
         vcc = infrastructure(ctx, scope, m)
         if isinstance(vcc, Result):
             return vcc
-        return provision(ctx, scope, m, vcc)
+        try:
+            with ctx.using(vcc):  # the cluster's identity, for every platform call of its machines
+                return provision(ctx, scope, m, vcc)
+        except identity.IdentityError as exc:
+            return wait(scope, "WaitingForClusterIdentity", "Cluster %s's identity: %s" % (m.cluster, exc))
 
 
 def provision(ctx: Context, scope: Scope, m: VCOMachine, vcc: objects.VCOCluster) -> Result:
@@ -288,7 +292,15 @@ def finalize(ctx: Context, obj: dict[str, Any], m: VCOMachine) -> Result:
         # what it recorded (the recorded cluster's, whatever the label says now), else its cluster's
         spec = {"cluster": {"name": m.cluster, "location": where["location"], "cloudspace": where["cloudspace"]}}
         scope = Scope(ctx, KIND, obj, summarised(m))
-        done = ctx.teardown(scope, "VM " + m.vm_name, spec=spec, machine=m.vm_name, force=m.force_delete)
+        try:
+            with ctx.using(vcc):
+                done = ctx.teardown(scope, "VM " + m.vm_name, spec=spec, machine=m.vm_name, force=m.force_delete)
+        except identity.IdentityError as exc:
+            message = "deleting VM %s: Cluster %s's identity: %s" % (m.vm_name, m.cluster, exc)
+            scope.deleting = message
+            scope.event("DeleteFailed", message, warning=True)
+            scope.close()
+            raise Retry(message) from None
         for warning in done.get("warnings") or []:
             log.warning("%s/%s: %s", m.namespace, m.name, scrub(warning, MESSAGE_LIMIT))
     ctx.set_finalizers(VCOMACHINE, obj, [f for f in m.finalizers if f != objects.MACHINE_FINALIZER])

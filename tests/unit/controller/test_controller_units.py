@@ -192,6 +192,8 @@ def test_the_samples_validate_and_the_bad_ones_are_rejected():
         "driver-as-number": "not of type 'string'",
         "no-location": "'location' is a required",
         "sriov-without-credential": "'credentialSecretRef'",
+        "identity-not-a-secret": "'Secret'",
+        "identity-without-name": "'name' is a required",
     }
     for doc in yaml.safe_load_all(read_text(BAD)):
         errors = crdschema.check(crds, doc)
